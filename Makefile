@@ -1,0 +1,37 @@
+# rrc top level. `make demo` and `make test` are the README's two commands:
+# both install what is missing first (scripts/setup.sh, idempotent).
+
+PREFIX  ?= /usr/local
+CARGO   ?= cargo
+PYTEST  ?= python3 -m pytest
+
+all: runtime rust
+
+runtime:
+	$(MAKE) -C runtime
+
+rust:
+	$(CARGO) build --release --locked
+
+setup:
+	bash scripts/setup.sh
+
+install: all
+	install -D -m 0755 target/release/rrc $(DESTDIR)$(PREFIX)/bin/rrc
+	install -D -m 0755 runtime/build/librrc.so $(DESTDIR)$(PREFIX)/lib/rrc/librrc.so
+	install -D -m 0755 runtime/build/rrc-restore $(DESTDIR)$(PREFIX)/lib/rrc/rrc-restore
+
+# The whole suite: C unit checks, Rust tests (incl. shared vectors), and the
+# pytest suite that drives real processes (root, namespaces).
+test: setup all
+	$(CARGO) test --release --locked
+	$(PYTEST) -v tests
+
+demo: setup all
+	bash scripts/demo.sh
+
+clean:
+	$(MAKE) -C runtime clean
+	$(CARGO) clean
+
+.PHONY: all runtime rust setup install test demo clean

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The control protocol between the `rrc` command and librrc.so, version 1.
+ *
+ * Transport: a SOCK_STREAM unix socket; the library listens on the path in
+ * $RRC_CONTROL (under rrc exec: /run/rrc-container/control.sock inside the
+ * container, reached from outside as /proc/PID/root/run/rrc-container/...).
+ * One request per connection. The Rust crate rrc-control mirrors this
+ * header; tests/vectors/control-*.bin pin the bytes.
+ *
+ * Every message: rrc_ctl_header, then `length` payload bytes.
+ *
+ *   PING                      -> PONG
+ *   DUMP (+ image fd, SCM_RIGHTS) -> ERROR                 (refused, nothing changed)
+ *                             -> DUMP_PAUSED, DUMP_DONE    (success)
+ *                             -> DUMP_PAUSED, ERROR        (the snapshot child failed)
+ */
+#ifndef RRC_CONTROL_H
+#define RRC_CONTROL_H
+
+#include <stdint.h>
+
+#define RRC_CTL_MAGIC   0x43435252u /* "RRCC" little-endian */
+#define RRC_CTL_VERSION 1u
+#define RRC_CTL_DEFAULT_PATH "/run/rrc-container/control.sock"
+#define RRC_CTL_MAX_PAYLOAD 65536u
+
+enum rrc_ctl_type {
+	RRC_CTL_PING        = 1,
+	RRC_CTL_PONG        = 2,
+	RRC_CTL_DUMP        = 3,
+	RRC_CTL_DUMP_PAUSED = 4,
+	RRC_CTL_DUMP_DONE   = 5,
+	RRC_CTL_ERROR       = 6,
+};
+
+struct rrc_ctl_header {
+	uint32_t magic;           /* RRC_CTL_MAGIC */
+	uint16_t version;         /* RRC_CTL_VERSION */
+	uint16_t type;            /* enum rrc_ctl_type */
+	uint32_t length;          /* payload bytes, <= RRC_CTL_MAX_PAYLOAD */
+	uint32_t payload_crc;     /* CRC32C of the payload */
+	uint32_t header_crc;      /* CRC32C of the 16 bytes before this field */
+	uint32_t reserved;        /* zero */
+};                                /* 24 bytes */
+
+struct rrc_ctl_pong {
+	uint32_t pid;             /* getpid() inside the container */
+	uint32_t nr_threads;      /* application threads (control thread excluded) */
+	uint32_t restored;        /* 1 if this process came from rrc-restore */
+	uint32_t checkpoints;     /* DUMPs completed by this process */
+	uint8_t  last_image_id[16]; /* valid parent for an incremental DUMP, zero if none */
+};
+
+/* rrc_ctl_dump.flags */
+#define RRC_DUMP_F_INCREMENTAL (1u << 0) /* parent_id must equal last_image_id */
+
+struct rrc_ctl_dump {
+	uint32_t flags;
+	uint32_t reserved;
+	uint8_t  image_id[16];    /* chosen by the caller, written into the image */
+	uint8_t  parent_id[16];   /* with RRC_DUMP_F_INCREMENTAL */
+};
+
+struct rrc_ctl_dump_paused {
+	uint64_t pause_ns;        /* first park signal sent .. threads released */
+	uint64_t quiesce_ns;      /* .. all threads parked */
+	uint64_t scan_ns;         /* PAGEMAP_SCAN */
+	uint64_t capture_ns;      /* fd state */
+	uint64_t fork_ns;         /* clone() of the snapshot */
+	uint32_t threads;         /* application threads parked */
+	uint32_t untracked_vmas;  /* VMAs dumped whole (new since the parent) */
+	uint64_t written_pages;   /* pages the scan reported written */
+};
+
+struct rrc_ctl_dump_done {
+	uint64_t pages;           /* pages written into the image */
+	uint64_t bytes;           /* image file size */
+	uint64_t write_ns;        /* snapshot child: start .. image complete */
+};
+
+/* rrc_ctl_error.code */
+enum rrc_ctl_error_code {
+	RRC_ERR_PROTOCOL     = 1, /* malformed request */
+	RRC_ERR_BAD_PARENT   = 2, /* parent_id is not the last checkpoint */
+	RRC_ERR_CHILDREN     = 3, /* the process has child processes */
+	RRC_ERR_SHARED_WRITE = 4, /* writable shared mapping */
+	RRC_ERR_IO_URING     = 5,
+	RRC_ERR_UNSUPPORTED_FD = 6,
+	RRC_ERR_QUIESCE      = 7, /* a thread did not park in time */
+	RRC_ERR_SNAPSHOT     = 8, /* fork or image writing failed */
+	RRC_ERR_UNSUPPORTED_MAPPING = 9,
+};
+
+struct rrc_ctl_error {
+	uint32_t code;            /* enum rrc_ctl_error_code */
+	int32_t  sys_errno;       /* errno of the failing call, 0 if none */
+	char     message[];       /* UTF-8, length = payload length - 8, no NUL */
+};
+
+#endif /* RRC_CONTROL_H */

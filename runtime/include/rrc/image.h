@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The rrc checkpoint image format, version 1.
+ *
+ * This header is the single definition of the format. The Rust crate
+ * rrc-image mirrors it field for field; tests/vectors/ holds images written
+ * by the C side that the Rust side must parse (and the reverse), so the two
+ * cannot drift apart silently. docs/image-format.md explains it in prose.
+ *
+ * One checkpoint is one file, DIR/checkpoint.rrc:
+ *
+ *   rrc_image_header
+ *   section*            (rrc_section_header + payload, payload padded to 8)
+ *   END section         (payload: rrc_end; its absence means "truncated")
+ *
+ * Everything is little-endian with the natural x86-64 alignment of the
+ * structs below (all fields are fixed-width, padding is explicit).
+ * Every section carries a CRC32C of its payload and of its own header; the
+ * image header carries a CRC32C of itself. A reader must verify all of them
+ * before using anything.
+ *
+ * Incremental images: an image with a parent (parent_id != 0) holds only
+ * the pages written since the parent. Its VMA list, page map, threads,
+ * fds and process state are complete (not deltas): only page *data* is
+ * looked up in ancestors. DIR/parent is a symlink to the parent's DIR.
+ */
+#ifndef RRC_IMAGE_H
+#define RRC_IMAGE_H
+
+#include <stdint.h>
+
+#define RRC_IMAGE_MAGIC      "RRCIMG\0\0" /* 8 bytes */
+#define RRC_IMAGE_VERSION    1u
+#define RRC_IMAGE_FILE_NAME  "checkpoint.rrc"
+#define RRC_IMAGE_PARENT_LINK "parent"
+#define RRC_PAGE_SIZE        4096u
+
+/* rrc_image_header.flags */
+#define RRC_IMG_F_FULL       (1u << 0) /* no parent: every defined page is here */
+
+struct rrc_image_header {
+	char     magic[8];        /* RRC_IMAGE_MAGIC */
+	uint32_t version;         /* RRC_IMAGE_VERSION */
+	uint32_t flags;           /* RRC_IMG_F_* */
+	uint8_t  image_id[16];    /* random, unique per checkpoint */
+	uint8_t  parent_id[16];   /* image_id of the parent, zero when full */
+	uint64_t sequence;        /* 0 for a full image, parent's + 1 otherwise */
+	uint64_t created_ns;      /* CLOCK_REALTIME when the snapshot was taken */
+	uint32_t header_crc;      /* CRC32C of the bytes before this field */
+	uint32_t reserved;        /* zero */
+};                                /* 72 bytes */
+
+enum rrc_section_type {
+	RRC_SEC_PROCESS = 1,      /* struct rrc_process + strings */
+	RRC_SEC_VMAS    = 2,      /* rrc_vma records */
+	RRC_SEC_PAGEMAP = 3,      /* rrc_pagemap_entry array */
+	RRC_SEC_THREADS = 4,      /* rrc_thread array */
+	RRC_SEC_FDS     = 5,      /* rrc_fd records */
+	RRC_SEC_SIGNALS = 6,      /* rrc_sigaction[64] */
+	RRC_SEC_PAGES   = 7,      /* raw page data, in pagemap order */
+	RRC_SEC_END     = 0xffff, /* struct rrc_end; always last */
+};
+
+struct rrc_section_header {
+	uint32_t type;            /* enum rrc_section_type */
+	uint32_t flags;           /* zero in version 1 */
+	uint64_t length;          /* payload bytes, excluding padding */
+	uint32_t payload_crc;     /* CRC32C of the payload */
+	uint32_t header_crc;      /* CRC32C of the 20 bytes before this field */
+};                                /* 24 bytes; payload follows, padded to 8 */
+
+struct rrc_end {
+	uint32_t sections;        /* number of sections before END */
+	uint32_t reserved;
+	uint64_t image_bytes;     /* file offset of the END section header */
+};
+
+/* ---- PROCESS ---------------------------------------------------------- */
+
+#define RRC_AUXV_MAX   64     /* uint64_t words */
+#define RRC_RLIMIT_MAX 16
+#define RRC_PATH_MAX   4096
+
+struct rrc_rlimit { uint64_t cur, max; };
+
+struct rrc_process {
+	uint32_t pid;             /* pid inside its pid namespace (always 1 under rrc exec) */
+	uint32_t umask;
+	uint32_t personality;
+	uint32_t nr_threads;      /* entries in the THREADS section */
+	/* mm fields, as in /proc/PID/stat and struct prctl_mm_map */
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t auxv[RRC_AUXV_MAX];
+	uint32_t auxv_words;      /* valid words in auxv (pairs, ending with AT_NULL) */
+	uint32_t reserved0;
+	struct rrc_rlimit rlimits[RRC_RLIMIT_MAX];
+	/* librrc.so's restore handshake area (struct rrc_restore_area) in the
+	 * process's memory: the restorer fills it before resuming the threads. */
+	uint64_t restore_area_addr;
+	char     comm[16];
+	char     exe_path[RRC_PATH_MAX];
+	char     cwd[RRC_PATH_MAX];
+};
+
+/* ---- VMAS ------------------------------------------------------------- */
+
+/* rrc_vma.kind */
+enum rrc_vma_kind {
+	RRC_VMA_ANON        = 1,  /* private anonymous (incl. thread stacks, [anon:...]) */
+	RRC_VMA_FILE_PRIVATE = 2, /* MAP_PRIVATE of a file: path + pgoff */
+	RRC_VMA_FILE_SHARED_RO = 3, /* MAP_SHARED of a file, never writable */
+	RRC_VMA_HEAP        = 4,  /* [heap]: anonymous, between start_brk and brk */
+	RRC_VMA_STACK       = 5,  /* [stack]: anonymous, MAP_GROWSDOWN */
+	RRC_VMA_VDSO        = 6,  /* [vdso]: remapped by the restorer, no data */
+	RRC_VMA_VVAR        = 7,  /* [vvar], [vvar_vclock]: come with the vDSO */
+	RRC_VMA_VSYSCALL    = 8,  /* [vsyscall]: fixed by the kernel, skipped */
+};
+
+/* rrc_vma.flags */
+#define RRC_VMA_F_TRACKED   (1u << 0) /* dirty-tracked since the parent image */
+#define RRC_VMA_F_GROWSDOWN (1u << 1)
+
+struct rrc_vma {
+	uint64_t start, end;      /* [start, end), page aligned */
+	uint64_t pgoff;           /* file offset in bytes (file kinds) */
+	uint32_t prot;            /* PROT_READ | PROT_WRITE | PROT_EXEC */
+	uint32_t kind;            /* enum rrc_vma_kind */
+	uint32_t flags;           /* RRC_VMA_F_* */
+	uint32_t path_len;        /* bytes of path following the record (no NUL) */
+	/* path bytes follow, then padding to 8 */
+};
+
+/* ---- PAGEMAP ---------------------------------------------------------- */
+
+/* Every *defined* page of every VMA is covered by exactly one entry, in
+ * address order. Entries with RRC_PME_IN_IMAGE have their data in this
+ * image's PAGES section, consecutively, in entry order. Entries without it
+ * are found in the nearest ancestor that has the page (a reader that cannot
+ * find one reports a broken chain). Pages of a VMA with no entry are zero
+ * (anonymous kinds) or come from the file (file kinds). */
+#define RRC_PME_IN_IMAGE (1u << 0)
+
+struct rrc_pagemap_entry {
+	uint64_t vaddr;           /* page aligned */
+	uint32_t nr_pages;
+	uint32_t flags;           /* RRC_PME_* */
+};
+
+/* ---- THREADS ---------------------------------------------------------- */
+
+/* The resume context saved by rrc_ctx_save() (runtime/lib/ctx.S): the
+ * thread continues after that call with return value 1. */
+struct rrc_resume_ctx {
+	uint64_t rbx, rbp, r12, r13, r14, r15, rsp, rip;
+};
+
+/* rrc_thread.flags */
+#define RRC_THR_F_CONTROL (1u << 0) /* librrc's control thread */
+#define RRC_THR_F_MAIN    (1u << 1) /* tid == pid */
+
+struct rrc_thread {
+	uint32_t tid;             /* in the process's pid namespace */
+	uint32_t flags;           /* RRC_THR_F_* */
+	uint64_t fs_base, gs_base;
+	uint64_t robust_list, robust_list_len;
+	uint64_t clear_child_tid; /* PR_GET_TID_ADDRESS */
+	uint64_t rseq_addr;       /* 0 if none */
+	uint32_t rseq_len, rseq_sig;
+	struct rrc_resume_ctx resume;
+	/* The interrupted user context (the signal frame's ucontext): where
+	 * it lives, and a copy of its general registers (mcontext gregs order)
+	 * for diagnostics and for replay. Restore does not use the copy: the
+	 * frame in memory is authoritative. */
+	uint64_t ucontext_addr;
+	uint64_t gregs[23];
+	uint64_t sigmask;         /* blocked signals when interrupted */
+};
+
+/* ---- FDS -------------------------------------------------------------- */
+
+enum rrc_fd_kind {
+	RRC_FD_REG        = 1,  /* regular file: path, flags, pos */
+	RRC_FD_DIR        = 2,  /* directory: path, flags, pos */
+	RRC_FD_CHR        = 3,  /* character device node: path, flags */
+	RRC_FD_PIPE       = 4,  /* pipe end; data with the first end of each pipe */
+	RRC_FD_EVENTFD    = 5,
+	RRC_FD_EPOLL      = 6,  /* interest list in data: rrc_epoll_entry[] */
+	RRC_FD_TIMERFD    = 7,
+	RRC_FD_INET_LISTEN = 8, /* TCP listening socket */
+	RRC_FD_INET_DGRAM = 9,  /* UDP socket, bound */
+	RRC_FD_INET_CONN  = 10, /* TCP connection: restored not connected (closed) */
+	RRC_FD_UNIX_LISTEN = 11,
+	RRC_FD_UNIX_OTHER = 12, /* other unix socket: restored as a closed pair end */
+	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */
+	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
+};
+
+struct rrc_sockaddr {             /* big enough for sockaddr_in6 and short unix paths */
+	uint16_t family;
+	uint16_t len;             /* valid bytes in addr[] as returned by getsockname */
+	uint32_t reserved;
+	uint8_t  addr[112];
+};
+
+struct rrc_epoll_entry {
+	int32_t  fd;
+	uint32_t events;
+	uint64_t data;
+};
+
+struct rrc_fd {
+	int32_t  fd;
+	uint32_t kind;            /* enum rrc_fd_kind */
+	uint32_t fd_flags;        /* FD_CLOEXEC */
+	uint32_t file_flags;      /* F_GETFL: O_ACCMODE, O_NONBLOCK, O_APPEND, ... */
+	uint64_t pos;             /* lseek(fd, 0, SEEK_CUR) for REG/DIR */
+	uint64_t ino;             /* st_ino: pipe identity, file identity check */
+	uint32_t mode;            /* st_mode */
+	uint32_t rdev;            /* st_rdev for CHR */
+	union {
+		struct { uint32_t pipe_size; uint32_t has_data; } pipe; /* data = bytes in flight */
+		struct { uint64_t count; uint32_t semaphore; uint32_t reserved; } eventfd;
+		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
+			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
+		struct { int32_t family, type, protocol, backlog;
+			 uint32_t reuseaddr, reuseport, v6only, reserved;
+			 struct rrc_sockaddr local, peer; } sock;
+		uint8_t raw[256];
+	} u;
+	uint32_t path_len;        /* bytes of path following the record (no NUL) */
+	uint32_t data_len;        /* bytes of data following the path (padded to 8 after both) */
+};
+
+/* ---- SIGNALS ---------------------------------------------------------- */
+
+struct rrc_sigaction {            /* the kernel's struct sigaction layout */
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};                                /* RRC_SEC_SIGNALS holds 64 of these, signal n at n-1 */
+
+/* ---- librrc.so <-> rrc-restore handshake ------------------------------ */
+
+#define RRC_RESTORE_AREA_MAGIC 0x52524352455354ull /* "RRCREST" */
+
+/* Lives in librrc.so's memory at rrc_process.restore_area_addr. The
+ * restorer writes it before resuming any thread; the control thread's
+ * post-restore path reads it. */
+struct rrc_restore_area {
+	uint64_t magic;           /* RRC_RESTORE_AREA_MAGIC once filled */
+	uint64_t blob_start, blob_len; /* the restorer's mapping to unmap */
+	uint8_t  image_id[16];    /* the image restored (next dump may use it as parent) */
+	uint32_t nr_threads;      /* threads resumed, control thread included */
+	volatile uint32_t threads_back; /* incremented by each thread in the library */
+};
+
+#ifdef __cplusplus
+#define RRC_STATIC_ASSERT static_assert
+#else
+#define RRC_STATIC_ASSERT _Static_assert
+#endif
+RRC_STATIC_ASSERT(sizeof(struct rrc_image_header) == 72, "image header layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_section_header) == 24, "section header layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_end) == 16, "end layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_vma) == 40, "vma layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_pagemap_entry) == 16, "pagemap layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_sigaction) == 32, "sigaction layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
+
+#endif /* RRC_IMAGE_H */

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The raw-syscall layer: the only place in rrc where syscalls are issued
+ * without libc. Used by async-signal-safe code (park handler, snapshot
+ * child) and by the freestanding restorer blob, where libc is either unsafe
+ * (another thread may hold its locks) or absent. Functions return the
+ * kernel's result: >= 0 on success, -errno on failure (no errno variable).
+ * ASYNC-SIGNAL-SAFE: everything in this header.
+ */
+#ifndef RRC_SYS_H
+#define RRC_SYS_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+
+static inline long rrc_syscall0(long n)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n) : "rcx", "r11", "memory");
+	return r;
+}
+static inline long rrc_syscall1(long n, long a)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a) : "rcx", "r11", "memory");
+	return r;
+}
+static inline long rrc_syscall2(long n, long a, long b)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b) : "rcx", "r11", "memory");
+	return r;
+}
+static inline long rrc_syscall3(long n, long a, long b, long c)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+static inline long rrc_syscall4(long n, long a, long b, long c, long d)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+static inline long rrc_syscall5(long n, long a, long b, long c, long d, long e)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+static inline long rrc_syscall6(long n, long a, long b, long c, long d, long e, long f)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
+
+/* Named wrappers used by more than one file. Add here, not inline at call sites. */
+static inline long rrc_sys_read(int fd, void *buf, size_t n) { return rrc_syscall3(SYS_read, fd, (long)buf, (long)n); }
+static inline long rrc_sys_write(int fd, const void *buf, size_t n) { return rrc_syscall3(SYS_write, fd, (long)buf, (long)n); }
+static inline long rrc_sys_pread(int fd, void *buf, size_t n, long off) { return rrc_syscall4(SYS_pread64, fd, (long)buf, (long)n, off); }
+static inline long rrc_sys_openat(int dirfd, const char *path, int flags, int mode) { return rrc_syscall4(SYS_openat, dirfd, (long)path, flags, mode); }
+static inline long rrc_sys_close(int fd) { return rrc_syscall1(SYS_close, fd); }
+static inline long rrc_sys_lseek(int fd, long off, int whence) { return rrc_syscall3(SYS_lseek, fd, off, whence); }
+static inline long rrc_sys_ioctl(int fd, unsigned long req, void *arg) { return rrc_syscall3(SYS_ioctl, fd, (long)req, (long)arg); }
+static inline long rrc_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, long off)
+{ return rrc_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off); }
+static inline long rrc_sys_munmap(void *addr, size_t len) { return rrc_syscall2(SYS_munmap, (long)addr, (long)len); }
+static inline long rrc_sys_mprotect(void *addr, size_t len, int prot) { return rrc_syscall3(SYS_mprotect, (long)addr, (long)len, prot); }
+static inline long rrc_sys_gettid(void) { return rrc_syscall0(SYS_gettid); }
+static inline long rrc_sys_getpid(void) { return rrc_syscall0(SYS_getpid); }
+static inline long rrc_sys_tgkill(int tgid, int tid, int sig) { return rrc_syscall3(SYS_tgkill, tgid, tid, sig); }
+static inline long rrc_sys_futex(volatile uint32_t *uaddr, int op, uint32_t val, const void *timeout)
+{ return rrc_syscall6(SYS_futex, (long)uaddr, op, val, (long)timeout, 0, 0); }
+static inline long rrc_sys_arch_prctl(int code, unsigned long addr) { return rrc_syscall2(SYS_arch_prctl, code, (long)addr); }
+static inline long rrc_sys_prctl(int op, unsigned long a, unsigned long b, unsigned long c, unsigned long d)
+{ return rrc_syscall5(SYS_prctl, op, (long)a, (long)b, (long)c, (long)d); }
+static inline long rrc_sys_rt_sigprocmask(int how, const uint64_t *set, uint64_t *old)
+{ return rrc_syscall4(SYS_rt_sigprocmask, how, (long)set, (long)old, 8); }
+static inline long rrc_sys_clock_gettime(int clk, void *ts) { return rrc_syscall2(SYS_clock_gettime, clk, (long)ts); }
+static inline __attribute__((noreturn)) void rrc_sys_exit_group(int code)
+{
+	for (;;)
+		rrc_syscall1(SYS_exit_group, code);
+}
+
+/* Monotonic nanoseconds through the raw syscall (no vDSO: safe in the
+ * restorer blob, where the vDSO moves). */
+static inline uint64_t rrc_mono_ns(void)
+{
+	struct { long sec, nsec; } ts;
+	rrc_sys_clock_gettime(1 /* CLOCK_MONOTONIC */, &ts);
+	return (uint64_t)ts.sec * 1000000000ull + (uint64_t)ts.nsec;
+}
+
+#endif /* RRC_SYS_H */
