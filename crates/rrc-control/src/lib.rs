@@ -1,0 +1,13 @@
+//! Client of the rrc control protocol between the `rrc` command and
+//! librrc.so, mirroring `runtime/include/rrc/control.h` byte for byte.
+//!
+//! Transport: a SOCK_STREAM unix socket, one request per connection. Every
+//! message is a 24-byte header (magic, version, type, payload length,
+//! payload CRC32C, header CRC32C) followed by the payload. DUMP carries the
+//! image file descriptor by SCM_RIGHTS.
+
+mod client;
+mod proto;
+
+pub use client::{dump, ping, Client, ControlError, DumpSession};
+pub use proto::*;

@@ -1,0 +1,365 @@
+//! Encoding and decoding of control messages, byte for byte as control.h.
+
+use serde::Serialize;
+
+pub const MAGIC: u32 = 0x4343_5252; // "RRCC"
+pub const VERSION: u16 = 1;
+pub const HEADER_SIZE: usize = 24;
+pub const MAX_PAYLOAD: u32 = 65536;
+pub const DEFAULT_PATH: &str = "/run/rrc-container/control.sock";
+/// rrc_ctl_dump.flags: parent_id must equal the library's last_image_id.
+pub const DUMP_F_INCREMENTAL: u32 = 1 << 0;
+
+pub const PONG_SIZE: usize = 32;
+pub const DUMP_SIZE: usize = 40;
+pub const DUMP_PAUSED_SIZE: usize = 56;
+pub const DUMP_DONE_SIZE: usize = 24;
+pub const ERROR_MIN_SIZE: usize = 8;
+
+/// `enum rrc_ctl_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgType {
+    Ping = 1,
+    Pong = 2,
+    Dump = 3,
+    DumpPaused = 4,
+    DumpDone = 5,
+    Error = 6,
+}
+
+impl MsgType {
+    pub fn from_raw(t: u16) -> Option<MsgType> {
+        Some(match t {
+            1 => MsgType::Ping,
+            2 => MsgType::Pong,
+            3 => MsgType::Dump,
+            4 => MsgType::DumpPaused,
+            5 => MsgType::DumpDone,
+            6 => MsgType::Error,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            MsgType::Ping => "PING",
+            MsgType::Pong => "PONG",
+            MsgType::Dump => "DUMP",
+            MsgType::DumpPaused => "DUMP_PAUSED",
+            MsgType::DumpDone => "DUMP_DONE",
+            MsgType::Error => "ERROR",
+        }
+    }
+}
+
+/// `struct rrc_ctl_pong`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pong {
+    pub pid: u32,
+    pub nr_threads: u32,
+    pub restored: u32,
+    pub checkpoints: u32,
+    #[serde(serialize_with = "ser_id")]
+    pub last_image_id: [u8; 16],
+}
+
+/// `struct rrc_ctl_dump`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpRequest {
+    pub flags: u32,
+    pub image_id: [u8; 16],
+    pub parent_id: [u8; 16],
+}
+
+/// `struct rrc_ctl_dump_paused`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DumpPaused {
+    pub pause_ns: u64,
+    pub quiesce_ns: u64,
+    pub scan_ns: u64,
+    pub capture_ns: u64,
+    pub fork_ns: u64,
+    pub threads: u32,
+    pub untracked_vmas: u32,
+    pub written_pages: u64,
+}
+
+/// `struct rrc_ctl_dump_done`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DumpDone {
+    pub pages: u64,
+    pub bytes: u64,
+    pub write_ns: u64,
+}
+
+/// `enum rrc_ctl_error_code`, with unknown codes kept as numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode(pub u32);
+
+impl ErrorCode {
+    pub const PROTOCOL: ErrorCode = ErrorCode(1);
+    pub const BAD_PARENT: ErrorCode = ErrorCode(2);
+    pub const CHILDREN: ErrorCode = ErrorCode(3);
+    pub const SHARED_WRITE: ErrorCode = ErrorCode(4);
+    pub const IO_URING: ErrorCode = ErrorCode(5);
+    pub const UNSUPPORTED_FD: ErrorCode = ErrorCode(6);
+    pub const QUIESCE: ErrorCode = ErrorCode(7);
+    pub const SNAPSHOT: ErrorCode = ErrorCode(8);
+    pub const UNSUPPORTED_MAPPING: ErrorCode = ErrorCode(9);
+
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            1 => "PROTOCOL",
+            2 => "BAD_PARENT",
+            3 => "CHILDREN",
+            4 => "SHARED_WRITE",
+            5 => "IO_URING",
+            6 => "UNSUPPORTED_FD",
+            7 => "QUIESCE",
+            8 => "SNAPSHOT",
+            9 => "UNSUPPORTED_MAPPING",
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "code {}", self.0),
+        }
+    }
+}
+
+/// `struct rrc_ctl_error` + message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorReply {
+    pub code: ErrorCode,
+    pub sys_errno: i32,
+    /// The library's message, verbatim (invalid UTF-8 replaced).
+    pub message: String,
+}
+
+impl std::fmt::Display for ErrorReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)?;
+        if self.sys_errno != 0 {
+            write!(f, " ({})", std::io::Error::from_raw_os_error(self.sys_errno))?;
+        }
+        Ok(())
+    }
+}
+
+/// A decoded message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Ping,
+    Pong(Pong),
+    Dump(DumpRequest),
+    DumpPaused(DumpPaused),
+    DumpDone(DumpDone),
+    Error(ErrorReply),
+}
+
+/// A malformed message (the reason names what is wrong).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+fn id_at(b: &[u8], o: usize) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[o..o + 16]);
+    a
+}
+
+fn ser_id<S: serde::Serializer>(id: &[u8; 16], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&id.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+impl Message {
+    pub fn msg_type(&self) -> MsgType {
+        match self {
+            Message::Ping => MsgType::Ping,
+            Message::Pong(_) => MsgType::Pong,
+            Message::Dump(_) => MsgType::Dump,
+            Message::DumpPaused(_) => MsgType::DumpPaused,
+            Message::DumpDone(_) => MsgType::DumpDone,
+            Message::Error(_) => MsgType::Error,
+        }
+    }
+
+    fn payload(&self) -> Vec<u8> {
+        let mut p = Vec::new();
+        match self {
+            Message::Ping => {}
+            Message::Pong(m) => {
+                for v in [m.pid, m.nr_threads, m.restored, m.checkpoints] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+                p.extend_from_slice(&m.last_image_id);
+            }
+            Message::Dump(m) => {
+                p.extend_from_slice(&m.flags.to_le_bytes());
+                p.extend_from_slice(&0u32.to_le_bytes());
+                p.extend_from_slice(&m.image_id);
+                p.extend_from_slice(&m.parent_id);
+            }
+            Message::DumpPaused(m) => {
+                for v in [m.pause_ns, m.quiesce_ns, m.scan_ns, m.capture_ns, m.fork_ns] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+                p.extend_from_slice(&m.threads.to_le_bytes());
+                p.extend_from_slice(&m.untracked_vmas.to_le_bytes());
+                p.extend_from_slice(&m.written_pages.to_le_bytes());
+            }
+            Message::DumpDone(m) => {
+                for v in [m.pages, m.bytes, m.write_ns] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            Message::Error(m) => {
+                p.extend_from_slice(&m.code.0.to_le_bytes());
+                p.extend_from_slice(&m.sys_errno.to_le_bytes());
+                p.extend_from_slice(m.message.as_bytes());
+            }
+        }
+        p
+    }
+
+    /// The complete frame: header (both CRCs) + payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let payload = self.payload();
+        let mut b = Vec::with_capacity(HEADER_SIZE + payload.len());
+        b.extend_from_slice(&MAGIC.to_le_bytes());
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&(self.msg_type() as u16).to_le_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        let hcrc = crc32c::crc32c(&b[..16]);
+        b.extend_from_slice(&hcrc.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&payload);
+        b
+    }
+}
+
+/// A checked frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub msg_type: MsgType,
+    pub length: u32,
+    pub payload_crc: u32,
+}
+
+/// Checks magic, version, header CRC, type, and payload bound.
+pub fn decode_header(b: &[u8; HEADER_SIZE]) -> Result<Header, DecodeError> {
+    let magic = u32_at(b, 0);
+    if magic != MAGIC {
+        return Err(DecodeError(format!("bad magic {magic:#010x} (expected {MAGIC:#010x}): not an rrc control message")));
+    }
+    let version = u16_at(b, 4);
+    if version != VERSION {
+        return Err(DecodeError(format!("protocol version {version}, this rrc speaks version {VERSION}")));
+    }
+    let stored = u32_at(b, 16);
+    let computed = crc32c::crc32c(&b[..16]);
+    if stored != computed {
+        return Err(DecodeError(format!("header CRC mismatch (stored {stored:#010x}, computed {computed:#010x})")));
+    }
+    let t = u16_at(b, 6);
+    let msg_type = MsgType::from_raw(t).ok_or_else(|| DecodeError(format!("unknown message type {t}")))?;
+    let length = u32_at(b, 8);
+    if length > MAX_PAYLOAD {
+        return Err(DecodeError(format!("{} payload of {length} bytes exceeds {MAX_PAYLOAD}", msg_type.name())));
+    }
+    if u32_at(b, 20) != 0 {
+        return Err(DecodeError("reserved header field is not zero".into()));
+    }
+    Ok(Header { msg_type, length, payload_crc: u32_at(b, 12) })
+}
+
+/// Checks the payload CRC and decodes the payload of a checked header.
+pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
+    let computed = crc32c::crc32c(p);
+    if computed != h.payload_crc {
+        return Err(DecodeError(format!(
+            "{} payload CRC mismatch (stored {:#010x}, computed {computed:#010x})",
+            h.msg_type.name(),
+            h.payload_crc
+        )));
+    }
+    let need = |n: usize| -> Result<(), DecodeError> {
+        if p.len() != n {
+            Err(DecodeError(format!("{} payload is {} bytes, expected {n}", h.msg_type.name(), p.len())))
+        } else {
+            Ok(())
+        }
+    };
+    Ok(match h.msg_type {
+        MsgType::Ping => {
+            need(0)?;
+            Message::Ping
+        }
+        MsgType::Pong => {
+            need(PONG_SIZE)?;
+            Message::Pong(Pong { pid: u32_at(p, 0), nr_threads: u32_at(p, 4), restored: u32_at(p, 8), checkpoints: u32_at(p, 12), last_image_id: id_at(p, 16) })
+        }
+        MsgType::Dump => {
+            need(DUMP_SIZE)?;
+            Message::Dump(DumpRequest { flags: u32_at(p, 0), image_id: id_at(p, 8), parent_id: id_at(p, 24) })
+        }
+        MsgType::DumpPaused => {
+            need(DUMP_PAUSED_SIZE)?;
+            Message::DumpPaused(DumpPaused {
+                pause_ns: u64_at(p, 0),
+                quiesce_ns: u64_at(p, 8),
+                scan_ns: u64_at(p, 16),
+                capture_ns: u64_at(p, 24),
+                fork_ns: u64_at(p, 32),
+                threads: u32_at(p, 40),
+                untracked_vmas: u32_at(p, 44),
+                written_pages: u64_at(p, 48),
+            })
+        }
+        MsgType::DumpDone => {
+            need(DUMP_DONE_SIZE)?;
+            Message::DumpDone(DumpDone { pages: u64_at(p, 0), bytes: u64_at(p, 8), write_ns: u64_at(p, 16) })
+        }
+        MsgType::Error => {
+            if p.len() < ERROR_MIN_SIZE {
+                return Err(DecodeError(format!("ERROR payload is {} bytes, at least {ERROR_MIN_SIZE} expected", p.len())));
+            }
+            Message::Error(ErrorReply {
+                code: ErrorCode(u32_at(p, 0)),
+                sys_errno: u32_at(p, 4) as i32,
+                message: String::from_utf8_lossy(&p[8..]).into_owned(),
+            })
+        }
+    })
+}
+
+/// Decodes one complete frame (header + exactly its payload).
+pub fn decode(frame: &[u8]) -> Result<Message, DecodeError> {
+    if frame.len() < HEADER_SIZE {
+        return Err(DecodeError(format!("frame of {} bytes is shorter than the header", frame.len())));
+    }
+    let mut hb = [0u8; HEADER_SIZE];
+    hb.copy_from_slice(&frame[..HEADER_SIZE]);
+    let h = decode_header(&hb)?;
+    let rest = &frame[HEADER_SIZE..];
+    if rest.len() != h.length as usize {
+        return Err(DecodeError(format!("frame carries {} payload bytes, header says {}", rest.len(), h.length)));
+    }
+    decode_payload(&h, rest)
+}

@@ -1,0 +1,739 @@
+//! Typed mirrors of the section payloads of image.h, decoded at explicit
+//! little-endian offsets. Each `parse_*` takes a payload whose CRC has
+//! already been checked and returns the records or the reason the payload
+//! violates the format (the reader adds file and section to the message).
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::le::*;
+use crate::PAGE_SIZE;
+
+/// `enum rrc_section_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SectionKind {
+    Process,
+    Vmas,
+    Pagemap,
+    Threads,
+    Fds,
+    Signals,
+    Pages,
+    End,
+}
+
+impl SectionKind {
+    pub const REQUIRED: [SectionKind; 7] = [
+        SectionKind::Process,
+        SectionKind::Vmas,
+        SectionKind::Pagemap,
+        SectionKind::Threads,
+        SectionKind::Fds,
+        SectionKind::Signals,
+        SectionKind::Pages,
+    ];
+
+    pub fn from_raw(t: u32) -> Option<SectionKind> {
+        Some(match t {
+            1 => SectionKind::Process,
+            2 => SectionKind::Vmas,
+            3 => SectionKind::Pagemap,
+            4 => SectionKind::Threads,
+            5 => SectionKind::Fds,
+            6 => SectionKind::Signals,
+            7 => SectionKind::Pages,
+            0xffff => SectionKind::End,
+            _ => return None,
+        })
+    }
+
+    pub fn raw(self) -> u32 {
+        match self {
+            SectionKind::Process => 1,
+            SectionKind::Vmas => 2,
+            SectionKind::Pagemap => 3,
+            SectionKind::Threads => 4,
+            SectionKind::Fds => 5,
+            SectionKind::Signals => 6,
+            SectionKind::Pages => 7,
+            SectionKind::End => 0xffff,
+        }
+    }
+}
+
+impl fmt::Display for SectionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SectionKind::Process => "PROCESS",
+            SectionKind::Vmas => "VMAS",
+            SectionKind::Pagemap => "PAGEMAP",
+            SectionKind::Threads => "THREADS",
+            SectionKind::Fds => "FDS",
+            SectionKind::Signals => "SIGNALS",
+            SectionKind::Pages => "PAGES",
+            SectionKind::End => "END",
+        })
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/* ---- END -------------------------------------------------------------- */
+
+pub const END_SIZE: usize = 16;
+
+/// `struct rrc_end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct End {
+    pub sections: u32,
+    pub image_bytes: u64,
+}
+
+pub fn parse_end(p: &[u8]) -> Result<End, String> {
+    if p.len() != END_SIZE {
+        return Err(format!("payload is {} bytes, struct rrc_end is {END_SIZE}", p.len()));
+    }
+    if u32_at(p, 4) != 0 {
+        return Err("reserved field is not zero".into());
+    }
+    Ok(End { sections: u32_at(p, 0), image_bytes: u64_at(p, 8) })
+}
+
+/* ---- PROCESS ---------------------------------------------------------- */
+
+pub const AUXV_MAX: usize = 64;
+pub const RLIMIT_MAX: usize = 16;
+pub const PATH_MAX: usize = 4096;
+/// sizeof(struct rrc_process)
+pub const PROCESS_SIZE: usize = 9096;
+
+mod process_off {
+    pub const PID: usize = 0;
+    pub const UMASK: usize = 4;
+    pub const PERSONALITY: usize = 8;
+    pub const NR_THREADS: usize = 12;
+    pub const MM: usize = 16; // 11 u64: start_code .. env_end
+    pub const AUXV: usize = 104;
+    pub const AUXV_WORDS: usize = 616;
+    pub const RESERVED0: usize = 620;
+    pub const RLIMITS: usize = 624;
+    pub const RESTORE_AREA_ADDR: usize = 880;
+    pub const COMM: usize = 888;
+    pub const EXE_PATH: usize = 904;
+    pub const CWD: usize = 5000;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rlimit {
+    pub cur: u64,
+    pub max: u64,
+}
+
+/// `struct rrc_process`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Process {
+    pub pid: u32,
+    pub umask: u32,
+    pub personality: u32,
+    pub nr_threads: u32,
+    pub start_code: u64,
+    pub end_code: u64,
+    pub start_data: u64,
+    pub end_data: u64,
+    pub start_brk: u64,
+    pub brk: u64,
+    pub start_stack: u64,
+    pub arg_start: u64,
+    pub arg_end: u64,
+    pub env_start: u64,
+    pub env_end: u64,
+    /// The valid words of auxv (`auxv_words` of them).
+    pub auxv: Vec<u64>,
+    pub rlimits: Vec<Rlimit>,
+    pub restore_area_addr: u64,
+    pub comm: String,
+    pub exe_path: String,
+    pub cwd: String,
+}
+
+pub fn parse_process(p: &[u8]) -> Result<Process, String> {
+    use process_off::*;
+    if p.len() != PROCESS_SIZE {
+        return Err(format!(
+            "payload is {} bytes, struct rrc_process is {PROCESS_SIZE}",
+            p.len()
+        ));
+    }
+    let mm = |i: usize| u64_at(p, MM + 8 * i);
+    let auxv_words = u32_at(p, AUXV_WORDS) as usize;
+    if auxv_words > AUXV_MAX || auxv_words % 2 != 0 {
+        return Err(format!("auxv_words {auxv_words} is not an even number <= {AUXV_MAX}"));
+    }
+    let auxv: Vec<u64> = (0..auxv_words).map(|i| u64_at(p, AUXV + 8 * i)).collect();
+    if auxv_words >= 2 && (auxv[auxv_words - 2] != 0) {
+        return Err("auxv does not end with AT_NULL".into());
+    }
+    if u32_at(p, RESERVED0) != 0 {
+        return Err("reserved0 is not zero".into());
+    }
+    let rlimits = (0..RLIMIT_MAX)
+        .map(|i| Rlimit { cur: u64_at(p, RLIMITS + 16 * i), max: u64_at(p, RLIMITS + 16 * i + 8) })
+        .collect();
+    let comm_field = &p[COMM..COMM + 16];
+    let comm = cstr_field(comm_field).unwrap_or(comm_field);
+    let exe = cstr_field(&p[EXE_PATH..EXE_PATH + PATH_MAX])
+        .ok_or_else(|| "exe_path is not NUL-terminated".to_string())?;
+    let cwd = cstr_field(&p[CWD..CWD + PATH_MAX])
+        .ok_or_else(|| "cwd is not NUL-terminated".to_string())?;
+    let nr_threads = u32_at(p, NR_THREADS);
+    if nr_threads == 0 {
+        return Err("nr_threads is 0".into());
+    }
+    // The order prctl(PR_SET_MM_MAP) enforces (kernel/sys.c,
+    // validate_prctl_map_addr): an image violating it cannot be restored.
+    let pairs = [
+        ("start_code", mm(0), "end_code", mm(1), true),
+        ("start_data", mm(2), "end_data", mm(3), false),
+        ("start_brk", mm(4), "brk", mm(5), false),
+        ("arg_start", mm(7), "arg_end", mm(8), false),
+        ("env_start", mm(9), "env_end", mm(10), false),
+    ];
+    for (na, a, nb, b, strict) in pairs {
+        if a > b || (strict && a == b) {
+            return Err(format!("mm field {na} {a:#x} is not {} {nb} {b:#x}", if strict { "below" } else { "at or below" }));
+        }
+    }
+    Ok(Process {
+        pid: u32_at(p, PID),
+        umask: u32_at(p, UMASK),
+        personality: u32_at(p, PERSONALITY),
+        nr_threads,
+        start_code: mm(0),
+        end_code: mm(1),
+        start_data: mm(2),
+        end_data: mm(3),
+        start_brk: mm(4),
+        brk: mm(5),
+        start_stack: mm(6),
+        arg_start: mm(7),
+        arg_end: mm(8),
+        env_start: mm(9),
+        env_end: mm(10),
+        auxv,
+        rlimits,
+        restore_area_addr: u64_at(p, RESTORE_AREA_ADDR),
+        comm: lossy(comm),
+        exe_path: lossy(exe),
+        cwd: lossy(cwd),
+    })
+}
+
+/* ---- VMAS ------------------------------------------------------------- */
+
+pub const VMA_SIZE: usize = 40;
+pub const VMA_F_TRACKED: u32 = 1 << 0;
+pub const VMA_F_GROWSDOWN: u32 = 1 << 1;
+const PROT_MASK: u32 = 0x7; // PROT_READ | PROT_WRITE | PROT_EXEC
+
+/// `enum rrc_vma_kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VmaKind {
+    Anon,
+    FilePrivate,
+    FileSharedRo,
+    Heap,
+    Stack,
+    Vdso,
+    Vvar,
+    Vsyscall,
+}
+
+impl VmaKind {
+    pub fn from_raw(k: u32) -> Option<VmaKind> {
+        Some(match k {
+            1 => VmaKind::Anon,
+            2 => VmaKind::FilePrivate,
+            3 => VmaKind::FileSharedRo,
+            4 => VmaKind::Heap,
+            5 => VmaKind::Stack,
+            6 => VmaKind::Vdso,
+            7 => VmaKind::Vvar,
+            8 => VmaKind::Vsyscall,
+            _ => return None,
+        })
+    }
+    pub fn is_file(self) -> bool {
+        matches!(self, VmaKind::FilePrivate | VmaKind::FileSharedRo)
+    }
+    /// Kinds whose pages are never carried in an image.
+    pub fn has_no_data(self) -> bool {
+        matches!(self, VmaKind::Vdso | VmaKind::Vvar | VmaKind::Vsyscall)
+    }
+}
+
+/// `struct rrc_vma` + its path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub pgoff: u64,
+    pub prot: u32,
+    pub kind: VmaKind,
+    pub flags: u32,
+    pub path: String,
+}
+
+pub fn parse_vmas(p: &[u8]) -> Result<Vec<Vma>, String> {
+    let mut out: Vec<Vma> = Vec::new();
+    let mut off = 0usize;
+    while off < p.len() {
+        let i = out.len();
+        if p.len() - off < VMA_SIZE {
+            return Err(format!("vma #{i} at payload offset {off}: record cut short"));
+        }
+        let r = &p[off..off + VMA_SIZE];
+        let (start, end, pgoff) = (u64_at(r, 0), u64_at(r, 8), u64_at(r, 16));
+        let (prot, kind_raw, flags, path_len) =
+            (u32_at(r, 24), u32_at(r, 28), u32_at(r, 32), u32_at(r, 36) as usize);
+        let rec_len = pad8((VMA_SIZE + path_len) as u64) as usize;
+        if rec_len > p.len() - off {
+            return Err(format!("vma #{i}: path of {path_len} bytes runs past the payload"));
+        }
+        let path = &p[off + VMA_SIZE..off + VMA_SIZE + path_len];
+        let ctx = |m: String| format!("vma #{i} [{start:#x}, {end:#x}): {m}");
+        let kind = VmaKind::from_raw(kind_raw).ok_or_else(|| ctx(format!("unknown kind {kind_raw}")))?;
+        if start >= end || start % PAGE_SIZE != 0 || end % PAGE_SIZE != 0 {
+            return Err(ctx("not a non-empty page-aligned range".into()));
+        }
+        if prot & !PROT_MASK != 0 {
+            return Err(ctx(format!("unknown prot bits {prot:#x}")));
+        }
+        if flags & !(VMA_F_TRACKED | VMA_F_GROWSDOWN) != 0 {
+            return Err(ctx(format!("unknown flags {flags:#x}")));
+        }
+        if kind.is_file() && path_len == 0 {
+            return Err(ctx("file mapping without a path".into()));
+        }
+        if path.contains(&0) {
+            return Err(ctx("path contains a NUL byte".into()));
+        }
+        if let Some(prev) = out.last() {
+            if start < prev.end {
+                return Err(ctx(format!(
+                    "overlaps or is out of order with the previous vma ending at {:#x}",
+                    prev.end
+                )));
+            }
+        }
+        out.push(Vma { start, end, pgoff, prot, kind, flags, path: lossy(path) });
+        off += rec_len;
+    }
+    Ok(out)
+}
+
+/* ---- PAGEMAP ---------------------------------------------------------- */
+
+pub const PAGEMAP_ENTRY_SIZE: usize = 16;
+pub const PME_IN_IMAGE: u32 = 1 << 0;
+
+/// `struct rrc_pagemap_entry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PagemapEntry {
+    pub vaddr: u64,
+    pub nr_pages: u32,
+    pub flags: u32,
+}
+
+impl PagemapEntry {
+    pub fn in_image(&self) -> bool {
+        self.flags & PME_IN_IMAGE != 0
+    }
+    pub fn end(&self) -> u64 {
+        self.vaddr + u64::from(self.nr_pages) * PAGE_SIZE
+    }
+}
+
+/// Decodes the entries and checks them against the VMA list: page
+/// aligned, non-empty, in address order, not overlapping, inside VMAs
+/// that carry data.
+pub fn parse_pagemap(p: &[u8], vmas: &[Vma]) -> Result<Vec<PagemapEntry>, String> {
+    if p.len() % PAGEMAP_ENTRY_SIZE != 0 {
+        return Err(format!("payload of {} bytes is not a whole number of {PAGEMAP_ENTRY_SIZE}-byte entries", p.len()));
+    }
+    let mut out: Vec<PagemapEntry> = Vec::with_capacity(p.len() / PAGEMAP_ENTRY_SIZE);
+    let mut v = 0usize; // index into vmas (both lists are in address order)
+    for (i, r) in p.chunks_exact(PAGEMAP_ENTRY_SIZE).enumerate() {
+        let e = PagemapEntry { vaddr: u64_at(r, 0), nr_pages: u32_at(r, 8), flags: u32_at(r, 12) };
+        let ctx = |m: &str| format!("pagemap entry #{i} ({:#x}, {} pages): {m}", e.vaddr, e.nr_pages);
+        if e.vaddr % PAGE_SIZE != 0 || e.nr_pages == 0 {
+            return Err(ctx("not a non-empty page-aligned range"));
+        }
+        if e.flags & !PME_IN_IMAGE != 0 {
+            return Err(ctx("unknown flags"));
+        }
+        let end = e
+            .vaddr
+            .checked_add(u64::from(e.nr_pages) * PAGE_SIZE)
+            .ok_or_else(|| ctx("range overflows"))?;
+        if let Some(prev) = out.last() {
+            if e.vaddr < prev.end() {
+                return Err(ctx("overlaps or is out of order with the previous entry"));
+            }
+        }
+        // The range must be covered by (possibly adjacent) data-carrying VMAs.
+        let mut at = e.vaddr;
+        while v < vmas.len() && vmas[v].end <= at {
+            v += 1;
+        }
+        let mut w = v;
+        while at < end {
+            match vmas.get(w) {
+                Some(vma) if vma.start <= at && at < vma.end => {
+                    if vma.kind.has_no_data() {
+                        return Err(ctx(&format!("covers page {at:#x} of a {:?} vma, which carries no data", vma.kind)));
+                    }
+                    at = vma.end;
+                    w += 1;
+                }
+                _ => return Err(ctx(&format!("page {at:#x} is in no vma"))),
+            }
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/* ---- THREADS ---------------------------------------------------------- */
+
+pub const THREAD_SIZE: usize = 328;
+pub const THR_F_CONTROL: u32 = 1 << 0;
+pub const THR_F_MAIN: u32 = 1 << 1;
+
+/// `struct rrc_resume_ctx`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ResumeCtx {
+    pub rbx: u64,
+    pub rbp: u64,
+    pub r12: u64,
+    pub r13: u64,
+    pub r14: u64,
+    pub r15: u64,
+    pub rsp: u64,
+    pub rip: u64,
+}
+
+/// `struct rrc_thread`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Thread {
+    pub tid: u32,
+    pub flags: u32,
+    pub fs_base: u64,
+    pub gs_base: u64,
+    pub robust_list: u64,
+    pub robust_list_len: u64,
+    pub clear_child_tid: u64,
+    pub rseq_addr: u64,
+    pub rseq_len: u32,
+    pub rseq_sig: u32,
+    pub resume: ResumeCtx,
+    pub ucontext_addr: u64,
+    pub gregs: Vec<u64>,
+    pub sigmask: u64,
+}
+
+impl Thread {
+    pub fn is_main(&self) -> bool {
+        self.flags & THR_F_MAIN != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.flags & THR_F_CONTROL != 0
+    }
+}
+
+pub fn parse_threads(p: &[u8]) -> Result<Vec<Thread>, String> {
+    if p.len() % THREAD_SIZE != 0 {
+        return Err(format!("payload of {} bytes is not a whole number of {THREAD_SIZE}-byte threads", p.len()));
+    }
+    let mut out: Vec<Thread> = Vec::new();
+    for (i, r) in p.chunks_exact(THREAD_SIZE).enumerate() {
+        let c = |k: usize| u64_at(r, 64 + 8 * k);
+        let t = Thread {
+            tid: u32_at(r, 0),
+            flags: u32_at(r, 4),
+            fs_base: u64_at(r, 8),
+            gs_base: u64_at(r, 16),
+            robust_list: u64_at(r, 24),
+            robust_list_len: u64_at(r, 32),
+            clear_child_tid: u64_at(r, 40),
+            rseq_addr: u64_at(r, 48),
+            rseq_len: u32_at(r, 56),
+            rseq_sig: u32_at(r, 60),
+            resume: ResumeCtx { rbx: c(0), rbp: c(1), r12: c(2), r13: c(3), r14: c(4), r15: c(5), rsp: c(6), rip: c(7) },
+            ucontext_addr: u64_at(r, 128),
+            gregs: (0..23).map(|k| u64_at(r, 136 + 8 * k)).collect(),
+            sigmask: u64_at(r, 320),
+        };
+        if t.tid == 0 {
+            return Err(format!("thread #{i}: tid 0"));
+        }
+        if t.flags & !(THR_F_CONTROL | THR_F_MAIN) != 0 {
+            return Err(format!("thread #{i} (tid {}): unknown flags {:#x}", t.tid, t.flags));
+        }
+        if out.iter().any(|o| o.tid == t.tid) {
+            return Err(format!("thread #{i}: tid {} appears twice", t.tid));
+        }
+        out.push(t);
+    }
+    if out.iter().filter(|t| t.is_main()).count() > 1 {
+        return Err("more than one thread is flagged MAIN".into());
+    }
+    if out.iter().filter(|t| t.is_control()).count() > 1 {
+        return Err("more than one thread is flagged CONTROL".into());
+    }
+    Ok(out)
+}
+
+/* ---- FDS -------------------------------------------------------------- */
+
+pub const FD_SIZE: usize = 320;
+pub const SOCKADDR_SIZE: usize = 120;
+pub const EPOLL_ENTRY_SIZE: usize = 16;
+
+/// `enum rrc_fd_kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FdKind {
+    Reg,
+    Dir,
+    Chr,
+    Pipe,
+    Eventfd,
+    Epoll,
+    Timerfd,
+    InetListen,
+    InetDgram,
+    InetConn,
+    UnixListen,
+    UnixOther,
+    LibControl,
+    LibInternal,
+}
+
+impl FdKind {
+    pub fn from_raw(k: u32) -> Option<FdKind> {
+        Some(match k {
+            1 => FdKind::Reg,
+            2 => FdKind::Dir,
+            3 => FdKind::Chr,
+            4 => FdKind::Pipe,
+            5 => FdKind::Eventfd,
+            6 => FdKind::Epoll,
+            7 => FdKind::Timerfd,
+            8 => FdKind::InetListen,
+            9 => FdKind::InetDgram,
+            10 => FdKind::InetConn,
+            11 => FdKind::UnixListen,
+            12 => FdKind::UnixOther,
+            100 => FdKind::LibControl,
+            101 => FdKind::LibInternal,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            FdKind::Reg => "reg",
+            FdKind::Dir => "dir",
+            FdKind::Chr => "chr",
+            FdKind::Pipe => "pipe",
+            FdKind::Eventfd => "eventfd",
+            FdKind::Epoll => "epoll",
+            FdKind::Timerfd => "timerfd",
+            FdKind::InetListen => "inet_listen",
+            FdKind::InetDgram => "inet_dgram",
+            FdKind::InetConn => "inet_conn",
+            FdKind::UnixListen => "unix_listen",
+            FdKind::UnixOther => "unix_other",
+            FdKind::LibControl => "lib_control",
+            FdKind::LibInternal => "lib_internal",
+        }
+    }
+    fn is_socket(self) -> bool {
+        matches!(
+            self,
+            FdKind::InetListen | FdKind::InetDgram | FdKind::InetConn | FdKind::UnixListen | FdKind::UnixOther | FdKind::LibControl
+        )
+    }
+}
+
+/// `struct rrc_sockaddr`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SockAddr {
+    pub family: u16,
+    /// The `len` valid bytes of addr[].
+    pub addr: Vec<u8>,
+}
+
+fn parse_sockaddr(b: &[u8]) -> Result<SockAddr, String> {
+    let len = u16_at(b, 2) as usize;
+    if len > 112 {
+        return Err(format!("sockaddr len {len} > 112"));
+    }
+    Ok(SockAddr { family: u16_at(b, 0), addr: b[8..8 + len].to_vec() })
+}
+
+/// `struct rrc_epoll_entry`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EpollEntry {
+    pub fd: i32,
+    pub events: u32,
+    pub data: u64,
+}
+
+/// The kind-specific part of `struct rrc_fd` (its union), decoded by kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FdDetail {
+    None,
+    Pipe { pipe_size: u32, has_data: u32 },
+    Eventfd { count: u64, semaphore: u32 },
+    Timerfd { clockid: i32, flags: u32, ticks: u64, value_sec: i64, value_nsec: i64, interval_sec: i64, interval_nsec: i64 },
+    Socket { family: i32, sock_type: i32, protocol: i32, backlog: i32, reuseaddr: u32, reuseport: u32, v6only: u32, local: SockAddr, peer: SockAddr },
+    Epoll { entries: Vec<EpollEntry> },
+}
+
+/// `struct rrc_fd` + path + data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fd {
+    pub fd: i32,
+    pub kind: FdKind,
+    pub fd_flags: u32,
+    pub file_flags: u32,
+    pub pos: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub rdev: u32,
+    pub detail: FdDetail,
+    pub path: String,
+    /// Raw data bytes (pipe contents in flight, epoll entries, ...).
+    #[serde(skip)]
+    pub data: Vec<u8>,
+}
+
+pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
+    let mut out: Vec<Fd> = Vec::new();
+    let mut off = 0usize;
+    while off < p.len() {
+        let i = out.len();
+        if p.len() - off < FD_SIZE {
+            return Err(format!("fd record #{i} at payload offset {off}: record cut short"));
+        }
+        let r = &p[off..off + FD_SIZE];
+        let fdno = i32_at(r, 0);
+        let kind_raw = u32_at(r, 4);
+        let ctx = |m: String| format!("fd record #{i} (fd {fdno}): {m}");
+        let kind = FdKind::from_raw(kind_raw).ok_or_else(|| ctx(format!("unknown kind {kind_raw}")))?;
+        let path_len = u32_at(r, 312) as u64;
+        let data_len = u32_at(r, 316) as u64;
+        let rec_len = pad8(FD_SIZE as u64 + path_len + data_len);
+        if rec_len > (p.len() - off) as u64 {
+            return Err(ctx(format!("path ({path_len} bytes) and data ({data_len} bytes) run past the payload")));
+        }
+        let (path_len, data_len) = (path_len as usize, data_len as usize);
+        let path = &p[off + FD_SIZE..off + FD_SIZE + path_len];
+        let data = &p[off + FD_SIZE + path_len..off + FD_SIZE + path_len + data_len];
+        if fdno < 0 {
+            return Err(ctx("negative fd number".into()));
+        }
+        if out.iter().any(|f| f.fd == fdno) {
+            return Err(ctx("fd number appears twice".into()));
+        }
+        if path.contains(&0) {
+            return Err(ctx("path contains a NUL byte".into()));
+        }
+        let u = 40usize;
+        let detail = match kind {
+            FdKind::Pipe => FdDetail::Pipe { pipe_size: u32_at(r, u), has_data: u32_at(r, u + 4) },
+            FdKind::Eventfd => FdDetail::Eventfd { count: u64_at(r, u), semaphore: u32_at(r, u + 8) },
+            FdKind::Timerfd => FdDetail::Timerfd {
+                clockid: i32_at(r, u),
+                flags: u32_at(r, u + 4),
+                ticks: u64_at(r, u + 8),
+                value_sec: i64_at(r, u + 16),
+                value_nsec: i64_at(r, u + 24),
+                interval_sec: i64_at(r, u + 32),
+                interval_nsec: i64_at(r, u + 40),
+            },
+            k if k.is_socket() => FdDetail::Socket {
+                family: i32_at(r, u),
+                sock_type: i32_at(r, u + 4),
+                protocol: i32_at(r, u + 8),
+                backlog: i32_at(r, u + 12),
+                reuseaddr: u32_at(r, u + 16),
+                reuseport: u32_at(r, u + 20),
+                v6only: u32_at(r, u + 24),
+                local: parse_sockaddr(&r[u + 32..u + 32 + SOCKADDR_SIZE]).map_err(|m| ctx(format!("local address: {m}")))?,
+                peer: parse_sockaddr(&r[u + 32 + SOCKADDR_SIZE..u + 32 + 2 * SOCKADDR_SIZE]).map_err(|m| ctx(format!("peer address: {m}")))?,
+            },
+            FdKind::Epoll => {
+                if data_len % EPOLL_ENTRY_SIZE != 0 {
+                    return Err(ctx(format!("epoll data of {data_len} bytes is not a whole number of entries")));
+                }
+                FdDetail::Epoll {
+                    entries: data
+                        .chunks_exact(EPOLL_ENTRY_SIZE)
+                        .map(|e| EpollEntry { fd: i32_at(e, 0), events: u32_at(e, 4), data: u64_at(e, 8) })
+                        .collect(),
+                }
+            }
+            _ => FdDetail::None,
+        };
+        if let FdDetail::Pipe { has_data, .. } = detail {
+            if has_data == 0 && data_len != 0 {
+                return Err(ctx("pipe end without has_data carries data".into()));
+            }
+        }
+        out.push(Fd {
+            fd: fdno,
+            kind,
+            fd_flags: u32_at(r, 8),
+            file_flags: u32_at(r, 12),
+            pos: u64_at(r, 16),
+            ino: u64_at(r, 24),
+            mode: u32_at(r, 32),
+            rdev: u32_at(r, 36),
+            detail,
+            path: lossy(path),
+            data: data.to_vec(),
+        });
+        off += rec_len as usize;
+    }
+    Ok(out)
+}
+
+/* ---- SIGNALS ---------------------------------------------------------- */
+
+pub const SIGACTION_SIZE: usize = 32;
+pub const NSIG: usize = 64;
+
+/// `struct rrc_sigaction` (the kernel's layout); index n-1 is signal n.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SigAction {
+    pub handler: u64,
+    pub flags: u64,
+    pub restorer: u64,
+    pub mask: u64,
+}
+
+pub fn parse_signals(p: &[u8]) -> Result<Vec<SigAction>, String> {
+    if p.len() != NSIG * SIGACTION_SIZE {
+        return Err(format!("payload is {} bytes, {NSIG} sigactions are {}", p.len(), NSIG * SIGACTION_SIZE));
+    }
+    Ok(p.chunks_exact(SIGACTION_SIZE)
+        .map(|r| SigAction { handler: u64_at(r, 0), flags: u64_at(r, 8), restorer: u64_at(r, 16), mask: u64_at(r, 24) })
+        .collect())
+}

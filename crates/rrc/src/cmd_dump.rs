@@ -1,0 +1,247 @@
+//! `rrc dump`: one checkpoint through the library, verified before it is
+//! reported.
+
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rrc_container::{control_socket_of, is_running, Config};
+use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL};
+use rrc_image::{read_header, Chain, Image, ImageId, VerifyPages, IMAGE_FILE_NAME, PARENT_LINK};
+use serde::Serialize;
+
+use crate::JsonFlag;
+
+/// Sending the request and getting DUMP_PAUSED (the quiesce has its own
+/// bound inside the library).
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The snapshot child writing the image.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Pid of the container's process (as printed by exec/restore).
+    #[arg(long)]
+    pub pid: i32,
+    /// Directory to write the checkpoint into (created; must not hold one).
+    #[arg(long, value_name = "DIR")]
+    pub images: PathBuf,
+    /// Take an incremental checkpoint against the image in DIR, which must
+    /// be the last checkpoint of this process.
+    #[arg(long, value_name = "DIR")]
+    pub parent: Option<PathBuf>,
+    /// Keep the process running after the checkpoint (default: remove the
+    /// container once the image is verified).
+    #[arg(long)]
+    pub leave_running: bool,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+#[derive(Serialize)]
+struct DumpReport {
+    pid: i32,
+    images: PathBuf,
+    image_id: ImageId,
+    parent_id: Option<ImageId>,
+    sequence: u64,
+    full: bool,
+    pause_us: u64,
+    quiesce_us: u64,
+    scan_us: u64,
+    capture_us: u64,
+    fork_us: u64,
+    write_us: u64,
+    total_us: u64,
+    pages: u64,
+    bytes: u64,
+    threads: u32,
+    untracked_vmas: u32,
+    written_pages: u64,
+}
+
+fn random_id() -> Result<[u8; 16]> {
+    let mut id = [0u8; 16];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut id)).context("reading /dev/urandom")?;
+    if id == [0; 16] {
+        id[0] = 1; // zero means "no image"
+    }
+    Ok(id)
+}
+
+/// Removes what a failed dump created.
+struct Partial {
+    file: Option<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take() {
+            let _ = std::fs::remove_file(f);
+        }
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+pub fn run(a: DumpArgs) -> Result<ExitCode> {
+    let t0 = Instant::now();
+    let cfg = Config::default();
+    let rec = cfg.registry.find_pid(a.pid)?.with_context(|| {
+        format!("pid {} is not a container started by rrc (no entry in {}; see `rrc ps`)", a.pid, cfg.registry.dir().display())
+    })?;
+    if !is_running(&rec) {
+        bail!("container {} (pid {}) is not running; remove it with `rrc kill --pid {}`", rec.id, rec.pid, rec.pid);
+    }
+    let images = crate::abs(&a.images)?;
+
+    let parent = match &a.parent {
+        Some(p) => {
+            let dir = std::fs::canonicalize(p).with_context(|| format!("parent image directory {}", p.display()))?;
+            let h = read_header(&dir.join(IMAGE_FILE_NAME)).context("reading the parent's image header")?;
+            Some((dir, h))
+        }
+        None => None,
+    };
+    if let Some((pdir, _)) = &parent {
+        if std::fs::canonicalize(&images).ok().as_ref() == Some(pdir) {
+            bail!("--images and --parent are the same directory {}", pdir.display());
+        }
+    }
+
+    let mut partial = Partial { file: None, dir: None };
+    if !images.exists() {
+        std::fs::create_dir_all(&images).with_context(|| format!("creating {}", images.display()))?;
+        partial.dir = Some(images.clone());
+    }
+    let path = images.join(IMAGE_FILE_NAME);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)
+        .with_context(|| format!("creating {} (a directory holds one checkpoint)", path.display()))?;
+    partial.file = Some(path.clone());
+
+    let image_id = random_id()?;
+    let req = match &parent {
+        Some((_, h)) => DumpRequest { flags: DUMP_F_INCREMENTAL, image_id, parent_id: h.image_id.0 },
+        None => DumpRequest { flags: 0, image_id, parent_id: [0; 16] },
+    };
+    let sock = control_socket_of(rec.pid);
+    tracing::info!(pid = rec.pid, image = %path.display(), incremental = parent.is_some(), "dump requested");
+    let mut session = rrc_control::dump(&sock, &req, file.as_fd(), PAUSE_TIMEOUT).context("sending DUMP")?;
+    let paused = session.wait_paused(PAUSE_TIMEOUT).context("dump")?;
+    let done = session.wait_done(WRITE_TIMEOUT).context("dump (the process kept running)")?;
+    drop(file);
+
+    let img = Image::open(&path).context("verifying the new image (left in place for inspection)");
+    let img = match img {
+        Ok(i) => i,
+        Err(e) => {
+            partial.file = None;
+            partial.dir = None;
+            return Err(e);
+        }
+    };
+    check_matches(&img, &req, parent.as_ref().map(|(_, h)| h), done.bytes).map_err(|e| {
+        partial.file = None;
+        partial.dir = None;
+        e.context(format!("{} (left in place for inspection)", path.display()))
+    })?;
+    partial.file = None;
+    partial.dir = None;
+    if let Some((pdir, _)) = &parent {
+        let link = images.join(PARENT_LINK);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(pdir, &link).with_context(|| format!("linking {} -> {}", link.display(), pdir.display()))?;
+        // Every page the new image leaves to its ancestors must be there
+        // (the ancestors' page data was verified when they were written).
+        Chain::load_with(&images, VerifyPages::No)
+            .with_context(|| format!("verifying the chain ending at {} (left in place for inspection)", images.display()))?;
+    }
+    let total = t0.elapsed();
+
+    if !a.leave_running {
+        rrc_container::kill(&cfg, &rec).context("removing the container after the checkpoint")?;
+    }
+
+    let us = |ns: u64| ns / 1000;
+    let report = DumpReport {
+        pid: rec.pid,
+        images: images.clone(),
+        image_id: img.header.image_id,
+        parent_id: (!img.header.parent_id.is_zero()).then_some(img.header.parent_id),
+        sequence: img.header.sequence,
+        full: img.header.is_full(),
+        pause_us: us(paused.pause_ns),
+        quiesce_us: us(paused.quiesce_ns),
+        scan_us: us(paused.scan_ns),
+        capture_us: us(paused.capture_ns),
+        fork_us: us(paused.fork_ns),
+        write_us: us(done.write_ns),
+        total_us: total.as_micros() as u64,
+        pages: done.pages,
+        bytes: done.bytes,
+        threads: paused.threads,
+        untracked_vmas: paused.untracked_vmas,
+        written_pages: paused.written_pages,
+    };
+    if a.json.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} checkpoint {} of pid {} (seq {}): paused {} us (quiesce {}, scan {}, capture {}, fork {}), {} pages, {} bytes, written in {} us, verified; total {} us{}",
+            if report.full { "full" } else { "incremental" },
+            path.display(),
+            report.pid,
+            report.sequence,
+            report.pause_us,
+            report.quiesce_us,
+            report.scan_us,
+            report.capture_us,
+            report.fork_us,
+            report.pages,
+            report.bytes,
+            report.write_us,
+            report.total_us,
+            if a.leave_running { "; process left running" } else { "; container removed" },
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The image must be the one requested, and DUMP_DONE must describe it.
+fn check_matches(img: &Image, req: &DumpRequest, parent: Option<&rrc_image::ImageHeader>, bytes: u64) -> Result<()> {
+    let h = &img.header;
+    if h.image_id.0 != req.image_id {
+        bail!("image id {} is not the requested {}", h.image_id, ImageId(req.image_id));
+    }
+    if let Some(p) = parent {
+        if h.parent_id != p.image_id || h.sequence != p.sequence + 1 {
+            bail!(
+                "image has parent {} sequence {}, expected parent {} sequence {}",
+                h.parent_id,
+                h.sequence,
+                p.image_id,
+                p.sequence + 1
+            );
+        }
+    } else if !h.is_full() {
+        bail!("a full checkpoint was requested, the image is incremental");
+    }
+    if bytes != img.file_bytes {
+        bail!("DUMP_DONE reports {bytes} bytes, the file has {}", img.file_bytes);
+    }
+    Ok(())
+}
+

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The control thread: serves rrc's requests on the control socket
+ * (framing in rrc/control.h, one request per connection) and runs the
+ * checkpoint (RRC §4.6: quiesce, scan, capture, "container fork", resume).
+ *
+ * Outside the pause this thread may use libc. Between rrc_quiesce() and
+ * rrc_release() it may not (a parked thread can hold malloc's or stdio's
+ * lock): that stretch calls only ASYNC-SIGNAL-SAFE functions.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include "rrc/crc32c.h"
+#include "rrc_lib.h"
+#include "lsys.h"
+
+int rrc_fd_high(int fd) RRC_HIDDEN;
+
+static int send_msg(int c, uint16_t type, const void *payload, uint32_t len)
+{
+	struct rrc_ctl_header h = { .magic = RRC_CTL_MAGIC, .version = RRC_CTL_VERSION,
+				    .type = type, .length = len };
+	h.payload_crc = rrc_crc32c(payload, len);
+	h.header_crc = rrc_crc32c(&h, 16);
+	if (rrc_write_all(c, &h, sizeof h) < 0)
+		return -1;
+	if (len && rrc_write_all(c, payload, len) < 0)
+		return -1;
+	return 0;
+}
+
+static void send_error(int c, uint32_t code, int err, const char *msg)
+{
+	struct { struct rrc_ctl_error e; char m[1024]; } p;
+	size_t l = strlen(msg);
+	if (l > sizeof p.m)
+		l = sizeof p.m;
+	p.e.code = code;
+	p.e.sys_errno = err;
+	memcpy(p.m, msg, l);
+	send_msg(c, RRC_CTL_ERROR, &p, (uint32_t)(sizeof p.e + l));
+}
+
+/* Receives exactly n bytes, collecting an SCM_RIGHTS fd if one comes. */
+static int recv_all(int c, void *buf, size_t n, int *fdp)
+{
+	char *p = buf;
+	while (n) {
+		union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int) * 4)]; } cb;
+		struct iovec iov = { p, n };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = cb.b, .msg_controllen = sizeof cb.b };
+		ssize_t r = recvmsg(c, &m, MSG_CMSG_CLOEXEC);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+				continue;
+			int nfds = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int fds[4];
+			memcpy(fds, CMSG_DATA(h), sizeof(int) * (size_t)(nfds > 4 ? 4 : nfds));
+			for (int i = 0; i < nfds && i < 4; i++) {
+				if (*fdp < 0)
+					*fdp = fds[i];
+				else
+					close(fds[i]);
+			}
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+struct tid_count { int n; };
+static int count_tid(long tid, void *arg)
+{
+	if (tid != rrc_g.ctl_tid)
+		((struct tid_count *)arg)->n++;
+	return 0;
+}
+
+static void do_ping(int c)
+{
+	struct rrc_ctl_pong p = { 0 };
+	struct tid_count tc = { 0 };
+	rrc_for_each_num_dirent("/proc/self/task", rrc_s->dirbuf, sizeof rrc_s->dirbuf, count_tid, &tc);
+	p.pid = (uint32_t)getpid();
+	p.nr_threads = (uint32_t)tc.n;
+	p.restored = rrc_g.restored;
+	p.checkpoints = rrc_g.checkpoints;
+	memcpy(p.last_image_id, rrc_g.last_image_id, 16);
+	send_msg(c, RRC_CTL_PONG, &p, sizeof p);
+}
+
+/* ---- refusals checked before pausing ---- */
+
+struct children { char *msg; size_t cap, len; int found; };
+static int task_children(long tid, void *arg)
+{
+	struct children *ch = arg;
+	char path[64], buf[512];
+	size_t l = rrc_bput(path, sizeof path, 0, "/proc/self/task/");
+	l = rrc_bput_u64(path, sizeof path, l, (uint64_t)tid);
+	rrc_bput(path, sizeof path, l, "/children");
+	long n = rrc_read_file(path, buf, sizeof buf);
+	for (long i = 0; i < n; i++)
+		if (buf[i] != ' ' && buf[i] != '\n') {
+			ch->found = 1;
+			ch->len = rrc_bput(ch->msg, ch->cap, ch->len, " ");
+			/* the list is "pid pid ..." */
+			const char *e;
+			uint64_t pid = rrc_parse_u64(buf + i, 10, &e);
+			ch->len = rrc_bput_u64(ch->msg, ch->cap, ch->len, pid);
+			i = e - buf;
+		}
+	return 0;
+}
+
+static int check_children(void)
+{
+	char msg[400];
+	struct children ch = { msg, sizeof msg, 0, 0 };
+	ch.len = rrc_bput(msg, sizeof msg, 0, "the process has child processes (pids");
+	rrc_for_each_num_dirent("/proc/self/task", rrc_s->dirbuf, sizeof rrc_s->dirbuf, task_children, &ch);
+	if (!ch.found)
+		return 0;
+	ch.len = rrc_bput(msg, sizeof msg, ch.len,
+			  "): a protected process must remain a single process");
+	rrc_set_err(RRC_ERR_CHILDREN, 0, msg, -1, 0);
+	return -1;
+}
+
+static int zero_id(const uint8_t *id)
+{
+	for (int i = 0; i < 16; i++)
+		if (id[i])
+			return 0;
+	return 1;
+}
+
+/* The snapshot failed or an arming scan may have lost information: the
+ * next dump must be full. */
+static void forget_parent(void)
+{
+	memset(rrc_g.last_image_id, 0, 16);
+}
+
+enum { DUMP_SERVED = 0, DUMP_RESTORED = 1 };
+
+static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
+{
+	struct rrc_scratch *s = rrc_s;
+	struct rrc_ctl_dump_paused paused = { 0 };
+	int incremental = (req->flags & RRC_DUMP_F_INCREMENTAL) != 0;
+
+	if (incremental && (zero_id(rrc_g.last_image_id) ||
+			    memcmp(req->parent_id, rrc_g.last_image_id, 16))) {
+		send_error(c, RRC_ERR_BAD_PARENT, 0, zero_id(rrc_g.last_image_id)
+			   ? "no valid parent: this process has no complete checkpoint to build on (take a full dump)"
+			   : "parent_id is not the last checkpoint of this process (take a full dump)");
+		return DUMP_SERVED;
+	}
+	s->err_code = 0;
+	s->err_msg[0] = 0;
+	rrc_lib_ranges();
+	if (check_children() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0) {
+		send_error(c, s->err_code, s->err_errno, s->err_msg);
+		return DUMP_SERVED;
+	}
+	int rp[2];
+	if (pipe2(rp, O_CLOEXEC) < 0) {
+		send_error(c, RRC_ERR_SNAPSHOT, errno, "cannot create the result pipe");
+		return DUMP_SERVED;
+	}
+	s->res_rfd = rrc_fd_high(rp[0]);
+	s->res_wfd = rrc_fd_high(rp[1]);
+	rrc_g.image_fd = imgfd;
+	s->req = *req;
+	if (!incremental)
+		s->req.flags &= ~RRC_DUMP_F_INCREMENTAL;
+
+	/* ---------------- the pause: ASYNC-SIGNAL-SAFE from here ---------------- */
+	uint64_t t0 = rrc_mono_ns();
+	int failed = rrc_quiesce();
+	uint64_t t1 = rrc_mono_ns();
+	if (!failed && rrc_scan() < 0) {
+		failed = 1;
+		forget_parent(); /* pages may have been re-armed without being recorded */
+		rrc_release();
+	}
+	uint64_t t2 = rrc_mono_ns();
+	if (!failed && rrc_fds_capture() < 0) {
+		failed = 1;
+		forget_parent();
+		rrc_release();
+	}
+	uint64_t t3 = rrc_mono_ns();
+	long pid = -1;
+	if (!failed) {
+		struct { long sec, nsec; } rt;
+		rrc_sys_clock_gettime(0 /* CLOCK_REALTIME */, &rt);
+		s->created_ns = (uint64_t)rt.sec * 1000000000ull + (uint64_t)rt.nsec;
+		memcpy(rrc_g.cur_image_id, req->image_id, 16);
+		rrc_g.cur_sequence = incremental ? rrc_g.last_sequence + 1 : 0;
+		rrc_fill_self_slot(&rrc_g.ctl_slot);
+		if (rrc_ctx_save(&rrc_g.ctl_slot.t.resume) != 0) {
+			/* We are a process rebuilt by rrc-restore from the image
+			 * written below. c and imgfd are not open here. */
+			rrc_post_restore();
+			return DUMP_RESTORED;
+		}
+		pid = lsys_clone_snapshot();
+		if (pid == 0)
+			rrc_snapshot_main(); /* the snapshot child: never returns */
+	}
+	uint64_t t4 = rrc_mono_ns();
+	/* the pause ends when the release starts: once the futex wake is
+	 * issued the application threads run, possibly before this one */
+	uint64_t t5 = rrc_mono_ns();
+	if (!failed)
+		rrc_release();
+	/* ---------------- end of the pause ---------------- */
+
+	rrc_g.image_fd = -1;
+	close(s->res_wfd);
+	s->res_wfd = -1;
+	if (failed || pid < 0) {
+		if (!failed) {
+			forget_parent();
+			rrc_set_err(RRC_ERR_SNAPSHOT, (int)-pid, "clone() of the snapshot failed", -1, 0);
+		}
+		rrc_fds_cleanup();
+		close(s->res_rfd);
+		s->res_rfd = -1;
+		close(imgfd);
+		send_error(c, s->err_code, s->err_errno, s->err_msg);
+		return DUMP_SERVED;
+	}
+	paused.pause_ns = t5 - t0;
+	paused.quiesce_ns = t1 - t0;
+	paused.scan_ns = t2 - t1;
+	paused.capture_ns = t3 - t2;
+	paused.fork_ns = t4 - t3;
+	paused.threads = rrc_g.nslots;
+	paused.untracked_vmas = s->nr_newly_untracked;
+	paused.written_pages = s->written_pages;
+	send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
+	if (rrc_g.debug) {
+		char m[200];
+		size_t l = rrc_bput(m, sizeof m, 0, "debug: rrc_lib_ranges ");
+		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[0] - t1) / 1000);
+		l = rrc_bput(m, sizeof m, l, " us, written scan ");
+		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[1] - s->dbg_ns[0]) / 1000);
+		l = rrc_bput(m, sizeof m, l, " us, untracked scan ");
+		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[2] - s->dbg_ns[1]) / 1000);
+		rrc_bput(m, sizeof m, l, " us");
+		rrc_log(m);
+	}
+
+	rrc_register_untracked();
+
+	int status = 0;
+	long w;
+	do
+		w = lsys_wait4((int)pid, &status, __WALL);
+	while (w == -EINTR);
+	struct rrc_ctl_dump_done done = { 0 };
+	long n = rrc_read_fd_all(s->res_rfd, (char *)&done, sizeof done + 1);
+	rrc_fds_cleanup();
+	close(s->res_rfd);
+	s->res_rfd = -1;
+	close(imgfd);
+	if (w < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != (long)sizeof done) {
+		char m[300];
+		size_t l = rrc_bput(m, sizeof m, 0, "the snapshot child failed: ");
+		if (w < 0)
+			l = rrc_bput(m, sizeof m, l, "cannot wait for it");
+		else if (WIFSIGNALED(status)) {
+			l = rrc_bput(m, sizeof m, l, "killed by signal ");
+			l = rrc_bput_u64(m, sizeof m, l, (uint64_t)WTERMSIG(status));
+		} else if (WEXITSTATUS(status))
+			l = rrc_bput(m, sizeof m, l, rrc_snapshot_strerror(WEXITSTATUS(status)));
+		else
+			l = rrc_bput(m, sizeof m, l, "no result reported");
+		forget_parent();
+		send_error(c, RRC_ERR_SNAPSHOT, 0, m);
+		return DUMP_SERVED;
+	}
+	memcpy(rrc_g.last_image_id, req->image_id, 16);
+	rrc_g.last_sequence = rrc_g.cur_sequence;
+	rrc_g.checkpoints++;
+	send_msg(c, RRC_CTL_DUMP_DONE, &done, sizeof done);
+	return DUMP_SERVED;
+}
+
+/* One request. Returns DUMP_RESTORED if this thread just came back from a
+ * restore (the connection does not exist in this process). */
+static int serve(int c)
+{
+	struct rrc_ctl_header h;
+	int fd = -1;
+	static uint8_t payload[RRC_CTL_MAX_PAYLOAD];
+
+	struct timeval tv = { 10, 0 };
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	if (recv_all(c, &h, sizeof h, &fd) < 0)
+		goto out;
+	if (h.magic != RRC_CTL_MAGIC || h.header_crc != rrc_crc32c(&h, 16)) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "bad request header (magic or header CRC)");
+		goto out;
+	}
+	if (h.version != RRC_CTL_VERSION) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "unsupported control protocol version");
+		goto out;
+	}
+	if (h.length > RRC_CTL_MAX_PAYLOAD) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "request payload longer than RRC_CTL_MAX_PAYLOAD");
+		goto out;
+	}
+	if (h.length && recv_all(c, payload, h.length, &fd) < 0)
+		goto out;
+	if (h.payload_crc != rrc_crc32c(payload, h.length)) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "bad request payload CRC");
+		goto out;
+	}
+	switch (h.type) {
+	case RRC_CTL_PING:
+		do_ping(c);
+		break;
+	case RRC_CTL_DUMP: {
+		struct rrc_ctl_dump req;
+		if (h.length != sizeof req) {
+			send_error(c, RRC_ERR_PROTOCOL, 0, "DUMP payload has the wrong size");
+			break;
+		}
+		if (fd < 0) {
+			send_error(c, RRC_ERR_PROTOCOL, 0, "DUMP without an image file descriptor (SCM_RIGHTS)");
+			break;
+		}
+		memcpy(&req, payload, sizeof req);
+		int imgfd = fd;
+		fd = -1;
+		if (do_dump(c, &req, imgfd) == DUMP_RESTORED)
+			return DUMP_RESTORED;
+		break;
+	}
+	default:
+		send_error(c, RRC_ERR_PROTOCOL, 0, "unknown request type");
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	return DUMP_SERVED;
+}
+
+void *rrc_control_main(void *arg)
+{
+	rrc_g.ctl_tid = (int)rrc_sys_gettid();
+	for (;;) {
+		int c = accept4(rrc_g.listen_fd, 0, 0, SOCK_CLOEXEC);
+		if (c < 0) {
+			if (errno != EINTR && errno != ECONNABORTED)
+				usleep(100000);
+			continue;
+		}
+		c = rrc_fd_high(c);
+		rrc_g.conn_fd = c;
+		if (serve(c) == DUMP_RESTORED) {
+			rrc_g.conn_fd = -1; /* not open in the restored process */
+			continue;
+		}
+		rrc_g.conn_fd = -1;
+		close(c);
+	}
+	return 0;
+}

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * File descriptor capture, in the pause (RRC §4.6: what the container fork
+ * shares between parent and snapshot must be read while the threads are
+ * stopped: file offsets, pipe contents, eventfd counters, epoll interest
+ * lists, timer settings). Walks /proc/self/fd, classifies each fd by its
+ * /proc link and dispatches to one file per kind (files-reg.c, pipes.c,
+ * eventfd.c, epoll.c, timerfd.c, sockets.c), as CRIU does.
+ * Records are appended to the scratch arena; the snapshot child writes
+ * them into the FDS section.
+ *
+ * ASYNC-SIGNAL-SAFE: the whole file.
+ */
+#include <fcntl.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include "rrc_lib.h"
+#include "lsys.h"
+
+struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len)
+{
+	struct rrc_scratch *s = rrc_s;
+	uint64_t need = (sizeof(struct rrc_fd) + path_len + 7) & ~7ull;
+	if (s->fdbuf_len + need > s->fdbuf_cap)
+		return 0;
+	struct rrc_fd *f = (struct rrc_fd *)(s->fdbuf + s->fdbuf_len);
+	rrc_memset(f, 0, need);
+	f->path_len = path_len;
+	f->data_len = data_len;
+	s->fdbuf_len += need;
+	s->nr_fds++;
+	return f;
+}
+
+long rrc_read_fdinfo(int fd, char *buf, size_t cap)
+{
+	char path[48];
+	size_t l = rrc_bput(path, sizeof path, 0, "/proc/self/fdinfo/");
+	rrc_bput_u64(path, sizeof path, l, (uint64_t)fd);
+	return rrc_read_file(path, buf, cap);
+}
+
+/* The value after "key" at the start of a line, or NULL. */
+const char *rrc_fdinfo_field(const char *buf, const char *key)
+{
+	size_t kl = rrc_strlen(key);
+	const char *p = buf;
+	while (*p) {
+		if (!rrc_strncmp(p, key, kl))
+			return rrc_skip_ws(p + kl);
+		while (*p && *p != '\n')
+			p++;
+		if (*p)
+			p++;
+	}
+	return 0;
+}
+
+static int lib_fd_kind(int fd)
+{
+	if (fd == rrc_g.listen_fd)
+		return RRC_FD_LIB_CONTROL;
+	if (fd == rrc_g.uffd || fd == rrc_g.conn_fd || fd == rrc_g.pagemap_fd ||
+	    fd == rrc_g.maps_fd || fd == rrc_g.image_fd || fd == rrc_s->walk_fd ||
+	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd)
+		return RRC_FD_LIB_INTERNAL;
+	for (uint32_t i = 0; i < rrc_s->nr_libpipes; i++)
+		if (fd == rrc_s->libpipes[i].rfd || fd == rrc_s->libpipes[i].wfd)
+			return RRC_FD_LIB_INTERNAL;
+	return 0;
+}
+
+static void unsupported(int fd, const char *what, const char *link)
+{
+	size_t l;
+	char *m = rrc_s->err_msg;
+	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd, " is ");
+	l = rrc_strlen(m);
+	l = rrc_bput(m, sizeof rrc_s->err_msg, l, what);
+	l = rrc_bput(m, sizeof rrc_s->err_msg, l, " (");
+	l = rrc_bput(m, sizeof rrc_s->err_msg, l, link);
+	rrc_bput(m, sizeof rrc_s->err_msg, l, "), which a checkpoint cannot describe");
+}
+
+/* Classify one fd. Returns the kind, 0 for "needs a closer look" (sockets,
+ * paths), or -1 with the error set. */
+static int classify(int fd, const char *link)
+{
+	if (rrc_startswith(link, "pipe:["))
+		return RRC_FD_PIPE;
+	if (rrc_startswith(link, "socket:["))
+		return 0;
+	if (!rrc_strncmp(link, "anon_inode:[eventfd]", 21))
+		return RRC_FD_EVENTFD;
+	if (!rrc_strncmp(link, "anon_inode:[eventpoll]", 23))
+		return RRC_FD_EPOLL;
+	if (!rrc_strncmp(link, "anon_inode:[timerfd]", 21))
+		return RRC_FD_TIMERFD;
+	if (!rrc_strncmp(link, "anon_inode:[io_uring]", 22)) {
+		rrc_set_err(RRC_ERR_IO_URING, 0, "fd ", fd,
+			    " is an io_uring instance: its in-flight requests cannot be checkpointed");
+		return -1;
+	}
+	if (rrc_startswith(link, "anon_inode:")) {
+		const char *what = "an anonymous-inode object";
+		if (rrc_startswith(link, "anon_inode:[signalfd]"))
+			what = "a signalfd";
+		else if (rrc_startswith(link, "anon_inode:inotify"))
+			what = "an inotify instance";
+		else if (rrc_startswith(link, "anon_inode:[fanotify]"))
+			what = "a fanotify instance";
+		else if (rrc_startswith(link, "anon_inode:[pidfd]"))
+			what = "a pidfd";
+		else if (rrc_startswith(link, "anon_inode:[userfaultfd]"))
+			what = "a userfaultfd";
+		unsupported(fd, what, link);
+		return -1;
+	}
+	if (link[0] == '/') {
+		size_t l = rrc_strlen(link);
+		if (l > 10 && !rrc_strncmp(link + l - 10, " (deleted)", 10)) {
+			unsupported(fd, "a deleted file", link);
+			return -1;
+		}
+		if (rrc_startswith(link, "/memfd:")) {
+			unsupported(fd, "a memfd", link);
+			return -1;
+		}
+		return 0;
+	}
+	unsupported(fd, "an object of an unsupported kind", link);
+	return -1;
+}
+
+struct walk { int check_only; int failed; };
+
+static int capture_one(long nfd, void *arg)
+{
+	struct walk *w = arg;
+	struct rrc_scratch *s = rrc_s;
+	int fd = (int)nfd;
+	char *link = s->pathbuf;
+	char lpath[48];
+	size_t l;
+
+	int lk = lib_fd_kind(fd);
+	if (lk && w->check_only)
+		return 0;
+	l = rrc_bput(lpath, sizeof lpath, 0, "/proc/self/fd/");
+	rrc_bput_u64(lpath, sizeof lpath, l, (uint64_t)fd);
+	long n = lsys_readlinkat(AT_FDCWD, lpath, link, RRC_PATH_MAX - 1);
+	if (n == -ENOENT || n == -EBADF)
+		return 0; /* closed meanwhile (only possible in the pre-pause check) */
+	if (n < 0) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-n, "cannot read the link of fd ", fd, 0);
+		w->failed = 1;
+		return 1;
+	}
+	link[n] = 0;
+	if (w->check_only) {
+		int k = classify(fd, link);
+		if (k == 0 && rrc_startswith(link, "socket:[")) {
+			struct rrc_fd tmp;
+			rrc_memset(&tmp, 0, sizeof tmp);
+			tmp.fd = fd;
+			k = rrc_capture_socket(&tmp, fd);
+		}
+		if (k < 0 || (fd >= RRC_MAX_FDS && (rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0,
+				"fd number too large for the library: ", fd, 0), 1))) {
+			w->failed = 1;
+			return 1;
+		}
+		return 0;
+	}
+	if (lk == RRC_FD_LIB_INTERNAL && fd == s->walk_fd)
+		return 0; /* the walk's own directory fd: gone in a moment */
+
+	int kind = lk ? lk : classify(fd, link);
+	if (kind < 0) {
+		w->failed = 1;
+		return 1;
+	}
+	struct stat st;
+	long r = lsys_fstat(fd, &st);
+	if (r < 0) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "fstat failed on fd ", fd, 0);
+		w->failed = 1;
+		return 1;
+	}
+	/* paths are stored for files, and for library fds as a hint */
+	uint32_t plen = (kind == 0 || lk) ? (uint32_t)n : 0;
+	struct rrc_fd *f = rrc_fd_append(plen, 0);
+	if (!f) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "too many fds for the library's buffer at fd ", fd, 0);
+		w->failed = 1;
+		return 1;
+	}
+	f->fd = fd;
+	f->kind = (uint32_t)kind;
+	f->fd_flags = (uint32_t)lsys_fcntl(fd, F_GETFD, 0);
+	f->file_flags = (uint32_t)lsys_fcntl(fd, F_GETFL, 0);
+	f->ino = st.st_ino;
+	f->mode = st.st_mode;
+	f->rdev = (uint32_t)st.st_rdev;
+	if (plen)
+		rrc_memcpy((char *)(f + 1), link, plen);
+	if (lk)
+		return 0;
+
+	switch (kind) {
+	case 0:
+		if (rrc_startswith(link, "socket:["))
+			r = rrc_capture_socket(f, fd);
+		else
+			r = rrc_capture_reg(f, link);
+		break;
+	case RRC_FD_PIPE:    r = rrc_capture_pipe(f, fd); break;
+	case RRC_FD_EVENTFD: r = rrc_capture_eventfd(f, fd); break;
+	case RRC_FD_EPOLL:   r = rrc_capture_epoll(fd, f); break;
+	case RRC_FD_TIMERFD: r = rrc_capture_timerfd(f, fd); break;
+	default: r = 0;
+	}
+	if (r < 0) {
+		w->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Before pausing (ordinary thread context, but written with the same
+ * raw calls): refuse io_uring and fd kinds the image cannot describe. */
+int rrc_fds_check(void)
+{
+	struct walk w = { 1, 0 };
+	long r = rrc_for_each_num_dirent("/proc/self/fd", rrc_s->dirbuf, sizeof rrc_s->dirbuf,
+					 capture_one, &w);
+	if (w.failed)
+		return -1;
+	if (r < 0) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot read /proc/self/fd", -1, 0);
+		return -1;
+	}
+	return 0;
+}
+
+int rrc_fds_capture(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	struct walk w = { 0, 0 };
+
+	s->fdbuf_len = 0;
+	s->nr_fds = 0;
+	s->nr_libpipes = 0;
+	long r = rrc_for_each_num_dirent("/proc/self/fd", s->dirbuf, sizeof s->dirbuf, capture_one, &w);
+	if (w.failed) {
+		rrc_fds_cleanup();
+		return -1;
+	}
+	if (r < 0) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot read /proc/self/fd", -1, 0);
+		rrc_fds_cleanup();
+		return -1;
+	}
+	return 0;
+}
+
+void rrc_fds_cleanup(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	for (uint32_t i = 0; i < s->nr_libpipes; i++) {
+		rrc_sys_close(s->libpipes[i].rfd);
+		rrc_sys_close(s->libpipes[i].wfd);
+	}
+	s->nr_libpipes = 0;
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The constructor. Passive unless $RRC_CONTROL names the control socket.
+ * Otherwise: userfaultfd dirty tracking on every private VMA, the park
+ * signal handler, the control socket, the control thread (architecture.md
+ * "librrc.so: capture inside the process").
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include "rrc_lib.h"
+#include "lsys.h"
+
+struct rrc_lib_state rrc_g = {
+	.listen_fd = -1, .conn_fd = -1, .uffd = -1, .pagemap_fd = -1, .maps_fd = -1, .image_fd = -1,
+};
+struct rrc_scratch *rrc_s;
+
+void rrc_guards_resolve(void) RRC_HIDDEN;
+
+#define WRITTEN_CAP   (1u << 20)          /* page_region entries (24 MB virtual) */
+#define FDBUF_CAP     (8u << 20)
+#define CHILD_AREA    (512ull << 20)      /* snapshot child's buffers (virtual) */
+#define LIB_FD_BASE   900                 /* library fds live high: apps close low ones */
+
+/* The arena is private anonymous and NORESERVE: only touched pages cost
+ * memory. ASYNC-SIGNAL-SAFE (used again after a restore). */
+int rrc_scratch_map(void)
+{
+	size_t head = (sizeof(struct rrc_scratch) + 4095) & ~(size_t)4095;
+	size_t wlen = (size_t)WRITTEN_CAP * sizeof(struct page_region);
+	size_t len = head + wlen + FDBUF_CAP + CHILD_AREA;
+	long r = rrc_sys_mmap(0, len, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r < 0 && r > -4096)
+		return (int)r;
+	uint8_t *p = (uint8_t *)r;
+	rrc_g.scratch = p;
+	rrc_g.scratch_len = len;
+	rrc_s = (struct rrc_scratch *)p;
+	rrc_s->written = (struct page_region *)(p + head);
+	rrc_s->cap_written = WRITTEN_CAP;
+	rrc_s->fdbuf = p + head + wlen;
+	rrc_s->fdbuf_cap = FDBUF_CAP;
+	rrc_s->child_area = p + head + wlen + FDBUF_CAP;
+	rrc_s->child_area_len = CHILD_AREA;
+	rrc_s->walk_fd = -1;
+	rrc_s->res_rfd = rrc_s->res_wfd = -1;
+	return 0;
+}
+
+/* Move a library fd out of the application's way. ASYNC-SIGNAL-SAFE. */
+int rrc_fd_high(int fd) RRC_HIDDEN;
+int rrc_fd_high(int fd)
+{
+	if (fd < 0 || fd >= LIB_FD_BASE)
+		return fd;
+	long n = lsys_fcntl(fd, F_DUPFD_CLOEXEC, LIB_FD_BASE);
+	if (n < 0)
+		return fd; /* RLIMIT_NOFILE too low: keep it where it is */
+	rrc_sys_close(fd);
+	return (int)n;
+}
+
+static void fail(const char *what, int err)
+{
+	char m[300];
+	size_t l = rrc_bput(m, sizeof m, 0, "disabled: ");
+	l = rrc_bput(m, sizeof m, l, what);
+	if (err) {
+		l = rrc_bput(m, sizeof m, l, ": ");
+		rrc_bput(m, sizeof m, l, strerror(err));
+	}
+	rrc_log(m);
+}
+
+__attribute__((constructor)) static void rrc_init(void)
+{
+	rrc_guards_resolve();
+	/* bind memcpy/memset through the PLT now: a lazy binding later, in
+	 * the pause, could wait on the dynamic linker's lock */
+	{
+		volatile char a[16] = { 0 }, b[16];
+		memcpy((char *)b, (char *)a, sizeof b);
+		memset((char *)b, 0, sizeof b);
+		(void)memmove((char *)b, (char *)a, 8);
+	}
+	const char *dbg = getenv("RRC_DEBUG");
+	rrc_g.debug = dbg && *dbg == '1';
+	const char *path = getenv("RRC_CONTROL");
+	if (!path || !*path)
+		return;
+	if (strlen(path) >= sizeof rrc_g.control_path) {
+		fail("RRC_CONTROL path longer than a unix socket path (107 bytes)", 0);
+		return;
+	}
+	strcpy(rrc_g.control_path, path);
+	rrc_g.pid = getpid();
+
+	int r = rrc_scratch_map();
+	if (r < 0)
+		return fail("cannot map the scratch arena", -r);
+	long fd = rrc_sys_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fail("cannot open /proc/self/maps", (int)-fd);
+	rrc_g.maps_fd = rrc_fd_high((int)fd);
+	fd = rrc_sys_openat(AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fail("cannot open /proc/self/pagemap", (int)-fd);
+	rrc_g.pagemap_fd = rrc_fd_high((int)fd);
+	r = rrc_uffd_open();
+	if (r < 0)
+		return fail("userfaultfd with UFFD_FEATURE_WP_ASYNC unavailable (Linux >= 6.7 and "
+			    "vm.unprivileged_userfaultfd or CAP_SYS_PTRACE needed)", -r);
+	rrc_g.uffd = rrc_fd_high(r);
+
+	/* the control thread's stack (with its TLS at the top, glibc puts it
+	 * there for a user-supplied stack): part of every image */
+	/* between two PROT_NONE guard pages, so that the kernel never merges
+	 * it with an adjacent application mapping (that one would then be
+	 * treated as library memory: never tracked, always dumped) */
+	long st = rrc_sys_mmap(0, RRC_CTL_STACK + 2 * 4096, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (st < 0 && st > -4096)
+		return fail("cannot map the control thread's stack", (int)-st);
+	if (rrc_sys_mprotect((void *)(st + 4096), RRC_CTL_STACK, PROT_READ | PROT_WRITE) < 0)
+		return fail("cannot map the control thread's stack", errno);
+	rrc_g.ctl_stack = (void *)(st + 4096);
+
+	rrc_register_all(0);
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = rrc_park_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	if (rrc_real_sigaction(RRC_PARK_SIG, &sa, 0) < 0)
+		return fail("cannot install the park signal handler", errno);
+
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return fail("cannot create the control socket", errno);
+	s = rrc_fd_high(s);
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	strcpy(un.sun_path, path);
+	unlink(path); /* a stale socket file of an earlier run */
+	if (bind(s, (struct sockaddr *)&un, sizeof un) < 0) {
+		int e = errno;
+		close(s);
+		return fail("cannot bind the control socket $RRC_CONTROL", e);
+	}
+	if (listen(s, 16) < 0) {
+		int e = errno;
+		close(s);
+		return fail("cannot listen on the control socket", e);
+	}
+	rrc_g.listen_fd = s;
+	rrc_g.active = 1;
+
+	pthread_attr_t at;
+	pthread_t th;
+	uint64_t all = ~0ull, old = 0;
+	pthread_attr_init(&at);
+	pthread_attr_setstack(&at, rrc_g.ctl_stack, RRC_CTL_STACK);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	/* inherited by the control thread: it blocks everything, the park
+	 * signal included (the raw call: our own wrapper would strip it) */
+	rrc_sys_rt_sigprocmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&th, &at, rrc_control_main, 0);
+	rrc_sys_rt_sigprocmask(SIG_SETMASK, &old, 0);
+	pthread_attr_destroy(&at);
+	if (r) {
+		rrc_g.active = 0;
+		return fail("cannot start the control thread", r);
+	}
+}

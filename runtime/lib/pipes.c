@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Pipes. The bytes in flight belong to both the running parent and the
+ * snapshot, so they are copied in the pause with tee() (which duplicates
+ * without consuming) into a library pipe of the same capacity; the
+ * snapshot child reads that pipe into the image. The data goes with the
+ * first fd of each pipe in fd order (image.h), so each pipe inode is
+ * captured once.
+ * ASYNC-SIGNAL-SAFE.
+ */
+#include <fcntl.h>
+#include <errno.h>
+#include <sys/ioctl.h>
+#include "rrc_lib.h"
+#include "lsys.h"
+
+#ifndef F_GETPIPE_SZ
+#define F_SETPIPE_SZ 1031
+#define F_GETPIPE_SZ 1032
+#endif
+
+static int pipe_seen(uint64_t ino, const struct rrc_fd *self)
+{
+	struct rrc_scratch *s = rrc_s;
+	for (uint64_t off = 0; off < s->fdbuf_len;) {
+		const struct rrc_fd *f = (const struct rrc_fd *)(s->fdbuf + off);
+		if (f == self)
+			break;
+		if (f->kind == RRC_FD_PIPE && f->ino == ino)
+			return 1;
+		off += rrc_fd_rec_size(f);
+	}
+	return 0;
+}
+
+int rrc_capture_pipe(struct rrc_fd *f, int fd)
+{
+	struct rrc_scratch *s = rrc_s;
+	long sz = lsys_fcntl(fd, F_GETPIPE_SZ, 0);
+	f->u.pipe.pipe_size = sz > 0 ? (uint32_t)sz : 65536;
+	if (pipe_seen(f->ino, f))
+		return 0;
+
+	/* a readable end of this pipe: the fd itself, or a new one through /proc */
+	int rfd = fd, opened = 0;
+	if ((f->file_flags & O_ACCMODE) == O_WRONLY) {
+		char p[48];
+		size_t l = rrc_bput(p, sizeof p, 0, "/proc/self/fd/");
+		rrc_bput_u64(p, sizeof p, l, (uint64_t)fd);
+		long r = rrc_sys_openat(AT_FDCWD, p, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+		if (r < 0) {
+			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot open a read end of the pipe at fd ", fd, 0);
+			return -1;
+		}
+		rfd = (int)r;
+		opened = 1;
+	}
+	int avail = 0;
+	long r = rrc_sys_ioctl(rfd, FIONREAD, &avail);
+	if (r < 0 || avail <= 0) {
+		if (opened)
+			rrc_sys_close(rfd);
+		return 0;
+	}
+	if (s->nr_libpipes >= RRC_MAX_LIBPIPES) {
+		if (opened)
+			rrc_sys_close(rfd);
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "too many pipes holding data (fd ", fd, ")");
+		return -1;
+	}
+	int p[2];
+	r = lsys_pipe2(p, O_CLOEXEC | O_NONBLOCK);
+	if (r < 0)
+		goto fail;
+	/* register before anything can fail, so cleanup closes it */
+	s->libpipes[s->nr_libpipes].rfd = p[0];
+	s->libpipes[s->nr_libpipes].wfd = p[1];
+	s->libpipes[s->nr_libpipes].app_fd = fd;
+	s->libpipes[s->nr_libpipes].len = 0;
+	s->nr_libpipes++;
+	if (lsys_fcntl(p[1], F_SETPIPE_SZ, f->u.pipe.pipe_size) < 0 && avail > 65536) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	uint32_t got = 0;
+	while (got < (uint32_t)avail) {
+		r = lsys_tee(rfd, p[1], (size_t)avail - got, 2 /* SPLICE_F_NONBLOCK */);
+		if (r <= 0)
+			break;
+		got += (uint32_t)r;
+		/* tee copies from the start of the pipe each time: one call
+		 * normally takes everything; stop if it did not move forward */
+		break;
+	}
+	if (got != (uint32_t)avail) {
+		r = r < 0 ? r : -EIO;
+		goto fail;
+	}
+	s->libpipes[s->nr_libpipes - 1].len = got;
+	f->u.pipe.has_data = 1;
+	f->data_len = got;
+	if (opened)
+		rrc_sys_close(rfd);
+	return 0;
+fail:
+	if (opened)
+		rrc_sys_close(rfd);
+	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot copy the contents of the pipe at fd ", fd, 0);
+	return -1;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The control thread's path after rrc-restore resumed it (its saved resume
+ * context returned 1 in do_dump). Every application thread is back in the
+ * park handler, waiting for the generation to change; they may hold libc
+ * locks, so until rrc_release() this is ASYNC-SIGNAL-SAFE code.
+ *
+ * Order: wait for every thread to report back, unmap the restorer blob,
+ * reopen the library's /proc fds, make a new userfaultfd and write-protect
+ * every private VMA (so that a next dump may be incremental against the
+ * restored image), then release the threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include "rrc_lib.h"
+#include "lsys.h"
+
+int rrc_fd_high(int fd) RRC_HIDDEN;
+
+#define BACK_TIMEOUT_NS 5000000000ull
+
+void rrc_post_restore(void)
+{
+	struct rrc_restore_area *ra = &rrc_g.restore_area;
+	char m[200];
+
+	rrc_g.pid = (int)rrc_sys_getpid();
+	rrc_g.ctl_tid = (int)rrc_sys_gettid();
+	rrc_g.conn_fd = -1;
+	rrc_g.image_fd = -1;
+	if (RRC_LOAD(&ra->magic) != RRC_RESTORE_AREA_MAGIC)
+		rrc_log("restored without a filled restore area (magic missing): continuing");
+
+	uint32_t want = ra->nr_threads ? ra->nr_threads - 1 : 0;
+	uint64_t deadline = rrc_mono_ns() + BACK_TIMEOUT_NS;
+	for (;;) {
+		uint32_t back = RRC_LOAD(&ra->threads_back);
+		if (back >= want)
+			break;
+		if (rrc_mono_ns() > deadline) {
+			size_t l = rrc_bput(m, sizeof m, 0, "after restore only ");
+			l = rrc_bput_u64(m, sizeof m, l, back);
+			l = rrc_bput(m, sizeof m, l, " of ");
+			l = rrc_bput_u64(m, sizeof m, l, want);
+			rrc_bput(m, sizeof m, l, " threads came back within 5 s: continuing");
+			rrc_log(m);
+			break;
+		}
+		struct rrc_ts ts = { 0, 10000000 };
+		rrc_sys_futex(&ra->threads_back, RRC_FUTEX_WAIT, back, &ts);
+	}
+	if (ra->blob_start && ra->blob_len)
+		rrc_sys_munmap((void *)ra->blob_start, ra->blob_len);
+
+	/* the scratch arena was not in the image */
+	if (rrc_scratch_map() < 0)
+		rrc_log("after restore: cannot map the scratch arena");
+	long fd = rrc_sys_openat(-100 /* AT_FDCWD */, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+	rrc_g.maps_fd = fd < 0 ? -1 : rrc_fd_high((int)fd);
+	fd = rrc_sys_openat(-100, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC, 0);
+	rrc_g.pagemap_fd = fd < 0 ? -1 : rrc_fd_high((int)fd);
+	int u = rrc_uffd_open();
+	rrc_g.uffd = u < 0 ? -1 : rrc_fd_high(u);
+	if (u < 0 || rrc_g.pagemap_fd < 0 || rrc_g.maps_fd < 0) {
+		rrc_log("after restore: cannot set up dirty tracking; only full dumps will be accepted");
+		rrc_memset(rrc_g.last_image_id, 0, 16);
+	} else {
+		rrc_register_all(1);
+		/* the image we came from is a valid parent: same memory, and
+		 * everything is write-protected from here on */
+		rrc_memcpy(rrc_g.last_image_id, ra->image_id, 16);
+		rrc_g.last_sequence = rrc_g.cur_sequence;
+		if (!rrc_memeq(ra->image_id, rrc_g.cur_image_id, 16))
+			rrc_log("after restore: restore area names another image than the one "
+				"this memory was dumped into");
+	}
+	rrc_g.restored = 1;
+	ra->magic = 0;
+	rrc_release();
+}

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * librrc.so internal definitions: the library's global state and the
+ * interfaces between its files (one file per concern, see architecture.md
+ * "librrc.so: capture inside the process").
+ *
+ * Memory of the library, and which of it is in an image:
+ *  - `rrc_g` (struct rrc_lib_state, ordinary .bss): thread slots, generation
+ *    counter, restore area, last image id. The restored process needs it,
+ *    so it is in every image. The VMA(s) holding it and the control
+ *    thread's stack are never registered with the userfaultfd and are
+ *    dumped whole (their defined pages) in every image: the control thread
+ *    keeps writing them between the scan and the fork.
+ *  - the scratch arena (mmap'ed once, private anonymous): scan vectors, fd
+ *    records, directory buffers. The snapshot child must read it, so it is
+ *    NOT MADV_DONTFORK (that would hide it from the child); it is excluded
+ *    from the image by address instead (RRC's "skipped VMA" idea).
+ */
+#ifndef RRC_LIB_H
+#define RRC_LIB_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <signal.h>
+#include "rrc/image.h"
+#include "rrc/control.h"
+#include "rrc/sys.h"
+#include "rrc/uapi.h"
+
+#define RRC_PARK_SIG      64      /* SIGRTMAX: the park signal */
+#define RRC_MAX_THREADS   1024
+#define RRC_MAX_FDS       4096    /* fds above this are refused at dump */
+#define RRC_MAX_UNTRACKED 4096
+#define RRC_MAX_LIBPIPES  256
+#define RRC_CTL_STACK     (512 * 1024)
+
+#define RRC_HIDDEN __attribute__((visibility("hidden")))
+
+/* One parked thread. Written by the thread itself in the park handler. */
+struct rrc_slot {
+	struct rrc_thread t;
+};
+
+struct rrc_range { uint64_t start, end; };
+
+/* Persistent state: in .bss, hence in every image (see top of file). */
+struct rrc_lib_state {
+	struct rrc_restore_area restore_area;
+	volatile uint32_t generation;   /* futex: bumped to release parked threads */
+	volatile uint32_t parked;       /* futex: threads parked in this pause */
+	volatile uint32_t nslots;       /* slots handed out in this pause */
+	volatile uint32_t pausing;      /* 1 while a pause is in progress */
+	uint8_t  last_image_id[16];     /* valid parent for the next incremental DUMP */
+	uint32_t restored;              /* came from rrc-restore */
+	uint32_t checkpoints;           /* DUMPs completed */
+	/* the image being written by the snapshot child: its copy of these is
+	 * what a process restored from that image finds here */
+	uint8_t  cur_image_id[16];
+	uint64_t cur_sequence;
+	uint64_t last_sequence;         /* sequence of last_image_id */
+	int      debug;                 /* RRC_DEBUG=1: timings to stderr */
+	int      active;                /* RRC_CONTROL set and set-up succeeded */
+	int      ctl_tid;               /* the control thread */
+	int      pid;
+	int      listen_fd;             /* control socket (RRC_FD_LIB_CONTROL) */
+	int      conn_fd;               /* the connection being served, -1 if none */
+	int      uffd;                  /* dirty tracking */
+	int      pagemap_fd;            /* /proc/self/pagemap, for PAGEMAP_SCAN */
+	int      maps_fd;               /* /proc/self/maps, for PROCMAP_QUERY */
+	int      image_fd;              /* received with the DUMP request */
+	char     control_path[108];
+	void    *ctl_stack;             /* control thread stack (in the image) */
+	/* the scratch arena (not in the image, see above) */
+	void    *scratch;
+	size_t   scratch_len;
+	struct rrc_slot ctl_slot;       /* the control thread, RRC_THR_F_CONTROL */
+	struct rrc_slot slots[RRC_MAX_THREADS];
+	int32_t  backlog[RRC_MAX_FDS];  /* listen() backlog per fd, 0 = unknown */
+};
+
+extern struct rrc_lib_state rrc_g RRC_HIDDEN;
+
+/* The scratch arena layout (all inside rrc_g.scratch). */
+struct rrc_scratch {
+	/* scan results: written page ranges, ascending */
+	struct page_region *written;
+	uint64_t nr_written, cap_written;
+	uint64_t written_pages;
+	uint64_t scan_overflow_from;    /* != 0: every page from here is dumped */
+	/* untracked VMAs and always-dumped library ranges, ascending */
+	struct rrc_range untracked[RRC_MAX_UNTRACKED];
+	uint32_t nr_untracked;
+	uint32_t nr_newly_untracked;    /* to register after resume (excl. library ranges) */
+	/* library-own ranges excluded from the image (the arena itself) */
+	struct rrc_range lib_excluded[4];
+	uint32_t nr_lib_excluded;
+	/* library ranges always dumped whole and never registered */
+	struct rrc_range lib_always[4];
+	uint32_t nr_lib_always;
+	/* fd records: a byte buffer of rrc_fd + path + data-placeholder */
+	uint8_t *fdbuf;
+	uint64_t fdbuf_len, fdbuf_cap;
+	uint32_t nr_fds;
+	/* pipe contents tee'd into library pipes: child reads them */
+	struct { int rfd, wfd; uint32_t len; int32_t app_fd; } libpipes[RRC_MAX_LIBPIPES];
+	uint32_t nr_libpipes;
+	/* quiesce: tids signalled */
+	int32_t signalled[RRC_MAX_THREADS];
+	uint32_t nr_signalled;
+	/* result pipe: the snapshot child writes its rrc_ctl_dump_done */
+	int      res_rfd, res_wfd;
+	/* the snapshot child's own working memory (inside the arena, so it
+	 * never shows up among the VMAs it dumps) */
+	uint8_t *child_area;
+	uint64_t child_area_len;
+	/* dump request */
+	struct rrc_ctl_dump req;
+	uint64_t created_ns;
+	/* error reporting from the pause path */
+	uint32_t err_code;
+	int32_t  err_errno;
+	char     err_msg[512];
+	/* general buffers */
+	char     dirbuf[32768];
+	char     pathbuf[RRC_PATH_MAX + 64];
+	struct page_region uvec[512];   /* untracked-VMA scan */
+	uint64_t dbg_ns[8];             /* phase timings, logged with RRC_DEBUG=1 */
+	int      walk_fd;               /* the directory fd of the current getdents walk */
+	char     textbuf[1 << 22];      /* fdinfo of big epoll sets */
+};
+extern struct rrc_scratch *rrc_s RRC_HIDDEN;
+
+/* ---- util.c (ASYNC-SIGNAL-SAFE) ---- */
+size_t rrc_strlen(const char *s) RRC_HIDDEN;
+int rrc_strncmp(const char *a, const char *b, size_t n) RRC_HIDDEN;
+int rrc_startswith(const char *s, const char *pfx) RRC_HIDDEN;
+void rrc_memcpy(void *d, const void *s, size_t n) RRC_HIDDEN;
+void rrc_memset(void *d, int c, size_t n) RRC_HIDDEN;
+int rrc_memeq(const void *a, const void *b, size_t n) RRC_HIDDEN;
+/* appends to a bounded buffer; returns new length */
+size_t rrc_bput(char *buf, size_t cap, size_t len, const char *s) RRC_HIDDEN;
+size_t rrc_bput_u64(char *buf, size_t cap, size_t len, uint64_t v) RRC_HIDDEN;
+size_t rrc_bput_hex(char *buf, size_t cap, size_t len, uint64_t v) RRC_HIDDEN;
+/* parse an unsigned number (base 10, or 16 with base=16, 8 with base=8); *end after it */
+uint64_t rrc_parse_u64(const char *s, int base, const char **end) RRC_HIDDEN;
+const char *rrc_skip_ws(const char *s) RRC_HIDDEN;
+/* read a whole small file into buf (NUL terminated); returns bytes or -errno */
+long rrc_read_file(const char *path, char *buf, size_t cap) RRC_HIDDEN;
+long rrc_read_fd_all(int fd, char *buf, size_t cap) RRC_HIDDEN;
+/* write all bytes; returns 0 or -errno */
+long rrc_write_all(int fd, const void *buf, size_t n) RRC_HIDDEN;
+/* iterate numeric entries of a /proc directory; cb returns nonzero to stop */
+long rrc_for_each_num_dirent(const char *dir, char *buf, size_t cap,
+			     int (*cb)(long num, void *arg), void *arg) RRC_HIDDEN;
+/* a line at a time over a buffer */
+const char *rrc_next_line(const char *p, const char *end) RRC_HIDDEN;
+/* error recording (pause path) */
+void rrc_set_err(uint32_t code, int err, const char *a, long num, const char *b) RRC_HIDDEN;
+void rrc_log(const char *msg) RRC_HIDDEN; /* one line to stderr: "rrc: msg\n" */
+
+/* ---- ctx.S ---- */
+int rrc_ctx_save(struct rrc_resume_ctx *ctx) __attribute__((returns_twice)) RRC_HIDDEN;
+__attribute__((noreturn)) void rrc_call_on_stack(void *stack_top, void (*fn)(void)) RRC_HIDDEN;
+
+/* ---- quiesce.c (ASYNC-SIGNAL-SAFE) ---- */
+void rrc_park_handler(int sig, siginfo_t *si, void *uc) RRC_HIDDEN;
+int rrc_quiesce(void) RRC_HIDDEN;          /* 0, or -1 with rrc_s->err_* set (threads released) */
+void rrc_release(void) RRC_HIDDEN;         /* bump generation, wake everybody */
+void rrc_fill_self_slot(struct rrc_slot *s) RRC_HIDDEN;
+
+/* ---- memory.c ---- */
+int rrc_uffd_open(void) RRC_HIDDEN;          /* returns fd or -errno */
+void rrc_lib_ranges(void) RRC_HIDDEN;        /* fills lib_excluded / lib_always */
+int rrc_register_all(int wp_arm) RRC_HIDDEN; /* register every private VMA; returns count */
+int rrc_scan(void) RRC_HIDDEN;               /* pause path: written + untracked; -1 on error */
+void rrc_register_untracked(void) RRC_HIDDEN;/* after resume */
+int rrc_check_maps(void) RRC_HIDDEN;         /* refusals from /proc/self/maps: 0 or -1 */
+int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
+
+/* ---- fds.c and one file per kind ---- */
+int rrc_fds_check(void) RRC_HIDDEN;          /* io_uring and unsupported kinds: 0 or -1 */
+int rrc_fds_capture(void) RRC_HIDDEN;        /* pause path: 0 or -1 */
+void rrc_fds_cleanup(void) RRC_HIDDEN;       /* parent, after the child: close library pipes */
+struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len) RRC_HIDDEN;
+int rrc_fd_kind_of_link(const char *link) RRC_HIDDEN;
+int rrc_capture_reg(struct rrc_fd *f, const char *link) RRC_HIDDEN;     /* files-reg.c */
+int rrc_capture_pipe(struct rrc_fd *f, int fd) RRC_HIDDEN;              /* pipes.c */
+int rrc_capture_eventfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* eventfd.c */
+int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll.c */
+int rrc_capture_timerfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* timerfd.c */
+int rrc_capture_socket(struct rrc_fd *f, int fd) RRC_HIDDEN;            /* sockets.c */
+/* size of a record in the scratch fd buffer: struct, path padded to 8,
+ * then (epoll only) the entries; pipe data lives in a library pipe */
+static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)
+{
+	return sizeof *f + ((f->path_len + 7ull) & ~7ull) + (f->kind == RRC_FD_EPOLL ? f->data_len : 0);
+}
+long rrc_read_fdinfo(int fd, char *buf, size_t cap) RRC_HIDDEN;
+const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
+
+/* ---- snapshot.c (ASYNC-SIGNAL-SAFE, runs in the clone()d child) ---- */
+__attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;
+/* child exit codes (the parent turns them into messages) */
+enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_SNAP_SCAN,
+       RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG };
+const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
+
+/* ---- control.c / restored.c ---- */
+void *rrc_control_main(void *arg) RRC_HIDDEN;
+void rrc_post_restore(void) RRC_HIDDEN;
+
+/* ---- init.c ---- */
+extern int (*rrc_real_sigaction)(int, const struct sigaction *, struct sigaction *) RRC_HIDDEN;
+int rrc_scratch_map(void) RRC_HIDDEN;
+
+/* atomics */
+#define RRC_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_SEQ_CST)
+#define RRC_LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define RRC_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+
+#endif /* RRC_LIB_H */

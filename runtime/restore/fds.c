@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * rrc-restore phase 1: the fd table. Every rrc_fd of the newest image is
+ * recreated at its own number (CRIU's files.c does the same dance): the
+ * restorer's own fds (images, status, log) first move above the highest
+ * number the image uses, everything else inherited is closed, then each
+ * kind's file (files-reg.c, pipes.c, ...) creates its object, which is
+ * moved to its number with dup3. Epoll interest lists are filled last,
+ * when every target fd exists. Finally FD_CLOEXEC and O_NONBLOCK are set
+ * as recorded.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "restore.h"
+
+struct rfd *fd_find(struct fd_ctx *x, int fd)
+{
+	for (size_t i = 0; i < x->c->nr_fds; i++)
+		if (x->c->fds[i].f->fd == fd)
+			return &x->c->fds[i];
+	return NULL;
+}
+
+/* Move fd above every number the image uses (so that creating objects
+ * never lands on, or is clobbered by, a number still to be placed). */
+int fd_high(struct fd_ctx *x, int fd)
+{
+	int h;
+
+	if (fd > x->max_target)
+		return fd;
+	h = fcntl(fd, F_DUPFD_CLOEXEC, x->max_target + 1);
+	if (h < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)fd, "cannot move fd %d above fd %d: %s", fd,
+			 x->max_target, rst_strerror(errno));
+	close(fd);
+	return h;
+}
+
+void fd_place(struct fd_ctx *x, int tmp, const struct rfd *r)
+{
+	int target = r->f->fd;
+
+	if (tmp == target)
+		return;
+	if (dup3(tmp, target, O_CLOEXEC) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)target, "fd %d: dup3 to its number failed: %s",
+			 target, rst_strerror(errno));
+	close(tmp);
+}
+
+static int is_own(int fd, int *own, int nr_own)
+{
+	for (int i = 0; i < nr_own; i++)
+		if (own[i] == fd)
+			return 1;
+	return 0;
+}
+
+/* own[] are updated in place to their new numbers */
+void fds_prepare(struct fd_ctx *x, int *own, int nr_own)
+{
+	struct rlimit rl;
+	DIR *d;
+	struct dirent *de;
+	int close_list[1024], nr_close = 0;
+
+	x->max_target = -1;
+	for (size_t i = 0; i < x->c->nr_fds; i++)
+		if (x->c->fds[i].f->fd > x->max_target)
+			x->max_target = x->c->fds[i].f->fd;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)x->max_target + 1 + (rlim_t)nr_own + 8 > rl.rlim_cur) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		if ((rlim_t)x->max_target + 1 + (rlim_t)nr_own + 8 > rl.rlim_cur)
+			rst_fail(RRC_RST_FD, EMFILE, (uint32_t)x->max_target,
+				 "the image uses fd %d, RLIMIT_NOFILE allows %llu", x->max_target,
+				 (unsigned long long)rl.rlim_cur);
+	}
+	for (int i = 0; i < nr_own; i++) {
+		int old = own[i];
+		if (old < 0)
+			continue;
+		own[i] = fd_high(x, old);
+		if (old == rst_status_fd)
+			rst_status_fd = own[i];
+		if (old == rst_log_fd)
+			rst_log_fd = own[i];
+	}
+	/* close everything inherited that is not ours: the numbers must be
+	 * free, and fds the image does not have must not leak into it */
+	d = opendir("/proc/self/fd");
+	if (!d)
+		rst_fail(RRC_RST_FD, errno, 0, "cannot list /proc/self/fd: %s (is /proc mounted?)",
+			 rst_strerror(errno));
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+
+		if (*end || de->d_name[0] == '.' || fd == dirfd(d) || is_own((int)fd, own, nr_own))
+			continue;
+		if (nr_close < (int)ARRAY_SIZE(close_list))
+			close_list[nr_close++] = (int)fd;
+	}
+	closedir(d);
+	for (int i = 0; i < nr_close; i++)
+		close(close_list[i]);
+}
+
+static const char *kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case RRC_FD_REG: return "REG";
+	case RRC_FD_DIR: return "DIR";
+	case RRC_FD_CHR: return "CHR";
+	case RRC_FD_PIPE: return "PIPE";
+	case RRC_FD_EVENTFD: return "EVENTFD";
+	case RRC_FD_EPOLL: return "EPOLL";
+	case RRC_FD_TIMERFD: return "TIMERFD";
+	case RRC_FD_INET_LISTEN: return "INET_LISTEN";
+	case RRC_FD_INET_DGRAM: return "INET_DGRAM";
+	case RRC_FD_INET_CONN: return "INET_CONN";
+	case RRC_FD_UNIX_LISTEN: return "UNIX_LISTEN";
+	case RRC_FD_UNIX_OTHER: return "UNIX_OTHER";
+	case RRC_FD_LIB_CONTROL: return "LIB_CONTROL";
+	case RRC_FD_LIB_INTERNAL: return "LIB_INTERNAL";
+	}
+	return "unknown";
+}
+
+static void set_flags(const struct rfd *r)
+{
+	int fd = r->f->fd, fl;
+
+	if (fcntl(fd, F_SETFD, (r->f->fd_flags & FD_CLOEXEC) ? FD_CLOEXEC : 0) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)fd, "fd %d: F_SETFD failed: %s", fd,
+			 rst_strerror(errno));
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)fd, "fd %d: F_GETFL failed: %s", fd,
+			 rst_strerror(errno));
+	if ((fl & O_NONBLOCK) != (int)(r->f->file_flags & O_NONBLOCK)) {
+		fl = (fl & ~O_NONBLOCK) | (int)(r->f->file_flags & O_NONBLOCK);
+		if (fcntl(fd, F_SETFL, fl) < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)fd, "fd %d: F_SETFL O_NONBLOCK failed: %s", fd,
+				 rst_strerror(errno));
+	}
+}
+
+void fds_restore(struct fd_ctx *x)
+{
+	struct chain *c = x->c;
+	size_t restored = 0;
+
+	for (size_t i = 0; i < c->nr_fds; i++) {
+		struct rfd *r = &c->fds[i];
+
+		if (r->done)
+			continue;
+		switch (r->f->kind) {
+		case RRC_FD_REG:
+		case RRC_FD_DIR:
+		case RRC_FD_CHR:
+			restore_reg(x, r);
+			break;
+		case RRC_FD_PIPE:
+			restore_pipe(x, r);
+			break;
+		case RRC_FD_EVENTFD:
+			restore_eventfd(x, r);
+			break;
+		case RRC_FD_EPOLL:
+			restore_epoll(x, r);
+			break;
+		case RRC_FD_TIMERFD:
+			restore_timerfd(x, r);
+			break;
+		case RRC_FD_INET_LISTEN:
+		case RRC_FD_INET_DGRAM:
+		case RRC_FD_INET_CONN:
+			restore_inet(x, r);
+			break;
+		case RRC_FD_UNIX_LISTEN:
+		case RRC_FD_UNIX_OTHER:
+		case RRC_FD_LIB_CONTROL:
+			restore_unix(x, r);
+			break;
+		case RRC_FD_LIB_INTERNAL:
+			/* the library remakes its own fds; the number stays free */
+			r->done = 1;
+			continue;
+		default:
+			rst_fail(RRC_RST_FD, 0, (uint32_t)r->f->fd, "fd %d: unknown fd kind %u",
+				 r->f->fd, r->f->kind);
+		}
+		r->done = 1;
+	}
+	for (size_t i = 0; i < c->nr_fds; i++)
+		if (c->fds[i].f->kind == RRC_FD_EPOLL)
+			restore_epoll_entries(x, &c->fds[i]);
+	for (size_t i = 0; i < c->nr_fds; i++) {
+		struct rfd *r = &c->fds[i];
+
+		if (r->f->kind == RRC_FD_LIB_INTERNAL)
+			continue;
+		set_flags(r);
+		restored++;
+		rst_log("fd %d: %s %s%s", r->f->fd, kind_name(r->f->kind), r->path,
+			(r->f->fd_flags & FD_CLOEXEC) ? " (cloexec)" : "");
+	}
+	rst_log("%zu fds restored", restored);
+}

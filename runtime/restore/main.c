@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * rrc-restore: build a process again from a checkpoint chain.
+ *
+ *   rrc-restore --status-fd N [--log-fd M] IMAGE...
+ *
+ * IMAGE... is the chain, from the full image to the newest. `rrc restore`
+ * starts this program as pid 1 of fresh pid, mount, uts and ipc namespaces
+ * (and the chosen network namespace), /proc remounted, a private tmpfs on
+ * /run/rrc-container, inside the container's cgroup, with $RRC_CONTROL the
+ * control socket path to bind. One struct rrc_restore_status record goes
+ * to fd N (include/rrc/restore-status.h).
+ *
+ * Phase 1 (this program, ordinary C): verify the chain, resolve pages,
+ * recreate fds at their numbers, cwd/umask/comm/personality/rlimits, then
+ * map the restorer blob and jump to it. Phase 2 (restore/pie/, the blob):
+ * see restore/pie/restorer.c. docs/restore.md describes the whole sequence.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rrc/control.h"
+#include "restore.h"
+
+static void usage(void)
+{
+	rst_fail(RRC_RST_USAGE, 0, 0, "usage: rrc-restore --status-fd N [--log-fd M] IMAGE...");
+}
+
+static int parse_fd(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v < 0 || v > 1 << 20)
+		usage();
+	if (fcntl((int)v, F_GETFD) < 0)
+		rst_fail(RRC_RST_USAGE, errno, 0, "fd %ld given on the command line is not open", v);
+	return (int)v;
+}
+
+/* rlimits as recorded; a limit this process may not raise (no
+ * CAP_SYS_RESOURCE) is kept as it is, with a warning */
+static void restore_rlimits(const struct rrc_process *p)
+{
+	for (int i = 0; i < RRC_RLIMIT_MAX && i < RLIM_NLIMITS; i++) {
+		struct rlimit rl = { p->rlimits[i].cur, p->rlimits[i].max }, cur;
+
+		if (getrlimit(i, &cur) < 0 || (cur.rlim_cur == rl.rlim_cur && cur.rlim_max == rl.rlim_max))
+			continue;
+		if (setrlimit(i, &rl) < 0)
+			rst_log("warning: cannot set rlimit %d to %llu/%llu (kept %llu/%llu): %s", i,
+				(unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+				(unsigned long long)cur.rlim_cur, (unsigned long long)cur.rlim_max,
+				rst_strerror(errno));
+	}
+}
+
+static void restore_process(const struct rrc_process *p)
+{
+	if (p->cwd[0] && chdir(p->cwd) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "cannot change to the working directory %s: %s", p->cwd,
+			 rst_strerror(errno));
+	umask((mode_t)p->umask);
+	if (p->personality != 0xffffffffu && personality(p->personality) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "personality(0x%x) failed: %s", p->personality,
+			 rst_strerror(errno));
+	if (prctl(PR_SET_NAME, p->comm, 0, 0, 0) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_NAME failed: %s", rst_strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+	struct chain c;
+	struct fd_ctx x;
+	struct blob_plan_in in;
+	int nimg, *own, nr_own = 0, i;
+	const char *control;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--status-fd") && i + 1 < argc)
+			rst_status_fd = parse_fd(argv[++i]);
+		else if (!strcmp(argv[i], "--log-fd") && i + 1 < argc)
+			rst_log_fd = parse_fd(argv[++i]);
+		else if (!strcmp(argv[i], "--"))
+			{ i++; break; }
+		else if (argv[i][0] == '-' && argv[i][1])
+			usage();
+		else
+			break;
+	}
+	if (rst_status_fd < 0)
+		usage();
+	nimg = argc - i;
+	if (nimg < 1)
+		usage();
+	if (nimg > 60)
+		rst_fail(RRC_RST_USAGE, 0, 0, "a chain of %d images is too long (at most 60)", nimg);
+	if (getpid() != 1)
+		rst_fail(RRC_RST_USAGE, 0, 0,
+			 "rrc-restore must run as pid 1 of a fresh pid namespace (getpid() = %d): "
+			 "the threads' TIDs must be free", (int)getpid());
+	control = getenv("RRC_CONTROL");
+	if (!control || !*control)
+		control = RRC_CTL_DEFAULT_PATH;
+	rst_log("restoring a chain of %d image(s), control socket %s", nimg, control);
+
+	chain_load(&c, nimg, argv + i);
+	if (c.proc->pid != 1)
+		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)c.n,
+			 "image %d (%s): the process was pid %u in its namespace; only pid 1 (rrc exec) can be restored",
+			 c.n, c.newest->path, c.proc->pid);
+	chain_resolve_pages(&c);
+	mem_check_vmas(&c);
+	mem_check_vdso(&c);
+
+	/* fds: ours (images, status, log) move above the image's numbers */
+	own = xcalloc((size_t)nimg + 2, sizeof(int));
+	for (int k = 0; k < nimg; k++)
+		own[nr_own++] = c.imgs[k].fd;
+	own[nr_own++] = rst_status_fd;
+	own[nr_own++] = rst_log_fd;
+	memset(&x, 0, sizeof(x));
+	x.c = &c;
+	x.control_path = control;
+	fds_prepare(&x, own, nr_own);
+	for (int k = 0; k < nimg; k++)
+		c.imgs[k].fd = own[k];
+	fds_restore(&x);
+
+	memset(&in, 0, sizeof(in));
+	in.c = &c;
+	in.exe_fd = -1;
+	if (c.proc->exe_path[0]) {
+		int fd = open(c.proc->exe_path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			rst_fail(RRC_RST_PROCESS, errno, 0, "cannot open the executable %s: %s",
+				 c.proc->exe_path, rst_strerror(errno));
+		in.exe_fd = fd_high(&x, fd);
+	}
+	in.image_fds = xcalloc((size_t)nimg, sizeof(int));
+	for (int k = 0; k < nimg; k++)
+		in.image_fds[k] = c.imgs[k].fd;
+
+	restore_process(c.proc);
+	restore_rlimits(c.proc);
+	mem_jump_to_blob(&in);
+}

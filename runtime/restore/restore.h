@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * rrc-restore, phase 1 (ordinary C with libc): shared declarations.
+ * docs/restore.md describes the whole sequence.
+ */
+#ifndef RRC_RESTORE_H
+#define RRC_RESTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rrc/image.h"
+#include "rrc/restore-status.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- status.c: the status record and the log ---- */
+extern int rst_status_fd;  /* -1 once the record is written */
+extern int rst_log_fd;     /* -1: no log */
+void rst_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Write the error record, exit with `code`. err = errno of the cause or 0. */
+void rst_fail(int code, int err, uint32_t detail, const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 4, 5)));
+/* strerror, lower-cased first letter ("address already in use") */
+const char *rst_strerror(int err);
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+
+/* ---- image-read.c: one image file, verified ---- */
+#define RRC_SEC_MAX 8 /* section types 1..7 */
+
+struct pm_range {          /* pages of this image's PAGES section */
+	uint64_t vaddr, npages;
+	uint64_t file_off;
+};
+
+struct img {
+	int index;                 /* 0 = the full image, oldest first */
+	const char *path;
+	int fd;
+	struct rrc_image_header hdr;
+	void *sec[RRC_SEC_MAX];    /* payloads (PAGES excluded) */
+	uint64_t sec_len[RRC_SEC_MAX];
+	int have[RRC_SEC_MAX];
+	uint64_t pages_off, pages_len; /* PAGES payload in the file */
+	struct pm_range *ranges;   /* sorted by vaddr */
+	size_t nr_ranges;
+};
+
+/* Reads and verifies header, every section CRC (PAGES included, streamed)
+ * and END; fails with a message naming image and section otherwise. */
+void image_read(struct img *im, int index, const char *path);
+const char *section_name(uint32_t type);
+
+/* ---- chain.c: the chain and the page resolution ---- */
+struct rvma {
+	const struct rrc_vma *v;
+	char *path;                /* NUL-terminated copy, NULL if none */
+};
+struct rfd {
+	const struct rrc_fd *f;
+	char *path;                /* NUL-terminated copy ("" if none) */
+	const uint8_t *data;
+	uint32_t data_len;
+	int done;                  /* recreated (pipes do a whole pipe at once) */
+};
+struct fill {                   /* page data to pread in phase 2 */
+	uint64_t vaddr, len, off;
+	int image;                 /* index in the chain */
+};
+
+struct chain {
+	int n;
+	struct img *imgs;
+	struct img *newest;
+	const struct rrc_process *proc;
+	struct rvma *vmas;
+	size_t nr_vmas;
+	struct rfd *fds;
+	size_t nr_fds;
+	const struct rrc_thread *threads;
+	size_t nr_threads;
+	const struct rrc_sigaction *sigs;
+	struct fill *fills;
+	size_t nr_fills, cap_fills;
+	uint64_t nr_pages;         /* pages to fill */
+};
+
+void chain_load(struct chain *c, int n, char **paths);
+void chain_resolve_pages(struct chain *c);
+
+/* ---- fds.c and one file per kind ---- */
+struct fd_ctx {
+	struct chain *c;
+	int max_target;            /* highest fd number of the image */
+	const char *control_path;  /* $RRC_CONTROL */
+};
+void fds_prepare(struct fd_ctx *x, int *own, int nr_own);
+void fds_restore(struct fd_ctx *x);
+int  fd_high(struct fd_ctx *x, int fd);             /* move above the image's fds */
+void fd_place(struct fd_ctx *x, int tmp, const struct rfd *r); /* dup3 to its number */
+struct rfd *fd_find(struct fd_ctx *x, int fd);
+
+void restore_reg(struct fd_ctx *x, struct rfd *r);      /* files-reg.c: REG, DIR, CHR */
+void restore_pipe(struct fd_ctx *x, struct rfd *r);     /* pipes.c */
+void restore_eventfd(struct fd_ctx *x, struct rfd *r);  /* eventfd.c */
+void restore_epoll(struct fd_ctx *x, struct rfd *r);    /* epoll.c: create */
+void restore_epoll_entries(struct fd_ctx *x, struct rfd *r); /* epoll.c: after all others */
+void restore_timerfd(struct fd_ctx *x, struct rfd *r);  /* timerfd.c */
+void restore_inet(struct fd_ctx *x, struct rfd *r);     /* sk-inet.c */
+void restore_unix(struct fd_ctx *x, struct rfd *r);     /* sk-unix.c: UNIX_*, LIB_CONTROL */
+
+/* ---- mem-plan.c: the blob, its arguments, the jump ---- */
+struct blob_plan_in {
+	struct chain *c;
+	int status_fd, log_fd, exe_fd;
+	int *image_fds;
+};
+void mem_check_vmas(struct chain *c);
+void mem_check_vdso(struct chain *c);
+void mem_jump_to_blob(struct blob_plan_in *in) __attribute__((noreturn));
+
+#endif /* RRC_RESTORE_H */

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * rrc-restore phase 1: TCP and UDP sockets. Listening sockets get their
+ * options (SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY), their address and
+ * their backlog back; UDP sockets their local (and connected peer)
+ * address. Established TCP connections are not carried over yet
+ * (docs/architecture.md): they become TCP sockets that are not connected,
+ * so the application sees ENOTCONN / EPOLLHUP and closes them, and the
+ * client's next segment is answered with a reset.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <unistd.h>
+#include "sk.h"
+
+static int port_of(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return 0;
+}
+
+static int is_any(const struct sockaddr_storage *ss)
+{
+	static const struct in6_addr any6 = IN6ADDR_ANY_INIT;
+
+	if (ss->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+	if (ss->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)ss)->sin6_addr, &any6, sizeof(any6));
+	return 1;
+}
+
+static void setopt(const struct rfd *r, int fd, int level, int opt, int val, const char *name)
+{
+	if (setsockopt(fd, level, opt, &val, sizeof(val)) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: %s %s: setsockopt %s failed: %s",
+			 r->f->fd, sk_proto_str(r->f), sk_addr_str(&r->f->u.sock.local), name,
+			 rst_strerror(errno));
+}
+
+void restore_inet(struct fd_ctx *x, struct rfd *r)
+{
+	const struct rrc_fd *f = r->f;
+	int family = f->u.sock.family;
+	int type = f->u.sock.type & 0xf;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd;
+
+	if (family != AF_INET && family != AF_INET6)
+		rst_fail(RRC_RST_FD, 0, (uint32_t)f->fd, "fd %d: inet socket of family %d", f->fd, family);
+	if (f->kind == RRC_FD_INET_CONN) {
+		/* not connected: the connection reads as closed */
+		fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+		if (fd < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: socket failed: %s", f->fd,
+				 rst_strerror(errno));
+		rst_log("fd %d: TCP connection %s <-> %s restored as closed", f->fd,
+			sk_addr_str(&f->u.sock.local), sk_addr_str(&f->u.sock.peer));
+		fd_place(x, fd_high(x, fd), r);
+		return;
+	}
+	if (f->kind == RRC_FD_INET_LISTEN)
+		type = SOCK_STREAM;
+	fd = socket(family, type | SOCK_CLOEXEC, f->u.sock.protocol);
+	if (fd < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: socket(%d, %d, %d) failed: %s", f->fd,
+			 family, type, f->u.sock.protocol, rst_strerror(errno));
+	fd = fd_high(x, fd);
+	if (f->u.sock.reuseaddr)
+		setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
+	if (f->u.sock.reuseport)
+		setopt(r, fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
+	if (family == AF_INET6)
+		setopt(r, fd, IPPROTO_IPV6, IPV6_V6ONLY, f->u.sock.v6only ? 1 : 0, "IPV6_V6ONLY");
+
+	len = sk_addr(&f->u.sock.local, &ss);
+	if (f->kind == RRC_FD_INET_LISTEN || port_of(&ss) || !is_any(&ss)) {
+		if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot bind %s %s: %s", f->fd,
+				 sk_proto_str(f), sk_addr_str(&f->u.sock.local), rst_strerror(errno));
+	}
+	if (f->kind == RRC_FD_INET_LISTEN) {
+		if (listen(fd, f->u.sock.backlog > 0 ? f->u.sock.backlog : 128) < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot listen on %s %s: %s", f->fd,
+				 sk_proto_str(f), sk_addr_str(&f->u.sock.local), rst_strerror(errno));
+	} else if (f->u.sock.peer.family == family) {
+		struct sockaddr_storage ps;
+		socklen_t plen = sk_addr(&f->u.sock.peer, &ps);
+
+		if (port_of(&ps) && connect(fd, (struct sockaddr *)&ps, plen) < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot connect %s to %s: %s", f->fd,
+				 sk_proto_str(f), sk_addr_str(&f->u.sock.peer), rst_strerror(errno));
+	}
+	fd_place(x, fd, r);
+}

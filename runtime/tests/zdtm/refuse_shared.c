@@ -1,0 +1,56 @@
+/* Refusal probe: writable shared memory (tests/test_refusals.py).
+ *
+ *   refuse_shared libc  through libc: mmap(MAP_SHARED|MAP_ANONYMOUS, RW),
+ *                       mmap(MAP_SHARED, RW) of a file, and mprotect(RW) of
+ *                       a read-only shared file mapping must fail under rrc
+ *                       (EPERM), while a read-only shared file mapping is
+ *                       allowed; results in $ZDTM_DIR/shmresult.
+ *   refuse_shared raw   a writable MAP_SHARED|MAP_ANONYMOUS mapping made by
+ *                       a raw mmap syscall (rrc/sys.h), which no wrapper
+ *                       sees: `rrc dump` must refuse, naming the shared
+ *                       mapping.
+ */
+#include <sys/mman.h>
+#include "zdtm.h"
+#include "../../include/rrc/sys.h"
+
+int main(int argc, char **argv)
+{
+	zdtm_init(argc, argv);
+	const char *mode = argc > 1 ? argv[1] : "libc";
+	char res[512];
+	if (!strcmp(mode, "libc")) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/shared.dat", zdtm_dir);
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		zdtm_check(fd >= 0 && ftruncate(fd, 8192) == 0, "create shared.dat");
+		errno = 0;
+		void *a = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		int ea = errno;
+		errno = 0;
+		void *f = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		int ef = errno;
+		errno = 0;
+		void *ro = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+		int ero = errno;
+		int mp = -2, emp = 0;
+		if (ro != MAP_FAILED) {
+			errno = 0;
+			mp = mprotect(ro, 8192, PROT_READ | PROT_WRITE);
+			emp = errno;
+		}
+		snprintf(res, sizeof(res), "anon=%d errno=%d file=%d errno=%d ro=%d errno=%d mprotect=%d errno=%d\n",
+			 a == MAP_FAILED ? -1 : 1, ea, f == MAP_FAILED ? -1 : 1, ef, ro == MAP_FAILED ? -1 : 1, ero,
+			 mp, emp);
+	} else {
+		long p = rrc_sys_mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (p > 0)
+			memset((void *)p, 0x5a, 1 << 20);
+		snprintf(res, sizeof(res), "rawmmap=%d\n", p > 0 || p < -4095 ? 1 : (int)p);
+	}
+	zdtm_check(zdtm_write_file("shmresult", res) == 0, "write shmresult");
+	printf("refuse_shared: %s", res);
+	zdtm_ready();
+	zdtm_wait_verify();
+	zdtm_pass();
+}

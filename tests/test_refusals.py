@@ -1,0 +1,353 @@
+"""Refusals: what rrc must not do, and the message that says why.
+
+  * exec: librrc's wrappers refuse fork()/posix_spawn() (ENOSYS) and
+    writable MAP_SHARED mmap/mprotect (EPERM), log it, the service runs on;
+  * dump: a process with a child, a writable shared mapping or an io_uring
+    made by raw syscalls (no wrapper saw them) is refused, naming the cause,
+    and keeps running;
+  * restore: a corrupted, truncated or version-mismatched image, a chain
+    with a missing parent, an address already taken: refused, naming the
+    cause, leaving no process, cgroup or registry entry behind.
+The probes are runtime/tests/zdtm/refuse_*.c.
+"""
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (CGROUP_ROOT, RESULT_TIMEOUT, RUNTIME_BUILD, Rrc, ZDTM_DIR, delete_netns, netns_exec,
+                      pid_alive, read_text, run, snapshot_cgroups, wait_for_file, wait_until, zdtm_bin,
+                      NETNS_PREFIX)
+
+HEADER_LEN = 72
+SECTION_HDR = 24
+SEC_PROCESS, SEC_PAGES, SEC_END = 1, 7, 0xFFFF
+
+
+# ------------------------------------------------------------------ helpers
+
+def crc32c(data: bytes) -> int:
+    """CRC32C (Castagnoli, reflected, as in runtime/include/rrc/crc32c.h)."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def sections(img: bytes):
+    """(type, header offset, payload offset, length) of each section."""
+    off, out = HEADER_LEN, []
+    while off + SECTION_HDR <= len(img):
+        typ, _flags, length = struct.unpack_from("<IIQ", img, off)
+        out.append((typ, off, off + SECTION_HDR, length))
+        if typ == SEC_END:
+            break
+        off += SECTION_HDR + ((length + 7) & ~7)
+    return out
+
+
+def procs_running(paths) -> list[int]:
+    """Pids whose executable is one of paths."""
+    paths = {str(Path(p).resolve()) for p in paths}
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            exe = os.readlink(d / "exe")
+        except OSError:
+            continue
+        if exe in paths and pid_alive(int(d.name)):
+            found.append(int(d.name))
+    return found
+
+
+def registry(rrc) -> str:
+    return rrc.run("ps", "--json").stdout
+
+
+class Probe:
+    """Starts a refusal probe under rrc and waits for it."""
+
+    def __init__(self, rrc, tmp_path, netns, prog, *args):
+        self.zdir = tmp_path / "zdtm"
+        self.zdir.mkdir(exist_ok=True)
+        self.log = tmp_path / f"{prog}.log"
+        self.pid = rrc.exec([zdtm_bin(prog), *args], netns=netns, log=self.log, env={"ZDTM_DIR": self.zdir})
+        wait_for_file(self.zdir / "ready", pid=self.pid, log=self.log)
+
+    def still_works(self):
+        """The probe survived the refusal: it still answers verify."""
+        assert pid_alive(self.pid), f"process died after the refusal\n{read_text(self.log)}"
+        (self.zdir / "verify").touch()
+        wait_for_file(self.zdir / "result", timeout=RESULT_TIMEOUT, pid=self.pid, log=self.log)
+        assert (self.zdir / "result").read_text() == "PASS\n"
+
+
+# Accepted spellings of a cause in an error message.
+SYNONYMS = {"checksum": ("checksum", "crc")}
+
+
+def assert_names(msg: str, *words):
+    low = msg.lower()
+    for w in words:
+        alts = SYNONYMS.get(w, (w,))
+        assert any(a.lower() in low for a in alts), f"the error message does not name '{w}':\n{msg}"
+
+
+# ------------------------------------------------------------------ exec-time refusals (wrappers)
+
+def test_fork_refused_by_wrapper(rrc, tmp_path, netns):
+    p = Probe(rrc, tmp_path, netns, "refuse_fork", "libc")
+    assert (p.zdir / "forkresult").read_text() == "fork=-1 errno=38 posix_spawn=38\n", \
+        f"fork/posix_spawn were not refused with ENOSYS: {(p.zdir / 'forkresult').read_text()}"
+    log = read_text(p.log)
+    assert_names(log, "fork", "refus")
+    assert_names(log, "posix_spawn")
+    # the service runs on, and can still be checkpointed
+    rrc.dump(p.pid, tmp_path / "img", leave_running=True)
+    p.still_works()
+
+
+def test_shared_mapping_refused_by_wrapper(rrc, tmp_path, netns):
+    p = Probe(rrc, tmp_path, netns, "refuse_shared", "libc")
+    got = (p.zdir / "shmresult").read_text()
+    assert got == "anon=-1 errno=1 file=-1 errno=1 ro=1 errno=0 mprotect=-1 errno=1\n", \
+        f"writable MAP_SHARED not refused with EPERM (or read-only shared refused): {got}"
+    assert_names(read_text(p.log), "MAP_SHARED", "refus")
+    rrc.dump(p.pid, tmp_path / "img", leave_running=True)
+    p.still_works()
+
+
+# ------------------------------------------------------------------ dump-time refusals (raw syscalls)
+
+@pytest.mark.parametrize("prog,args,result_file,expect,words", [
+    ("refuse_fork", ["raw"], "forkresult", "rawfork=1\n", ["child"]),
+    ("refuse_shared", ["raw"], "shmresult", "rawmmap=1\n", ["shared"]),
+    ("refuse_iouring", [], "uringresult", None, ["io_uring"]),
+])
+def test_dump_refused(rrc, tmp_path, netns, prog, args, result_file, expect, words):
+    p = Probe(rrc, tmp_path, netns, prog, *args)
+    got = (p.zdir / result_file).read_text()
+    if expect:
+        assert got == expect, f"the probe could not set up its state: {got}"
+    else:
+        assert int(got.split("=")[1]) >= 0, f"io_uring_setup failed: {got}"
+    for leave_running in (True, False):
+        img = tmp_path / f"img-{leave_running}"
+        args_ = ["dump", "--pid", str(p.pid), "--images", str(img)] + (["--leave-running"] if leave_running else [])
+        msg = rrc.fails(*args_)
+        assert_names(msg, *words)
+        # refused: no usable image, and the process was not killed even
+        # without --leave-running
+        f = img / "checkpoint.rrc"
+        if f.exists():
+            bad = rrc.run("inspect", "--images", str(img), check=False)
+            assert bad.returncode != 0, "a refused dump left an image that inspects as valid"
+        assert pid_alive(p.pid), f"a refused dump killed the process\n{read_text(p.log)}"
+    p.still_works()
+
+
+# ------------------------------------------------------------------ restore-time refusals
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """A real chain (full + 1 incremental) of the eventfd program, dumped
+    and killed; shared by the image-corruption tests (copied, never edited)."""
+    base = tmp_path_factory.mktemp("chain")
+    rrc = Rrc()
+    ns = NETNS_PREFIX + os.urandom(4).hex()
+    run(["ip", "netns", "add", ns])
+    try:
+        run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        zdir = base / "zdtm"
+        zdir.mkdir()
+        log = base / "eventfd.log"
+        pid = rrc.exec([zdtm_bin("eventfd")], netns=ns, log=log, env={"ZDTM_DIR": zdir})
+        wait_for_file(zdir / "ready", pid=pid, log=log)
+        full = rrc.dump(pid, base / "img0", leave_running=True)
+        time.sleep(0.1)
+        inc = rrc.dump(pid, base / "img1", parent=base / "img0")
+        wait_until(lambda: not pid_alive(pid), 15, "the chain's process to end")
+        yield {"dir": base, "ns": ns, "full": full, "inc": inc, "zdir": zdir}
+    finally:
+        rrc.cleanup()
+        delete_netns(ns)
+
+
+def copy_chain(chain, dest: Path, which=("img0", "img1")) -> dict:
+    """Copies images; each copy's parent link points at the copy of its parent."""
+    out = {}
+    for name in which:
+        src = chain["dir"] / name
+        dst = dest / name
+        dst.mkdir(parents=True)
+        for f in src.iterdir():
+            if f.name == "parent":
+                continue
+            shutil.copy2(f, dst / f.name)
+        out[name] = dst
+    if "img1" in out:
+        link = out["img1"] / "parent"
+        target = out.get("img0", dest / "img0")  # img0 may be deliberately absent
+        os.symlink(target, link)
+    return out
+
+
+def edit(path: Path, fn):
+    data = bytearray(path.read_bytes())
+    fn(data)
+    path.write_bytes(bytes(data))
+
+
+class NoLeftovers:
+    """Snapshot of what a failed restore must not leave behind."""
+
+    def __init__(self, rrc, extra_exes=()):
+        self.rrc = rrc
+        self.cgroups = snapshot_cgroups()
+        self.exes = [RUNTIME_BUILD / "rrc-restore", *extra_exes]
+        self.procs = set(procs_running(self.exes))
+        self.ps = registry(rrc)
+
+    def check(self):
+        new_cg = snapshot_cgroups() - self.cgroups
+        assert not new_cg, f"a failed restore left cgroups: {sorted(CGROUP_ROOT / c for c in new_cg)}"
+        new_procs = set(procs_running(self.exes)) - self.procs
+        assert not new_procs, f"a failed restore left processes: {sorted(new_procs)}"
+        assert registry(self.rrc) == self.ps, "a failed restore left an entry in `rrc ps`"
+
+
+def restore_fails(rrc, images: Path, netns: str, *words):
+    before = NoLeftovers(rrc, [ZDTM_DIR / "eventfd", ZDTM_DIR / "sockets"])
+    msg = rrc.fails("restore", "--images", str(images), "--netns", netns)
+    assert_names(msg, *words)
+    before.check()
+    return msg
+
+
+def inspect_fails(rrc, images: Path, *words):
+    p = rrc.run("inspect", "--images", str(images), check=False)
+    assert p.returncode == 1, f"rrc inspect exit {p.returncode} on a bad chain (expected 1)\n{p.stdout}{p.stderr}"
+    assert_names(p.stderr + p.stdout, *words)
+
+
+def test_chain_is_valid(rrc, chain, tmp_path, netns):
+    """The untouched copy restores: the failures below are the edits' doing."""
+    imgs = copy_chain(chain, tmp_path)
+    rrc.inspect(imgs["img1"])
+    pid = rrc.restore(imgs["img1"], netns=netns)
+    assert pid_alive(pid)
+
+
+@pytest.mark.parametrize("where", ["pages", "process"])
+def test_corrupted_section_payload(rrc, chain, tmp_path, netns, where):
+    imgs = copy_chain(chain, tmp_path, ["img0"])
+    f = imgs["img0"] / "checkpoint.rrc"
+    secs = sections(f.read_bytes())
+    typ = SEC_PAGES if where == "pages" else SEC_PROCESS
+    sec = [s for s in secs if s[0] == typ and s[3] > 0]
+    assert sec, f"no non-empty section of type {typ} in the image: {secs}"
+    _, _, payload, length = sec[0]
+    edit(f, lambda d: d.__setitem__(payload + length // 2, d[payload + length // 2] ^ 0x01))
+    inspect_fails(rrc, imgs["img0"], "checksum")
+    restore_fails(rrc, imgs["img0"], netns, "checksum")
+
+
+def test_corrupted_parent_in_chain(rrc, chain, tmp_path, netns):
+    """A flipped byte in the full image under an intact incremental one."""
+    imgs = copy_chain(chain, tmp_path)
+    f = imgs["img0"] / "checkpoint.rrc"
+    sec = [s for s in sections(f.read_bytes()) if s[0] == SEC_PAGES and s[3] > 0][0]
+    edit(f, lambda d: d.__setitem__(sec[2] + 7, d[sec[2] + 7] ^ 0x80))
+    inspect_fails(rrc, imgs["img1"], "checksum")
+    restore_fails(rrc, imgs["img1"], netns, "checksum")
+
+
+@pytest.mark.parametrize("cut", ["half", "end-section"])
+def test_truncated_image(rrc, chain, tmp_path, netns, cut):
+    imgs = copy_chain(chain, tmp_path, ["img0"])
+    f = imgs["img0"] / "checkpoint.rrc"
+    data = f.read_bytes()
+    end = [s for s in sections(data) if s[0] == SEC_END]
+    assert end, "the image has no END section"
+    size = len(data) // 2 if cut == "half" else end[0][1]
+    os.truncate(f, size)
+    inspect_fails(rrc, imgs["img0"], "truncated")
+    restore_fails(rrc, imgs["img0"], netns, "truncated")
+
+
+@pytest.mark.parametrize("fix_crc", [False, True])
+def test_version_mismatch(rrc, chain, tmp_path, netns, fix_crc):
+    """Version field changed; with fix_crc the header checksum is made
+    valid again, so only the version can be blamed."""
+    imgs = copy_chain(chain, tmp_path, ["img0"])
+    f = imgs["img0"] / "checkpoint.rrc"
+
+    def bump(d):
+        assert bytes(d[:6]) == b"RRCIMG", "not an rrc image"
+        struct.pack_into("<I", d, 8, struct.unpack_from("<I", d, 8)[0] + 1)
+        if fix_crc:
+            struct.pack_into("<I", d, 64, crc32c(bytes(d[:64])))
+
+    edit(f, bump)
+    inspect_fails(rrc, imgs["img0"], "version")
+    restore_fails(rrc, imgs["img0"], netns, "version")
+
+
+def test_missing_parent(rrc, chain, tmp_path, netns):
+    imgs = copy_chain(chain, tmp_path, ["img1"])  # parent link dangles
+    inspect_fails(rrc, imgs["img1"], "parent")
+    restore_fails(rrc, imgs["img1"], netns, "parent")
+
+
+def test_wrong_parent(rrc, chain, tmp_path, netns):
+    """The parent link names a full image of another chain."""
+    imgs = copy_chain(chain, tmp_path, ["img1"])
+    other = tmp_path / "img0"
+    shutil.copytree(chain["dir"] / "img1", other, symlinks=True)  # an image, but not img1's parent
+    (other / "parent").unlink()
+    inspect_fails(rrc, imgs["img1"], "parent")
+    restore_fails(rrc, imgs["img1"], netns, "parent")
+
+
+def test_address_in_use(rrc, tmp_path, netns):
+    """Restoring a TCP listener into a namespace where its address is taken
+    fails naming it, leaves nothing behind; once the address is free, the
+    same chain restores."""
+    port = 20000 + int.from_bytes(os.urandom(2), "little") % 20000
+    zdir = tmp_path / "zdtm"
+    zdir.mkdir()
+    log = tmp_path / "sockets.log"
+    pid = rrc.exec([zdtm_bin("sockets")], netns=netns, log=log, env={"ZDTM_DIR": zdir, "ZDTM_PORT": port})
+    wait_for_file(zdir / "ready", pid=pid, log=log)
+    rrc.dump(pid, tmp_path / "img0")
+    wait_until(lambda: not pid_alive(pid), 15, "the dumped process to end")
+    (zdir / "unix.sock").unlink(missing_ok=True)  # only the TCP port may collide
+
+    code = ("import socket,sys,time\n"
+            "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            f"s.bind(('127.0.0.1',{port})); s.listen(); print('listening', flush=True)\n"
+            "time.sleep(600)\n")
+    squatter = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c", code],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline().strip() == "listening"
+        msg = restore_fails(rrc, tmp_path / "img0", netns, "address already in use")
+        assert str(port) in msg, f"the message does not name the port {port}:\n{msg}"
+    finally:
+        squatter.kill()
+        squatter.wait(timeout=10)
+    (zdir / "unix.sock").unlink(missing_ok=True)
+    rrc.restore(tmp_path / "img0", netns=netns)
+    (zdir / "verify").touch()
+    wait_for_file(zdir / "result", timeout=RESULT_TIMEOUT, log=log)
+    assert (zdir / "result").read_text() == "PASS\n", read_text(log)

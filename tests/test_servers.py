@@ -1,0 +1,254 @@
+"""End-to-end: unmodified Debian servers under rrc.
+
+For redis-server, memcached -t 4 and lighttpd -D: start under `rrc exec` in
+a test network namespace, load data with real clients (run there with
+`ip netns exec`), full dump, then ten rounds of "write more, incremental
+dump", stop writing, snapshot every key / file as the server serves it,
+final dump (kills), restore, and check that every byte is back (the
+deterministic model of what was written and the snapshot) and that the
+restored server answers new clients.
+"""
+import hashlib
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TOOLS, netns_exec, pid_alive, read_text, wait_until
+
+KVTOOL = TOOLS / "kvtool.py"
+INCREMENTS = 10
+
+
+def server_bin(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+    if not path:
+        pytest.fail(f"{name} is not installed: run scripts/setup.sh")
+    return path
+
+
+def wait_serving(ns: str, check_cmd, pid: int, log: Path, what: str):
+    def ok():
+        if not pid_alive(pid):
+            raise AssertionError(f"{what} (pid {pid}) died\n{read_text(log)}")
+        return netns_exec(ns, check_cmd, check=False, timeout=30).returncode == 0
+    wait_until(ok, 30, f"{what} to answer", interval=0.05, diag=lambda: read_text(log))
+
+
+def kv(ns: str, *args, **kw):
+    return netns_exec(ns, [sys.executable, KVTOOL, *map(str, args)], timeout=300, **kw)
+
+
+class Chain:
+    def __init__(self, rrc, tmp: Path):
+        self.rrc, self.tmp, self.images, self.dumps = rrc, tmp, [], []
+
+    def dump(self, pid: int, leave_running=True) -> dict:
+        d = self.tmp / f"img{len(self.images)}"
+        out = self.rrc.dump(pid, d, parent=self.images[-1] if self.images else None, leave_running=leave_running)
+        assert out["sequence"] == len(self.images)
+        self.images.append(d)
+        self.dumps.append(out)
+        return out
+
+    def final(self, pid: int):
+        self.dump(pid, leave_running=False)
+        wait_until(lambda: not pid_alive(pid), 20, f"pid {pid} to end after the final dump")
+        self.rrc.inspect(self.images[-1])
+
+    def report(self) -> str:
+        return ", ".join(f"#{d['sequence']}: {d['pages']} pages pause {d['pause_us']} us" for d in self.dumps)
+
+
+# ------------------------------------------------------------------ redis
+
+def test_redis(rrc, tmp_path, netns):
+    port = 6379
+    log = tmp_path / "redis.log"
+    pid = rrc.exec([server_bin("redis-server"), "--save", "", "--appendonly", "no", "--port", port,
+                    "--bind", "127.0.0.1", "--daemonize", "no", "--dir", tmp_path], netns=netns, log=log)
+    cli = ["redis-cli", "-p", str(port)]
+    wait_serving(netns, [*cli, "ping"], pid, log, "redis-server")
+
+    def load(phase: int):
+        # binary RESP from the generator straight into redis-cli --pipe
+        p = netns_exec(netns, ["sh", "-c", f"{sys.executable} {KVTOOL} redis-gen {phase} | "
+                               f"redis-cli -p {port} --pipe"], timeout=120)
+        assert "errors: 0" in p.stdout, f"redis-cli --pipe: {p.stdout}{p.stderr}"
+        # plus a burst of real client traffic on keys outside the model
+        netns_exec(netns, ["redis-benchmark", "-p", port, "-n", 5000, "-r", 2000, "-d", 200,
+                           "-t", "set,incr,lpush,hset", "-q"], timeout=120)
+
+    chain = Chain(rrc, tmp_path)
+    load(0)
+    chain.dump(pid)
+    for phase in range(1, INCREMENTS + 1):
+        load(phase)
+        chain.dump(pid)
+    kv(netns, "redis-model", port, INCREMENTS + 1)
+    kv(netns, "redis-snapshot", port, tmp_path / "snap.json")
+    chain.final(pid)
+
+    rpid = rrc.restore(chain.images[-1], netns=netns)
+    wait_serving(netns, [*cli, "ping"], rpid, log, "restored redis-server")
+    kv(netns, "redis-model", port, INCREMENTS + 1)
+    kv(netns, "redis-compare", port, tmp_path / "snap.json")
+    # new clients, new writes
+    assert netns_exec(netns, [*cli, "set", "after", "restore"]).stdout.strip() == "OK"
+    assert netns_exec(netns, [*cli, "get", "after"]).stdout.strip() == "restore"
+    b = netns_exec(netns, ["redis-benchmark", "-p", port, "-n", 2000, "-c", 10, "-t", "set,get", "-q"], timeout=120)
+    assert "requests per second" in b.stdout, b.stdout + b.stderr
+    assert pid_alive(rpid), f"restored redis died\n{read_text(log)}"
+    print(chain.report())
+
+
+# ------------------------------------------------------------------ memcached
+
+def test_memcached(rrc, tmp_path, netns):
+    port = 11211
+    log = tmp_path / "memcached.log"
+    pid = rrc.exec([server_bin("memcached"), "-t", 4, "-p", port, "-l", "127.0.0.1", "-U", 0, "-m", 1024,
+                    "-u", "root"], netns=netns, log=log)
+    wait_serving(netns, ["memcstat", f"--servers=127.0.0.1:{port}"], pid, log, "memcached")
+    chain = Chain(rrc, tmp_path)
+    kv(netns, "mc-load", port, 0)
+    chain.dump(pid)
+    for phase in range(1, INCREMENTS + 1):
+        kv(netns, "mc-load", port, phase)
+        chain.dump(pid)
+    kv(netns, "mc-model", port, INCREMENTS + 1)
+    kv(netns, "mc-snapshot", port, tmp_path / "snap.json")
+    chain.final(pid)
+
+    rpid = rrc.restore(chain.images[-1], netns=netns)
+    wait_serving(netns, ["memcstat", f"--servers=127.0.0.1:{port}"], rpid, log, "restored memcached")
+    kv(netns, "mc-model", port, INCREMENTS + 1)
+    kv(netns, "mc-compare", port, tmp_path / "snap.json")
+    # new clients: the libmemcached tools store and read back a file
+    f = tmp_path / "newfile"
+    content = "".join(f"line {i} from a new client\n" for i in range(300))
+    f.write_text(content)
+    netns_exec(netns, ["memccp", f"--servers=127.0.0.1:{port}", f], cwd=tmp_path)
+    got = netns_exec(netns, ["memccat", f"--servers=127.0.0.1:{port}", "newfile"], timeout=30)
+    assert got.stdout == content, f"memccat after restore returned {len(got.stdout)} bytes: {got.stderr}"
+    kv(netns, "mc-load", port, INCREMENTS + 1)  # hundreds of writes from a new client
+    kv(netns, "mc-model", port, INCREMENTS + 2)
+    assert pid_alive(rpid)
+    print(chain.report())
+
+
+# ------------------------------------------------------------------ lighttpd
+
+def make_files(root: Path, tag: str, n: int, max_size: int) -> dict:
+    root.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for i in range(n):
+        size = (i * 7919 + len(tag) * 31) % max_size + 1
+        data = hashlib.sha256(f"{tag}{i}".encode()).digest() * (size // 32 + 1)
+        name = f"{tag}-{i}.bin"
+        (root / name).write_bytes(data[:size])
+        out[name] = hashlib.sha256(data[:size]).hexdigest()
+    return out
+
+
+def fetch_all(ns: str, port: int, names, dest: Path) -> dict:
+    """Fetches every file in one curl run; returns name -> sha256."""
+    dest.mkdir(parents=True, exist_ok=True)
+    cfg = dest / "curl.cfg"
+    with open(cfg, "w") as f:
+        for n in names:
+            f.write(f'url = "http://127.0.0.1:{port}/{n}"\noutput = "{dest / n}"\n')
+    netns_exec(ns, ["curl", "-sS", "--fail", "-K", cfg], timeout=300)
+    return {n: hashlib.sha256((dest / n).read_bytes()).hexdigest() for n in names}
+
+
+def test_lighttpd(rrc, tmp_path, netns):
+    port = 8080
+    www = tmp_path / "www"
+    files = make_files(www, "base", 300, 200_000)
+    files.update(make_files(www, "big", 2, 20_000_000))
+    (www / "index.html").write_text("<html>rrc</html>\n")
+    conf = tmp_path / "lighttpd.conf"
+    conf.write_text(f'''
+server.document-root = "{www}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{tmp_path / 'lighttpd-error.log'}"
+server.max-worker = 0
+server.stat-cache-engine = "simple"
+index-file.names = ("index.html")
+mimetype.assign = (".html" => "text/html", "" => "application/octet-stream")
+''')
+    log = tmp_path / "lighttpd.log"
+    pid = rrc.exec([server_bin("lighttpd"), "-D", "-f", conf], netns=netns, log=log)
+    wait_serving(netns, ["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/index.html"], pid, log,
+                 "lighttpd")
+    chain = Chain(rrc, tmp_path)
+    got = fetch_all(netns, port, list(files), tmp_path / "fetch0")
+    assert got == files, "lighttpd served different bytes before any dump"
+    netns_exec(netns, ["ab", "-q", "-n", 2000, "-c", 8, f"http://127.0.0.1:{port}/base-1.bin"], timeout=120)
+    chain.dump(pid)
+    for phase in range(1, INCREMENTS + 1):
+        new = make_files(www, f"phase{phase}", 20, 100_000)
+        files.update(new)
+        assert fetch_all(netns, port, list(new), tmp_path / f"fetch{phase}") == new
+        netns_exec(netns, ["ab", "-q", "-n", 500, "-c", 4, f"http://127.0.0.1:{port}/phase{phase}-3.bin"], timeout=120)
+        chain.dump(pid)
+    chain.final(pid)
+
+    rpid = rrc.restore(chain.images[-1], netns=netns)
+    wait_serving(netns, ["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/index.html"], rpid, log,
+                 "restored lighttpd")
+    got = fetch_all(netns, port, list(files), tmp_path / "fetch-restored")
+    bad = [n for n in files if got.get(n) != files[n]]
+    assert not bad, f"{len(bad)} files differ after restore, e.g. {bad[:5]}"
+    ab = netns_exec(netns, ["ab", "-n", 1000, "-c", 8, f"http://127.0.0.1:{port}/big-0.bin"], timeout=300)
+    assert re.search(r"^Complete requests:\s+1000$", ab.stdout, re.M) and \
+        re.search(r"^Failed requests:\s+0$", ab.stdout, re.M), ab.stdout
+    assert pid_alive(rpid), f"restored lighttpd died\n{read_text(log)}"
+    print(chain.report())
+
+
+# ------------------------------------------------------------------ mtkv (the project's own server)
+
+def test_mtkv(rrc, tmp_path, netns):
+    """runtime/tests/zdtm/mtkv: epoll thread + worker pool (mutex, condvar)
+    + striped hash table. Every incremental dump is taken while a phase's
+    requests are in flight on four connections."""
+    from conftest import zdtm_bin
+    import subprocess
+    port = 7000
+    log = tmp_path / "mtkv.log"
+    pid = rrc.exec([zdtm_bin("mtkv"), port, 4], netns=netns, log=log)
+    wait_serving(netns, [sys.executable, KVTOOL, "mtkv-digest", port], pid, log, "mtkv")
+    chain = Chain(rrc, tmp_path)
+    kv(netns, "mtkv-load", port, 0)
+    chain.dump(pid)
+    for phase in range(1, INCREMENTS + 1):
+        load = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, KVTOOL, "mtkv-load", str(port),
+                                 str(phase), "4"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            time.sleep(0.05)
+            chain.dump(pid)  # while requests are being served
+            out, _ = load.communicate(timeout=120)
+        finally:
+            if load.poll() is None:
+                load.kill()
+                load.wait()
+        assert load.returncode == 0, f"mtkv load phase {phase} failed during a dump: {out}"
+    kv(netns, "mtkv-model", port, INCREMENTS + 1)
+    digest = kv(netns, "mtkv-digest", port).stdout.strip()
+    chain.final(pid)
+
+    rpid = rrc.restore(chain.images[-1], netns=netns)
+    wait_serving(netns, [sys.executable, KVTOOL, "mtkv-digest", port], rpid, log, "restored mtkv")
+    assert kv(netns, "mtkv-digest", port).stdout.strip() == digest, "mtkv's data differs after restore"
+    kv(netns, "mtkv-model", port, INCREMENTS + 1)
+    kv(netns, "mtkv-load", port, INCREMENTS + 1)  # new clients, four connections at once
+    kv(netns, "mtkv-model", port, INCREMENTS + 2)
+    assert pid_alive(rpid), f"restored mtkv died\n{read_text(log)}"
+    print(chain.report())

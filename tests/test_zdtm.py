@@ -1,0 +1,221 @@
+"""zdtm-style checkpoint/restore cycles (runtime/tests/zdtm/*.c).
+
+Each program sets up one kind of state and verifies it byte for byte when
+told to (protocol in runtime/tests/zdtm/zdtm.h). A cycle is:
+
+  rrc exec -> ready -> full dump (--leave-running) -> incremental dumps
+  (--parent), the program mutating its state in between -> final dump
+  (kills the process) -> rrc inspect the chain -> rrc restore -> verify ->
+  the program's result must be PASS.
+
+test_selfcheck runs every program without rrc: it must PASS when left
+alone and FAIL when told to damage its own state (ZDTM_CORRUPT=1), so
+that a PASS after a restore means something.
+"""
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (RESULT_TIMEOUT, TOOLS, netns_exec, pid_alive, read_text, wait_for_file,
+                      wait_until, zdtm_bin)
+
+sys.path.insert(0, str(TOOLS))
+import zdtm_standalone  # noqa: E402
+
+# program -> arguments
+PROGRAMS = {
+    "locks": [],
+    "blocking": [],
+    "bigmem": [],
+    "filemap": [],
+    "growth": [],
+    "fpu": [],
+    "fdstate": [],
+    "pipes": [],
+    "eventfd": [],
+    "epoll": [],
+    "timerfd": [],
+    "signals": [],
+    "procstate": [],
+    "sockets": [],
+    "threads": ["4"],
+}
+
+
+class Cycle:
+    """One exec/dump.../restore/verify run of a zdtm program."""
+
+    def __init__(self, rrc, tmp_path: Path, netns: str, prog: str, args=(), env=None):
+        self.rrc, self.tmp, self.netns = rrc, tmp_path, netns
+        self.zdir = tmp_path / "zdtm"
+        self.zdir.mkdir()
+        self.log = tmp_path / f"{prog}.log"
+        self.prog, self.args = prog, list(args)
+        self.env = {"ZDTM_DIR": self.zdir, **(env or {})}
+        self.images: list[Path] = []
+        self.dumps: list[dict] = []
+        self.pid = None
+
+    def diag(self) -> str:
+        return f"log {self.log}:\n{read_text(self.log)}"
+
+    def start(self):
+        self.pid = self.rrc.exec([zdtm_bin(self.prog), *self.args], netns=self.netns, log=self.log, env=self.env)
+        wait_for_file(self.zdir / "ready", pid=self.pid, log=self.log)
+        return self
+
+    def dump(self, leave_running=True) -> dict:
+        d = self.tmp / f"img{len(self.images)}"
+        parent = self.images[-1] if self.images else None
+        out = self.rrc.dump(self.pid, d, parent=parent, leave_running=leave_running)
+        seq = len(self.images)
+        assert out["sequence"] == seq, f"dump {seq}: sequence {out['sequence']}"
+        assert out["full"] == (parent is None), f"dump {seq}: full={out['full']}"
+        if self.dumps:
+            assert out["parent_id"] == self.dumps[-1]["image_id"], "incremental dump names another parent"
+        assert out["bytes"] > 0 and out["pause_us"] >= 0 and out["total_us"] >= out["pause_us"]
+        assert (d / "checkpoint.rrc").exists(), f"no {d}/checkpoint.rrc"
+        if leave_running:
+            assert pid_alive(self.pid), f"process died during dump {seq} with --leave-running\n{self.diag()}"
+            assert not (self.zdir / "result").exists(), f"program finished early: {read_text(self.zdir / 'result')}"
+        self.images.append(d)
+        self.dumps.append(out)
+        return out
+
+    def run_chain(self, increments: int, interval: float = 0.15):
+        self.dump()
+        for _ in range(increments):
+            time.sleep(interval)  # the program mutates its state meanwhile
+            self.dump()
+        time.sleep(interval)
+        final = self.dump(leave_running=False)
+        wait_until(lambda: not pid_alive(self.pid), 15, f"pid {self.pid} to end after the final dump")
+        return final
+
+    def inspect(self):
+        info = self.rrc.inspect(self.images[-1])
+        text = str(info)
+        assert self.dumps[-1]["image_id"] in text, f"rrc inspect does not show the image id: {info}"
+        return info
+
+    def restore_and_verify(self, before_verify=None):
+        assert not (self.zdir / "result").exists()
+        self.pid = self.rrc.restore(self.images[-1], netns=self.netns)
+        if before_verify:
+            before_verify(self)
+        (self.zdir / "verify").touch()
+        wait_for_file(self.zdir / "result", timeout=RESULT_TIMEOUT, pid=self.pid, log=self.log)
+        result = (self.zdir / "result").read_text()
+        assert result == "PASS\n", f"{self.prog} after restore: {result.strip()}\n{self.diag()}"
+
+
+def full_cycle(rrc, tmp_path, netns, prog, args=(), increments=3, env=None, before_verify=None):
+    c = Cycle(rrc, tmp_path, netns, prog, args, env).start()
+    c.run_chain(increments)
+    c.inspect()
+    c.restore_and_verify(before_verify)
+    return c
+
+
+# ------------------------------------------------------------------ the programs alone
+
+@pytest.mark.parametrize("prog", sorted(PROGRAMS))
+def test_selfcheck(prog):
+    """Without rrc: PASS when undisturbed, FAIL when the state is damaged."""
+    binary = zdtm_bin(prog)
+    result, rc, out = zdtm_standalone.run(binary, PROGRAMS[prog], corrupt=False, run_ms=300)
+    assert result == "PASS\n" and rc == 0, f"{prog} alone: {result}{out}"
+    result, rc, out = zdtm_standalone.run(binary, PROGRAMS[prog], corrupt=True, run_ms=300)
+    assert result.startswith("FAIL: ") and rc != 0, f"{prog} with ZDTM_CORRUPT=1 did not fail: {result}{out}"
+
+
+# ------------------------------------------------------------------ cycles
+
+@pytest.mark.parametrize("prog", [p for p in sorted(PROGRAMS) if p not in ("threads", "sockets", "bigmem")])
+def test_cycle(rrc, tmp_path, netns, prog):
+    full_cycle(rrc, tmp_path, netns, prog, PROGRAMS[prog])
+
+
+@pytest.mark.parametrize("nthreads", [1, 4, 64])
+def test_threads(rrc, tmp_path, netns, nthreads):
+    c = full_cycle(rrc, tmp_path, netns, "threads", [str(nthreads)])
+    assert all(d["threads"] >= nthreads for d in c.dumps if "threads" in d), \
+        f"dumps report fewer threads than {nthreads}: {[d.get('threads') for d in c.dumps]}"
+
+
+def test_bigmem_incremental(rrc, tmp_path, netns):
+    """1 GiB sparse mapping: the full image holds what was written (>= 64 MiB),
+    increments only what changed since their parent."""
+    c = full_cycle(rrc, tmp_path, netns, "bigmem")
+    full, incs = c.dumps[0], c.dumps[1:]
+    assert full["pages"] >= 16384, f"full image holds {full['pages']} pages, the program wrote 16384+"
+    assert full["pages"] < 262144 // 2, f"full image holds {full['pages']} pages of a sparse 1 GiB mapping"
+    for d in incs:
+        assert 0 < d["pages"] < full["pages"], f"incremental image {d['sequence']}: {d['pages']} pages (full: {full['pages']})"
+
+
+def test_chain_of_10(rrc, tmp_path, netns):
+    """Ten incrementals on top of a full image; every page resolved through
+    the whole chain (bigmem rewrites 256 KiB per ms, drops ranges)."""
+    c = Cycle(rrc, tmp_path, netns, "bigmem").start()
+    c.run_chain(increments=10, interval=0.1)
+    assert [d["sequence"] for d in c.dumps] == list(range(12))
+    c.inspect()
+    c.restore_and_verify()
+
+
+def _connect_echo(ns: str, port: int, line: str) -> str:
+    code = ("import socket,sys\n"
+            f"s=socket.create_connection(('127.0.0.1',{port}),timeout=10)\n"
+            f"s.sendall({(line + chr(10)).encode()!r})\n"
+            "d=b''\n"
+            "while True:\n"
+            "    b=s.recv(4096)\n"
+            "    if not b: break\n"
+            "    d+=b\n"
+            "sys.stdout.write(d.decode())\n")
+    return netns_exec(ns, [sys.executable, "-c", code], timeout=30).stdout
+
+
+def test_sockets(rrc, tmp_path, netns):
+    """Listening sockets come back bound; the TCP listener accepts a new
+    connection from outside the process after the restore."""
+    port = 20000 + int.from_bytes(os.urandom(2), "little") % 20000
+    c = Cycle(rrc, tmp_path, netns, "sockets", env={"ZDTM_PORT": port}).start()
+    assert int((c.zdir / "port").read_text()) == port
+    assert _connect_echo(netns, port, "before") == "echo: before\n"
+    c.run_chain(increments=2)
+    c.inspect()
+
+    def outside(cyc):
+        assert _connect_echo(netns, port, "after restore") == "echo: after restore\n"
+
+    c.restore_and_verify(before_verify=outside)
+
+
+def test_restore_twice_same_chain(rrc, tmp_path, netns):
+    """A chain is not consumed by a restore: restoring it again gives the
+    same process state (eventfd counters, here)."""
+    c = full_cycle(rrc, tmp_path, netns, "eventfd", increments=1)
+    (c.zdir / "result").unlink()
+    (c.zdir / "verify").unlink()
+    c.restore_and_verify()
+
+
+def test_dump_after_restore(rrc, tmp_path, netns):
+    """A restored process can be dumped again, incrementally on top of the
+    image it came from, and restored from that longer chain."""
+    c = Cycle(rrc, tmp_path, netns, "pipes").start()
+    c.run_chain(increments=1)
+    c.pid = rrc.restore(c.images[-1], netns=netns)
+    time.sleep(0.2)
+    c.dump()  # incremental, parent = the image restored from
+    time.sleep(0.2)
+    c.dump(leave_running=False)
+    wait_until(lambda: not pid_alive(c.pid), 15, "restored process to end after its final dump")
+    c.inspect()
+    c.restore_and_verify()
