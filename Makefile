@@ -24,6 +24,7 @@ install: all
 # The whole suite: C unit checks, Rust tests (incl. shared vectors), and the
 # pytest suite that drives real processes (root, namespaces).
 test: setup all
+	$(MAKE) -C runtime vectors
 	$(CARGO) test --release --locked
 	$(PYTEST) -v tests
 

@@ -493,11 +493,12 @@ def run_protected(args, ns, workdir, loadgen, cleanup, nkeys):
                         "wall_us": (s1 - s0) / 1e3, "late_us": max(0, s0 - grid) / 1e3,
                         "bytes_on_disk": dir_bytes(d), "rrc": j,
                         "_s0": s0, "_s1": s1})
-        # Keep the parent of the next dump and its own parent; older images
-        # are not read by a dump (the benchmark never restores), and 100 of
-        # them would take gigabytes.
-        if not args.keep_images and k >= 2:
-            shutil.rmtree(images / f"ck-{k - 2:05d}", ignore_errors=True)
+        # Every image stays until the end: `rrc dump` verifies the whole chain
+        # (headers and page indexes) that ends at the new image.
+        free = shutil.disk_usage(images).free
+        if free < args.min_free_mb * 1_000_000:
+            raise BenchError(f"only {free / 1e6:.0f} MB free under {images} after checkpoint {k} "
+                             f"(--min-free-mb {args.min_free_mb}); use --workdir elsewhere or fewer --checkpoints")
         prev = d
     t_last = time.monotonic_ns()
     lg = stop_loadgen(lgp, out_lg)
@@ -697,7 +698,8 @@ def main():
                     help="output prefix (.json, .png); default bench/results/checkpoint_pause "
                          "(bench/results/baseline_only with --baseline-only)")
     ap.add_argument("--workdir", type=Path, default=None, help="parent of the temporary directory")
-    ap.add_argument("--keep-images", action="store_true", help="keep every image until the end (disk!)")
+    ap.add_argument("--min-free-mb", type=int, default=2000,
+                    help="abort when the image file system has less free space (every image is kept)")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="time budget of the checkpoint loop (default: 20 x checkpoints x interval, >= 60 s)")
     ap.add_argument("--baseline-only", action="store_true",
@@ -706,7 +708,8 @@ def main():
     args = ap.parse_args()
     if not (1 <= args.checkpoints <= 100000 and 1 <= args.interval_ms <= 60000 and 1 <= args.fill_mb <= 100000
             and 1 <= args.value_size <= 1 << 20 and 1 <= args.clients <= 256 and 1 <= args.pipeline <= 64
-            and args.rate >= 0 and 0 <= args.warmup_ms <= 600000 and 1 <= args.port <= 65534):
+            and args.rate >= 0 and 0 <= args.warmup_ms <= 600000 and 1 <= args.port <= 65534
+            and args.min_free_mb >= 0):
         ap.error("argument out of range")
     if args.max_seconds is None:
         args.max_seconds = max(60.0, 20 * args.checkpoints * args.interval_ms / 1000)
@@ -784,7 +787,7 @@ def main():
                          "server stays up idle in between; ratios use before+after pooled",
                 "rrc": str(args.rrc) if not args.baseline_only else None,
                 "build": build,
-                "images_pruned": not args.keep_images,
+                "images": "all kept until the end of the run (rrc dump verifies the chain)",
                 "protected_threads_at_start": threads,
             },
             "data": {"unprotected": data_u, "protected": data_p},

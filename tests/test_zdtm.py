@@ -160,7 +160,7 @@ def test_bigmem_incremental(rrc, tmp_path, netns):
 
 def test_chain_of_10(rrc, tmp_path, netns):
     """Ten incrementals on top of a full image; every page resolved through
-    the whole chain (bigmem rewrites 256 KiB per ms, drops ranges)."""
+    the whole chain (bigmem rewrites 256 KiB every 20 ms, drops ranges)."""
     c = Cycle(rrc, tmp_path, netns, "bigmem").start()
     c.run_chain(increments=10, interval=0.1)
     assert [d["sequence"] for d in c.dumps] == list(range(12))

@@ -86,6 +86,15 @@ int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b)
 	return 0;
 }
 
+/* 1 if [a, b) lies inside one of the ranges. */
+int rrc_within_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (r[i].start <= a && b <= r[i].end)
+			return 1;
+	return 0;
+}
+
 static int special_name(const char *name)
 {
 	return !rrc_strncmp(name, "[vdso]", 7) || rrc_startswith(name, "[vvar") ||

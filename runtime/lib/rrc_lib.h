@@ -176,6 +176,7 @@ int rrc_scan(void) RRC_HIDDEN;               /* pause path: written + untracked;
 void rrc_register_untracked(void) RRC_HIDDEN;/* after resume */
 int rrc_check_maps(void) RRC_HIDDEN;         /* refusals from /proc/self/maps: 0 or -1 */
 int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
+int rrc_within_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
 
 /* ---- fds.c and one file per kind ---- */
 int rrc_fds_check(void) RRC_HIDDEN;          /* io_uring and unsupported kinds: 0 or -1 */
@@ -202,7 +203,7 @@ const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
 __attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;
 /* child exit codes (the parent turns them into messages) */
 enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_SNAP_SCAN,
-       RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG };
+       RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG, RRC_SNAP_LIBMERGE };
 const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
 
 /* ---- control.c / restored.c ---- */

@@ -46,6 +46,7 @@ const char *rrc_snapshot_strerror(int code)
 	case RRC_SNAP_PIPE: return "cannot read back saved pipe contents";
 	case RRC_SNAP_PROC: return "cannot read /proc/self (stat, auxv, exe or cwd)";
 	case RRC_SNAP_TOOBIG: return "a VMA or shared anonymous mapping the format cannot describe";
+	case RRC_SNAP_LIBMERGE: return "a VMA holds both librrc's scratch memory and application memory";
 	}
 	return "unknown failure";
 }
@@ -175,8 +176,14 @@ static void read_vmas(void)
 		if (r < 0)
 			die(RRC_SNAP_MAPS);
 		addr = q.vma_end;
-		if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end))
+		if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end)) {
+			/* left out only if it is wholly the library's: a VMA that
+			 * merged library and application memory must not be
+			 * dropped silently (the arena has guard pages for this) */
+			if (!rrc_within_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end))
+				die(RRC_SNAP_LIBMERGE);
 			continue;
+		}
 		if (nr_vmas >= 65536)
 			die(RRC_SNAP_ENOMEM);
 		struct cvma *c = &vmas[nr_vmas];
@@ -382,18 +389,15 @@ static void fill_process(struct rrc_process *p)
 		die(RRC_SNAP_PROC);
 	q += 2; /* field 3 (state) starts here */
 	uint64_t f[64] = { 0 };
-	for (int field = 3; field < 64 && *q; field++) {
-		if (*q == '-') /* negative fields (nice, ...) */
+	for (int field = 3; field < 64 && *q && *q != '\n'; field++) {
+		/* one space-separated token; non-numeric (state) and negative
+		 * (priority, nice) fields are of no interest here */
+		if (*q >= '0' && *q <= '9')
+			f[field] = rrc_parse_u64(q, 10, &q);
+		while (*q && *q != ' ' && *q != '\n')
 			q++;
-		f[field] = rrc_parse_u64(q, 10, &q);
 		if (*q == ' ')
 			q++;
-		else if (field > 3 && *q != ' ') {
-			while (*q && *q != ' ')
-				q++;
-			if (*q)
-				q++;
-		}
 	}
 	p->start_code = f[26];
 	p->end_code = f[27];
@@ -487,11 +491,35 @@ static uint64_t t0;
 
 static __attribute__((noreturn)) void snapshot(void);
 
+/* The statics of this file live in the library's .bss, which is part of
+ * every image: a restored process carries the values the previous
+ * snapshot child had while it was writing. Each child therefore starts by
+ * resetting all of them (every static of this file that is not constant
+ * must be listed here). */
+static void reset_child_state(void)
+{
+	arena = NULL;
+	arena_used = arena_cap = 0;
+	op = NULL;
+	vmas = NULL;
+	nr_vmas = 0;
+	names = NULL;
+	names_len = 0;
+	maps_fd = pm_fd = -1;
+	force = NULL;
+	nr_force = 0;
+	wcur = fcur = 0;
+	pme = NULL;
+	nr_pme = cap_pme = pages_in_image = 0;
+	t0 = 0;
+}
+
 /* Entered right after clone(), on the control thread's stack, which is
  * part of the image: move to a stack in the child area first. */
 __attribute__((noreturn)) void rrc_snapshot_main(void)
 {
 	struct rrc_scratch *s = rrc_s;
+	reset_child_state();
 	t0 = rrc_mono_ns();
 	arena = s->child_area;
 	arena_cap = s->child_area_len;

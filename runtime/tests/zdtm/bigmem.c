@@ -165,7 +165,10 @@ int main(int argc, char **argv)
 	while (!zdtm_should_verify()) {
 		round_step(r);
 		last_round = r++;
-		zdtm_sleep_ms(1);
+		/* 256 KiB every 20 ms: the whole live set (64 MiB) is rewritten
+		 * only after ~5 s, so an incremental image between two dumps a
+		 * fraction of a second apart must be much smaller than the full. */
+		zdtm_sleep_ms(20);
 	}
 	long R = last_round;
 	if (zdtm_corrupt) {
