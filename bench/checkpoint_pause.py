@@ -493,6 +493,9 @@ def run_protected(args, ns, workdir, loadgen, cleanup, nkeys):
                         "wall_us": (s1 - s0) / 1e3, "late_us": max(0, s0 - grid) / 1e3,
                         "bytes_on_disk": dir_bytes(d), "rrc": j,
                         "_s0": s0, "_s1": s1})
+        if k % 10 == 9 or k == args.checkpoints - 1:
+            log(f"checkpoint {k}: pause {j['pause_us']} us, {j['pages']} pages, write {j.get('write_us')} us, "
+                f"total {j['total_us']} us, rrc dump wall {(s1 - s0) / 1e6:.1f} ms")
         # Every image stays until the end: `rrc dump` verifies the whole chain
         # (headers and page indexes) that ends at the new image.
         free = shutil.disk_usage(images).free
@@ -702,6 +705,8 @@ def main():
                     help="abort when the image file system has less free space (every image is kept)")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="time budget of the checkpoint loop (default: 20 x checkpoints x interval, >= 60 s)")
+    ap.add_argument("--keep-workdir", action="store_true",
+                    help="keep the temporary directory (images, logs, load records) for inspection")
     ap.add_argument("--baseline-only", action="store_true",
                     help="only the unprotected run (no rrc needed); for debugging the harness")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
@@ -743,7 +748,8 @@ def main():
     rc = 1
     try:
         workdir = Path(tempfile.mkdtemp(prefix="rrc-bench-", dir=args.workdir))
-        cleanup.push(f"remove {workdir}", lambda: shutil.rmtree(workdir))
+        cleanup.push(f"remove {workdir}", lambda: log(f"kept {workdir}") if args.keep_workdir
+                     else shutil.rmtree(workdir))
         machine = machine_description(workdir)
         loadgen = build_loadgen(workdir)
 
@@ -807,6 +813,12 @@ def main():
         rc = 0
     except BenchError as e:
         log(f"FAILED: {e}")
+        for name in ("redis-protected.log", "redis-unprotected.log"):
+            try:
+                tail = (workdir / name).read_text(errors="replace").splitlines()[-8:]
+                log(f"last lines of {name}:\n  " + "\n  ".join(tail))
+            except (OSError, NameError):
+                pass
     except (KeyboardInterrupt, Interrupted) as e:
         log(f"interrupted ({e or 'Ctrl-C'}), cleaning up")
         rc = 130

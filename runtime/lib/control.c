@@ -19,7 +19,6 @@
 #include "rrc_lib.h"
 #include "lsys.h"
 
-int rrc_fd_high(int fd) RRC_HIDDEN;
 
 static int send_msg(int c, uint16_t type, const void *payload, uint32_t len)
 {
@@ -166,23 +165,25 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		send_error(c, RRC_ERR_BAD_PARENT, 0, zero_id(rrc_g.last_image_id)
 			   ? "no valid parent: this process has no complete checkpoint to build on (take a full dump)"
 			   : "parent_id is not the last checkpoint of this process (take a full dump)");
-		return DUMP_SERVED;
+		goto refused;
 	}
+	/* set before the checks, which must not take the image file for one
+	 * of the application's fds */
+	rrc_g.image_fd = imgfd;
 	s->err_code = 0;
 	s->err_msg[0] = 0;
 	rrc_lib_ranges();
 	if (check_children() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
-		return DUMP_SERVED;
+		goto refused;
 	}
 	int rp[2];
 	if (pipe2(rp, O_CLOEXEC) < 0) {
 		send_error(c, RRC_ERR_SNAPSHOT, errno, "cannot create the result pipe");
-		return DUMP_SERVED;
+		goto refused;
 	}
 	s->res_rfd = rrc_fd_high(rp[0]);
 	s->res_wfd = rrc_fd_high(rp[1]);
-	rrc_g.image_fd = imgfd;
 	s->req = *req;
 	if (!incremental)
 		s->req.flags &= ~RRC_DUMP_F_INCREMENTAL;
@@ -299,6 +300,11 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	rrc_g.checkpoints++;
 	send_msg(c, RRC_CTL_DUMP_DONE, &done, sizeof done);
 	return DUMP_SERVED;
+
+refused: /* nothing was paused or changed; the image fd is ours to close */
+	rrc_g.image_fd = -1;
+	close(imgfd);
+	return DUMP_SERVED;
 }
 
 /* One request. Returns DUMP_RESTORED if this thread just came back from a
@@ -346,7 +352,8 @@ static int serve(int c)
 			break;
 		}
 		memcpy(&req, payload, sizeof req);
-		int imgfd = fd;
+		/* above the application's fds, like every library fd */
+		int imgfd = rrc_fd_high(fd);
 		fd = -1;
 		if (do_dump(c, &req, imgfd) == DUMP_RESTORED)
 			return DUMP_RESTORED;

@@ -68,7 +68,6 @@ int rrc_scratch_map(void)
 }
 
 /* Move a library fd out of the application's way. ASYNC-SIGNAL-SAFE. */
-int rrc_fd_high(int fd) RRC_HIDDEN;
 int rrc_fd_high(int fd)
 {
 	if (fd < 0 || fd >= LIB_FD_BASE)

@@ -15,7 +15,6 @@
 #include "rrc_lib.h"
 #include "lsys.h"
 
-int rrc_fd_high(int fd) RRC_HIDDEN;
 
 #define BACK_TIMEOUT_NS 5000000000ull
 
