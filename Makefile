@@ -31,8 +31,12 @@ test: setup all
 demo: setup all
 	bash scripts/demo.sh
 
+# Benchmarks are not tests: they measure and write bench/results/*.json|png.
+bench: setup all
+	python3 bench/checkpoint_pause.py
+
 clean:
 	$(MAKE) -C runtime clean
 	$(CARGO) clean
 
-.PHONY: all runtime rust setup install test demo clean
+.PHONY: all runtime rust setup install test demo bench clean

@@ -593,7 +593,11 @@ def plot(path, res, samples, lg_p, win_p, useg, interval_ms):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(2, 2, figsize=(14, 9))
+    fig = plt.figure(figsize=(14, 13))
+    gs = fig.add_gridspec(3, 2)
+    ax = [[fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1])],
+          [fig.add_subplot(gs[1, 0]), fig.add_subplot(gs[1, 1])],
+          [fig.add_subplot(gs[2, :])]]
     m = res["machine"]
     ld = res["config"]["load"]
     fig.suptitle(f"rrc dump --leave-running of redis-server ({res['config']['keys']} keys, "
@@ -655,6 +659,24 @@ def plot(path, res, samples, lg_p, win_p, useg, interval_ms):
     a.set_title("image size vs bytes dirtied")
 
     a = ax[1][1]
+    if samples:
+        idx = [s["index"] for s in samples]
+        a.plot(idx, [s["rrc"]["total_us"] / 1e3 for s in samples], ".-", color="tab:purple", lw=0.8,
+               label="total_us (request .. image written and verified)")
+        if any(s["rrc"].get("write_us") is not None for s in samples):
+            a.plot(idx, [s["rrc"].get("write_us", np.nan) / 1e3 for s in samples], ".-", color="tab:brown",
+                   lw=0.8, label="write_us (snapshot child writing the image)")
+        a.plot(idx[1:], [(samples[i]["start_ns"] - samples[i - 1]["start_ns"]) / 1e6
+                         for i in range(1, len(samples))], "-", color="tab:gray", lw=0.8,
+               label="actual interval between dump starts")
+        a.axhline(interval_ms, color="gray", ls="--", lw=0.8, label=f"interval {interval_ms} ms")
+        a.set_yscale("log")
+        a.set_xlabel("checkpoint (0 = full)")
+        a.set_ylabel("ms (log)")
+        a.legend(fontsize=8)
+    a.set_title("time until the image is complete")
+
+    a = ax[2][0]
     bin_ns = interval_ms * 1_000_000
     for (lg_u, win_u), name, color in zip(useg, ("before", "after"), ("tab:gray", "tab:olive")):
         xu, yu = throughput_series(lg_u, win_u[0], bin_ns)
