@@ -9,12 +9,12 @@
  * when every target fd exists. Finally FD_CLOEXEC and O_NONBLOCK are set
  * as recorded.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "restore.h"
 
@@ -54,21 +54,10 @@ void fd_place(struct fd_ctx *x, int tmp, const struct rfd *r)
 	close(tmp);
 }
 
-static int is_own(int fd, int *own, int nr_own)
-{
-	for (int i = 0; i < nr_own; i++)
-		if (own[i] == fd)
-			return 1;
-	return 0;
-}
-
 /* own[] are updated in place to their new numbers */
 void fds_prepare(struct fd_ctx *x, int *own, int nr_own)
 {
 	struct rlimit rl;
-	DIR *d;
-	struct dirent *de;
-	int close_list[1024], nr_close = 0;
 
 	x->max_target = -1;
 	for (size_t i = 0; i < x->c->nr_fds; i++)
@@ -93,23 +82,34 @@ void fds_prepare(struct fd_ctx *x, int *own, int nr_own)
 			rst_log_fd = own[i];
 	}
 	/* close everything inherited that is not ours: the numbers must be
-	 * free, and fds the image does not have must not leak into it */
-	d = opendir("/proc/self/fd");
-	if (!d)
-		rst_fail(RRC_RST_FD, errno, 0, "cannot list /proc/self/fd: %s (is /proc mounted?)",
-			 rst_strerror(errno));
-	while ((de = readdir(d))) {
-		char *end;
-		long fd = strtol(de->d_name, &end, 10);
+	 * free, and fds the image does not have must not leak into it.
+	 * close_range over the gaps between our own (sorted) fds. */
+	{
+		int sorted[nr_own > 0 ? nr_own : 1], n = 0;
+		unsigned int lo = 0;
 
-		if (*end || de->d_name[0] == '.' || fd == dirfd(d) || is_own((int)fd, own, nr_own))
-			continue;
-		if (nr_close < (int)ARRAY_SIZE(close_list))
-			close_list[nr_close++] = (int)fd;
+		for (int i = 0; i < nr_own; i++) {
+			int v = own[i], j = n;
+
+			if (v < 0)
+				continue;
+			while (j > 0 && sorted[j - 1] > v) {
+				sorted[j] = sorted[j - 1];
+				j--;
+			}
+			sorted[j] = v;
+			n++;
+		}
+		for (int i = 0; i <= n; i++) {
+			unsigned int hi = i < n ? (unsigned int)sorted[i] : ~0u;
+
+			if (hi > lo && syscall(SYS_close_range, lo, hi - 1, 0) < 0)
+				rst_fail(RRC_RST_FD, errno, 0, "close_range(%u, %u) failed: %s", lo, hi - 1,
+					 rst_strerror(errno));
+			if (i < n)
+				lo = (unsigned int)sorted[i] + 1;
+		}
 	}
-	closedir(d);
-	for (int i = 0; i < nr_close; i++)
-		close(close_list[i]);
 }
 
 static const char *kind_name(uint32_t kind)

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "rrc/control.h"
+#include "rrc/sys.h"
 #include "restore.h"
 
 static void usage(void)
@@ -84,6 +85,7 @@ int main(int argc, char **argv)
 	int nimg, *own, nr_own = 0, i;
 	const char *control;
 
+	rst_t0_ns = rrc_mono_ns();
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--status-fd") && i + 1 < argc)
 			rst_status_fd = parse_fd(argv[++i]);

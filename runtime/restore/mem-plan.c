@@ -355,6 +355,7 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 	a = arena_get(&ar, sizeof(*a));
 	memset(a, 0, sizeof(*a));
 	a->magic = BLOB_ARGS_MAGIC;
+	a->t0_ns = rst_t0_ns;
 	a->region_start = base;
 	a->region_len = total;
 	a->status_fd = rst_status_fd;

@@ -16,6 +16,7 @@
 /* ---- status.c: the status record and the log ---- */
 extern int rst_status_fd;  /* -1 once the record is written */
 extern int rst_log_fd;     /* -1: no log */
+extern uint64_t rst_t0_ns; /* CLOCK_MONOTONIC at start, for the log */
 void rst_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Write the error record, exit with `code`. err = errno of the cause or 0. */
 void rst_fail(int code, int err, uint32_t detail, const char *fmt, ...)

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "rrc/sys.h"
 #include "restore.h"
 
 int rst_status_fd = -1;
 int rst_log_fd = -1;
+uint64_t rst_t0_ns;
 
 static void write_all(int fd, const void *buf, size_t n)
 {
@@ -39,7 +41,7 @@ void rst_log(const char *fmt, ...)
 
 	if (rst_log_fd < 0)
 		return;
-	n = snprintf(buf, sizeof(buf), "rrc-restore: ");
+	n = snprintf(buf, sizeof(buf), "rrc-restore: +%.1fms ", (rrc_mono_ns() - rst_t0_ns) / 1e6);
 	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

@@ -53,6 +53,7 @@ struct blob_mm_map {
 
 struct blob_args {
 	uint64_t magic;
+	uint64_t t0_ns;                        /* rrc-restore start (CLOCK_MONOTONIC), for the log */
 	uint64_t region_start, region_len;     /* the whole blob region */
 
 	int32_t  status_fd, log_fd, exe_fd, reserved0;

@@ -58,7 +58,15 @@ static void blog(struct blob_args *a, struct msg *m)
 {
 	if (a->log_fd < 0)
 		return;
-	rrc_sys_write(a->log_fd, "rrc-restore[blob]: ", 19);
+	struct msg t = { 0 };
+	uint64_t us = (rrc_mono_ns() - a->t0_ns) / 1000;
+
+	msg_str(&t, "rrc-restore[blob]: +");
+	msg_dec(&t, (int64_t)(us / 1000));
+	msg_str(&t, ".");
+	msg_dec(&t, (int64_t)(us % 1000 / 100));
+	msg_str(&t, "ms ");
+	rrc_sys_write(a->log_fd, t.buf, t.len);
 	rrc_sys_write(a->log_fd, m->buf, m->len);
 	rrc_sys_write(a->log_fd, "\n", 1);
 }
@@ -441,6 +449,9 @@ void restorer_main(struct blob_args *a)
 	place_vdso(a);
 	map_vmas(a);
 	fill_pages(a);
+	msg_str(&m, "memory mapped and filled");
+	blog(a, &m);
+	m.len = 0;
 	protect_vmas(a);
 	set_mm(a);
 	set_sigactions(a);
