@@ -202,9 +202,10 @@ class Rrc:
         self.run("kill", "--pid", str(pid), check=check, timeout=60)
 
     def cleanup(self):
+        # also for containers whose program already exited by itself: `rrc
+        # kill` then removes what is left of them (cgroup, registry entry)
         for pid in self.pids:
-            if pid_alive(pid):
-                self.run("kill", "--pid", str(pid), check=False, timeout=60)
+            self.run("kill", "--pid", str(pid), check=False, timeout=60)
         for pid in self.pids:
             try:
                 wait_until(lambda: not pid_alive(pid), 10, f"container pid {pid} to end")
