@@ -21,6 +21,7 @@ import platform
 import shlex
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -236,13 +237,24 @@ def redis_argv(port, workdir):
 
 # ---------------------------------------------------------------- load
 
-def build_loadgen(workdir):
+def build_c(workdir, name):
+    """Compiles bench/NAME.c into the work directory."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
-        raise BenchError("no C compiler (cc/gcc) to build bench/loadgen.c")
-    out = workdir / "loadgen"
-    run([cc, "-O2", "-Wall", "-o", str(out), str(HERE / "loadgen.c")], 60)
+        raise BenchError(f"no C compiler (cc/gcc) to build bench/{name}.c")
+    out = workdir / name
+    run([cc, "-O2", "-Wall", "-o", str(out), str(HERE / f"{name}.c")], 60)
     return out
+
+
+def measure_fork_floor(binary, rss_bytes, rounds=20):
+    """fork() time of a process with the server's resident size in 4 KiB
+    pages: the floor of a fork()-based snapshot on this machine."""
+    out = run([binary, str(rss_bytes), str(rounds)], 120)
+    vals = [float(l.split("=", 1)[1]) for l in out.splitlines() if l.startswith("fork_us=")]
+    if len(vals) != rounds:
+        raise BenchError(f"forkfloor printed {len(vals)} of {rounds} results: {out!r}")
+    return vals
 
 
 def start_loadgen(args, ns, port, binary, keyspace, duration_ms, out_path):
@@ -620,6 +632,10 @@ def plot(path, res, samples, lg_p, win_p, useg, interval_ms):
         a.plot(idx, [s["rrc"]["pause_us"] / 1e3 for s in samples], "k.-", lw=0.8, label="pause (total)")
         a.axhline(TARGET_P50_US / 1e3, color="gray", ls="--", lw=0.8, label="p50 target 1 ms")
         a.axhline(TARGET_P99_US / 1e3, color="gray", ls=":", lw=0.8, label="p99 target 3 ms")
+        ff = (res.get("summary") or {}).get("fork_floor_us")
+        if ff:
+            a.axhline(ff["p50"] / 1e3, color="tab:red", ls="-.", lw=0.9,
+                      label=f"fork() alone, p50 {ff['p50'] / 1e3:.1f} ms")
         a.set_xlabel("checkpoint (0 = full)")
         a.set_ylabel("pause [ms]")
         a.set_ylim(0, max(TARGET_P99_US / 1e3, max(s["rrc"]["pause_us"] for s in samples) / 1e3) * 1.35)
@@ -773,7 +789,8 @@ def main():
         cleanup.push(f"remove {workdir}", lambda: log(f"kept {workdir}") if args.keep_workdir
                      else shutil.rmtree(workdir))
         machine = machine_description(workdir)
-        loadgen = build_loadgen(workdir)
+        loadgen = build_c(workdir, "loadgen")
+        forkfloor = build_c(workdir, "forkfloor")
 
         if Path(f"/run/netns/{ns}").exists():
             raise BenchError(f"network namespace {ns} already exists")
@@ -791,8 +808,16 @@ def main():
         useg.append(measure_unprotected(args, ns, uport, workdir, loadgen, cleanup, nkeys, window_ms, "after"))
         cleanup.run_one(uidx)
 
+        fork_floor = measure_fork_floor(forkfloor, data_u["used_memory_rss"])
+        log(f"fork() of {data_u['used_memory_rss'] / 1e6:.0f} MB resident: "
+            f"p50 {statistics.median(fork_floor) / 1e3:.2f} ms")
         machine["loadavg_at_end"] = Path("/proc/loadavg").read_text().strip()
         summary = summarize(args, samples, lg_p, win_p, useg)
+        summary["fork_floor_us"] = pct(fork_floor)
+        summary["fork_floor_us"]["rss_bytes"] = data_u["used_memory_rss"]
+        summary["fork_floor_us"]["what"] = ("fork() of a process with redis' used_memory_rss resident in "
+                                            "4 KiB pages (bench/forkfloor.c), same run: the kernel's floor "
+                                            "for a fork()-based snapshot")
         for s in samples:
             s.pop("_s0")
             s.pop("_s1")
@@ -815,7 +840,7 @@ def main():
                          "server stays up idle in between; ratios use before+after pooled",
                 "rrc": str(args.rrc) if not args.baseline_only else None,
                 "build": build,
-                "images": "all kept until the end of the run (rrc dump verifies the chain)",
+                "images": "all kept until the end of the run (an incremental image needs its ancestors)",
                 "protected_threads_at_start": threads,
             },
             "data": {"unprotected": data_u, "protected": data_p},
@@ -862,6 +887,10 @@ def print_summary(s):
             if isinstance(t, dict):
                 print(f"target {name} <= {t['target_le']} us: measured {t['measured']:.0f} us -> "
                       f"{'PASS' if t['pass'] else 'FAIL'}")
+        if "fork_floor_us" in s:
+            ff = s["fork_floor_us"]
+            print(f"fork() alone, same resident size: p50 {f(ff['p50'], 1e3, ' ms')}  p99 {f(ff['p99'], 1e3, ' ms')}"
+                  f"  (pause p50 / fork p50 = {f(p['p50'] / ff['p50'])})")
         iv = s["image_vs_dirtied"]
         print(f"incremental images: sum {iv['sum_image_bytes'] / 1e6:.1f} MB, dirtied "
               f"{iv['sum_dirtied_bytes'] / 1e6:.1f} MB, logical {iv['sum_logical_bytes'] / 1e6:.1f} MB "
