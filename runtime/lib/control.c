@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
-#include "lsys.h"
 
 
 static int send_msg(int c, uint16_t type, const void *payload, uint32_t len)
@@ -218,7 +217,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			rrc_post_restore();
 			return DUMP_RESTORED;
 		}
-		pid = lsys_clone_snapshot();
+		pid = rrc_sys_clone_snapshot();
 		if (pid == 0)
 			rrc_snapshot_main(); /* the snapshot child: never returns */
 	}
@@ -271,7 +270,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	int status = 0;
 	long w;
 	do
-		w = lsys_wait4((int)pid, &status, __WALL);
+		w = rrc_sys_wait4((int)pid, &status, __WALL);
 	while (w == -EINTR);
 	struct rrc_ctl_dump_done done = { 0 };
 	long n = rrc_read_fd_all(s->res_rfd, (char *)&done, sizeof done + 1);

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len)
 {
@@ -148,7 +147,7 @@ static int capture_one(long nfd, void *arg)
 		return 0;
 	l = rrc_bput(lpath, sizeof lpath, 0, "/proc/self/fd/");
 	rrc_bput_u64(lpath, sizeof lpath, l, (uint64_t)fd);
-	long n = lsys_readlinkat(AT_FDCWD, lpath, link, RRC_PATH_MAX - 1);
+	long n = rrc_sys_readlinkat(AT_FDCWD, lpath, link, RRC_PATH_MAX - 1);
 	if (n == -ENOENT || n == -EBADF)
 		return 0; /* closed meanwhile (only possible in the pre-pause check) */
 	if (n < 0) {
@@ -181,7 +180,7 @@ static int capture_one(long nfd, void *arg)
 		return 1;
 	}
 	struct stat st;
-	long r = lsys_fstat(fd, &st);
+	long r = rrc_sys_fstat(fd, &st);
 	if (r < 0) {
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "fstat failed on fd ", fd, 0);
 		w->failed = 1;
@@ -197,8 +196,8 @@ static int capture_one(long nfd, void *arg)
 	}
 	f->fd = fd;
 	f->kind = (uint32_t)kind;
-	f->fd_flags = (uint32_t)lsys_fcntl(fd, F_GETFD, 0);
-	f->file_flags = (uint32_t)lsys_fcntl(fd, F_GETFL, 0);
+	f->fd_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFD, 0);
+	f->file_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFL, 0);
 	f->ino = st.st_ino;
 	f->mode = st.st_mode;
 	f->rdev = (uint32_t)st.st_rdev;

@@ -7,7 +7,6 @@
  */
 #include <sys/stat.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 int rrc_capture_reg(struct rrc_fd *f, const char *link)
 {

@@ -24,7 +24,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 #define REAL(name) real_##name
 #define RESOLVE(name) do { if (!REAL(name)) REAL(name) = dlsym(RTLD_NEXT, #name); } while (0)

@@ -17,7 +17,6 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 struct rrc_lib_state rrc_g = {
 	.listen_fd = -1, .conn_fd = -1, .uffd = -1, .pagemap_fd = -1, .maps_fd = -1, .image_fd = -1,
@@ -72,7 +71,7 @@ int rrc_fd_high(int fd)
 {
 	if (fd < 0 || fd >= LIB_FD_BASE)
 		return fd;
-	long n = lsys_fcntl(fd, F_DUPFD_CLOEXEC, LIB_FD_BASE);
+	long n = rrc_sys_fcntl(fd, F_DUPFD_CLOEXEC, LIB_FD_BASE);
 	if (n < 0)
 		return fd; /* RLIMIT_NOFILE too low: keep it where it is */
 	rrc_sys_close(fd);

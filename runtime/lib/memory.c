@@ -42,15 +42,14 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 #define USER_END 0x7ffffffff000ull
 
 int rrc_uffd_open(void)
 {
-	long fd = lsys_userfaultfd(O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	long fd = rrc_sys_userfaultfd(O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 	if (fd < 0)
-		fd = lsys_userfaultfd(O_CLOEXEC | O_NONBLOCK);
+		fd = rrc_sys_userfaultfd(O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return (int)fd;
 	struct uffdio_api api = { .api = UFFD_API,

@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <sys/ioctl.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 #ifndef F_GETPIPE_SZ
 #define F_SETPIPE_SZ 1031
@@ -36,7 +35,7 @@ static int pipe_seen(uint64_t ino, const struct rrc_fd *self)
 int rrc_capture_pipe(struct rrc_fd *f, int fd)
 {
 	struct rrc_scratch *s = rrc_s;
-	long sz = lsys_fcntl(fd, F_GETPIPE_SZ, 0);
+	long sz = rrc_sys_fcntl(fd, F_GETPIPE_SZ, 0);
 	f->u.pipe.pipe_size = sz > 0 ? (uint32_t)sz : 65536;
 	if (pipe_seen(f->ino, f))
 		return 0;
@@ -69,7 +68,7 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd)
 		return -1;
 	}
 	int p[2];
-	r = lsys_pipe2(p, O_CLOEXEC | O_NONBLOCK);
+	r = rrc_sys_pipe2(p, O_CLOEXEC | O_NONBLOCK);
 	if (r < 0)
 		goto fail;
 	/* register before anything can fail, so cleanup closes it */
@@ -78,13 +77,13 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd)
 	s->libpipes[s->nr_libpipes].app_fd = fd;
 	s->libpipes[s->nr_libpipes].len = 0;
 	s->nr_libpipes++;
-	if (lsys_fcntl(p[1], F_SETPIPE_SZ, f->u.pipe.pipe_size) < 0 && avail > 65536) {
+	if (rrc_sys_fcntl(p[1], F_SETPIPE_SZ, f->u.pipe.pipe_size) < 0 && avail > 65536) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	uint32_t got = 0;
 	while (got < (uint32_t)avail) {
-		r = lsys_tee(rfd, p[1], (size_t)avail - got, 2 /* SPLICE_F_NONBLOCK */);
+		r = rrc_sys_tee(rfd, p[1], (size_t)avail - got, 2 /* SPLICE_F_NONBLOCK */);
 		if (r <= 0)
 			break;
 		got += (uint32_t)r;

@@ -19,7 +19,6 @@
 #include <asm/prctl.h>
 #include <sys/prctl.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 /* glibc >= 2.35 publishes where its rseq area lives in the TCB. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
@@ -40,7 +39,7 @@ static void fill_common(struct rrc_thread *t)
 	rrc_sys_arch_prctl(ARCH_GET_GS, (unsigned long)&v);
 	t->gs_base = v;
 	v = 0;
-	lsys_get_robust_list(0, &v, &len);
+	rrc_sys_get_robust_list(0, &v, &len);
 	t->robust_list = v;
 	t->robust_list_len = len;
 	v = 0;

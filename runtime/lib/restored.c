@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 
 #define BACK_TIMEOUT_NS 5000000000ull

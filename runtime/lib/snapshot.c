@@ -23,7 +23,6 @@
 #include <sys/mman.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
-#include "lsys.h"
 
 #define USER_END 0x7ffffffff000ull
 #define OBUF     (1u << 20)
@@ -31,7 +30,7 @@
 
 static __attribute__((noreturn)) void die(int code)
 {
-	lsys_exit(code); /* only this thread exists in the child */
+	rrc_sys_exit(code); /* only this thread exists in the child */
 	rrc_sys_exit_group(code);
 }
 
@@ -133,7 +132,7 @@ static void sec_end(uint32_t type)
 		o_raw(z, pad);
 	h.header_crc = rrc_crc32c(&h, 20);
 	o_flush();
-	if (lsys_pwrite(o.fd, &h, sizeof h, (long)o.sec_off) != (long)sizeof h)
+	if (rrc_sys_pwrite(o.fd, &h, sizeof h, (long)o.sec_off) != (long)sizeof h)
 		die(RRC_SNAP_EIO);
 	o.nsec++;
 }
@@ -373,10 +372,10 @@ static void fill_process(struct rrc_process *p)
 	long n;
 
 	p->pid = (uint32_t)rrc_g.pid;
-	long um = lsys_umask(0);
-	lsys_umask((int)um);
+	long um = rrc_sys_umask(0);
+	rrc_sys_umask((int)um);
 	p->umask = (uint32_t)um;
-	p->personality = (uint32_t)lsys_personality(0xffffffff);
+	p->personality = (uint32_t)rrc_sys_personality(0xffffffff);
 	p->nr_threads = (rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS) + 1;
 
 	n = rrc_read_file("/proc/self/stat", buf, 65536);
@@ -409,7 +408,7 @@ static void fill_process(struct rrc_process *p)
 	p->arg_end = f[49];
 	p->env_start = f[50];
 	p->env_end = f[51];
-	p->brk = (uint64_t)lsys_brk(0);
+	p->brk = (uint64_t)rrc_sys_brk(0);
 
 	n = rrc_read_file("/proc/self/auxv", buf, 65536);
 	if (n <= 0)
@@ -421,7 +420,7 @@ static void fill_process(struct rrc_process *p)
 	p->auxv_words = words;
 	for (int i = 0; i < RRC_RLIMIT_MAX; i++) {
 		struct rrc_rlimit rl = { ~0ull, ~0ull };
-		if (lsys_getrlimit(i, &rl) == 0)
+		if (rrc_sys_getrlimit(i, &rl) == 0)
 			p->rlimits[i] = rl;
 		else
 			p->rlimits[i] = (struct rrc_rlimit){ ~0ull, ~0ull };
@@ -441,10 +440,10 @@ static void fill_process(struct rrc_process *p)
 	for (long i = 0; i < n && i < 15 && buf[i] != '\n'; i++)
 		p->comm[i] = buf[i];
 
-	n = lsys_readlinkat(-100, "/proc/self/exe", p->exe_path, RRC_PATH_MAX - 1);
+	n = rrc_sys_readlinkat(-100, "/proc/self/exe", p->exe_path, RRC_PATH_MAX - 1);
 	if (n < 0)
 		die(RRC_SNAP_PROC);
-	n = lsys_getcwd(p->cwd, RRC_PATH_MAX);
+	n = rrc_sys_getcwd(p->cwd, RRC_PATH_MAX);
 	if (n < 0)
 		die(RRC_SNAP_PROC);
 }
@@ -604,7 +603,7 @@ static __attribute__((noreturn)) void snapshot(void)
 	for (int sig = 1; sig <= 64; sig++) {
 		struct rrc_sigaction a;
 		rrc_memset(&a, 0, sizeof a);
-		if (lsys_rt_sigaction(sig, 0, &a) < 0)
+		if (rrc_sys_rt_sigaction(sig, 0, &a) < 0)
 			rrc_memset(&a, 0, sizeof a);
 		o_put(&a, sizeof a);
 	}

@@ -9,13 +9,12 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 static int getopt_int(int fd, int lvl, int opt)
 {
 	int v = 0;
 	socklen_t l = sizeof v;
-	if (lsys_getsockopt(fd, lvl, opt, &v, &l) < 0)
+	if (rrc_sys_getsockopt(fd, lvl, opt, &v, &l) < 0)
 		return 0;
 	return v;
 }
@@ -25,7 +24,7 @@ static void get_addr(int fd, struct rrc_sockaddr *a, int peer)
 	socklen_t l = sizeof a->addr + 4; /* family + len + reserved precede addr */
 	uint8_t raw[128];
 	l = sizeof raw;
-	long r = peer ? lsys_getpeername(fd, raw, &l) : lsys_getsockname(fd, raw, &l);
+	long r = peer ? rrc_sys_getpeername(fd, raw, &l) : rrc_sys_getsockname(fd, raw, &l);
 	if (r < 0 || l < 2)
 		return;
 	if (l > sizeof a->addr)

@@ -6,7 +6,6 @@
  * ASYNC-SIGNAL-SAFE.
  */
 #include "rrc_lib.h"
-#include "lsys.h"
 
 int rrc_capture_timerfd(struct rrc_fd *f, int fd)
 {
@@ -23,7 +22,7 @@ int rrc_capture_timerfd(struct rrc_fd *f, int fd)
 	v = rrc_fdinfo_field(buf, "settime flags:");
 	f->u.timerfd.flags = v ? (uint32_t)rrc_parse_u64(v, 8, 0) : 0;
 	struct { struct rrc_ts interval, value; } its;
-	r = lsys_timerfd_gettime(fd, &its);
+	r = rrc_sys_timerfd_gettime(fd, &its);
 	if (r < 0) {
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "timerfd_gettime failed on fd ", fd, 0);
 		return -1;

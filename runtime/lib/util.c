@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <errno.h>
 #include "rrc_lib.h"
-#include "lsys.h"
 
 size_t rrc_strlen(const char *s)
 {
@@ -193,7 +192,7 @@ long rrc_for_each_num_dirent(const char *dir, char *buf, size_t cap,
 	rrc_s->walk_fd = (int)fd;
 	long ret = 0;
 	for (;;) {
-		long n = lsys_getdents64((int)fd, buf, cap);
+		long n = rrc_sys_getdents64((int)fd, buf, cap);
 		if (n < 0) {
 			ret = n;
 			break;

@@ -119,8 +119,7 @@ static void unmap_restorer(struct blob_args *a)
 	/* the kernel writes the cpu id into a registered rseq area on every
 	 * return to user space: it must not point into unmapped memory */
 	if (a->self_rseq_addr) {
-		r = rrc_syscall4(SYS_rseq, (long)a->self_rseq_addr, a->self_rseq_len,
-				 RSEQ_FLAG_UNREGISTER_, a->self_rseq_sig);
+		r = rrc_sys_rseq(a->self_rseq_addr, a->self_rseq_len, RSEQ_FLAG_UNREGISTER_, a->self_rseq_sig);
 		if (r < 0)
 			bfail_at(a, RRC_RST_INTERNAL, "cannot unregister the restorer's rseq area",
 				 a->self_rseq_addr, -r);
@@ -294,7 +293,7 @@ static void set_sigactions(struct blob_args *a)
 
 		if (sig == 9 || sig == 19) /* SIGKILL, SIGSTOP: fixed */
 			continue;
-		r = rrc_syscall4(SYS_rt_sigaction, sig, (long)&a->sigs[sig - 1], 0, 8);
+		r = rrc_sys_rt_sigaction(sig, &a->sigs[sig - 1], 0);
 		if (r < 0)
 			bfail_at(a, RRC_RST_PROCESS, "rt_sigaction failed for signal", (uint64_t)sig, -r);
 	}
@@ -346,7 +345,7 @@ static long thread_setup(const struct rrc_thread *t, int set_fs, const char **wh
 		return r < 0 ? r : -22;
 	if (t->rseq_addr) {
 		*what = "rseq registration";
-		r = rrc_syscall4(SYS_rseq, (long)t->rseq_addr, t->rseq_len, 0, t->rseq_sig);
+		r = rrc_sys_rseq(t->rseq_addr, t->rseq_len, 0, t->rseq_sig);
 		if (r < 0)
 			return r;
 	}
