@@ -156,6 +156,25 @@ def test_dump_refused(rrc, tmp_path, netns, prog, args, result_file, expect, wor
     p.still_works()
 
 
+@pytest.mark.parametrize("mode,words", [
+    ("itimer", ["ITIMER_REAL", "timer"]),
+    ("posix", ["POSIX timer", "timer_create"]),
+    ("pending", ["signal 10", "pending"]),
+])
+def test_dump_refuses_state_it_would_lose(rrc, tmp_path, netns, mode, words):
+    """Armed timers and pending signals are kernel state no image holds:
+    the dump is refused naming it, the process runs on, and once the state
+    is gone the same process dumps fine (the refusal is about that state)."""
+    p = Probe(rrc, tmp_path, netns, "refuse_timers", mode)
+    msg = rrc.fails("dump", "--pid", str(p.pid), "--images", str(tmp_path / "img-refused"), "--leave-running")
+    assert_names(msg, *words)
+    assert not (tmp_path / "img-refused" / "checkpoint.rrc").exists(), "a refused dump left an image"
+    (p.zdir / "clear").touch()
+    wait_for_file(p.zdir / "cleared", pid=p.pid, log=p.log)
+    rrc.dump(p.pid, tmp_path / "img", leave_running=True)
+    p.still_works()
+
+
 # ------------------------------------------------------------------ restore-time refusals
 
 @pytest.fixture(scope="module")

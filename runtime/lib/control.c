@@ -136,6 +136,66 @@ static int check_children(void)
 	return -1;
 }
 
+/* Timers live in the kernel and are not in the image (fork does not even
+ * copy them into the snapshot): refuse rather than restore a process
+ * whose alarm or timer silently never fires. */
+static int check_timers(void)
+{
+	static const char *const itimer_names[] = { "ITIMER_REAL (alarm, setitimer)", "ITIMER_VIRTUAL", "ITIMER_PROF" };
+	char msg[300];
+
+	for (int which = 0; which < 3; which++) {
+		struct { long isec, iusec, vsec, vusec; } it = { 0 };
+		if (rrc_sys_getitimer(which, &it) == 0 && (it.vsec || it.vusec)) {
+			size_t l = rrc_bput(msg, sizeof msg, 0, "the interval timer ");
+			l = rrc_bput(msg, sizeof msg, l, itimer_names[which]);
+			rrc_bput(msg, sizeof msg, l, " is armed: timers are not checkpointed yet");
+			rrc_set_err(RRC_ERR_TIMERS, 0, msg, -1, 0);
+			return -1;
+		}
+	}
+	char buf[4096];
+	long n = rrc_read_file("/proc/self/timers", buf, sizeof buf - 1);
+	if (n > 0) {
+		buf[n] = 0;
+		uint64_t count = 0;
+		for (const char *q = buf; (q = strstr(q, "ID:")) != NULL; q += 3)
+			count++;
+		if (count) {
+			size_t l = rrc_bput(msg, sizeof msg, 0, "the process has ");
+			l = rrc_bput_u64(msg, sizeof msg, l, count);
+			rrc_bput(msg, sizeof msg, l, " POSIX timer(s) (timer_create): timers are not checkpointed yet");
+			rrc_set_err(RRC_ERR_TIMERS, 0, msg, -1, 0);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* After the quiesce: a signal pending in any parked thread (or for the
+ * process) would be lost, since pending signals are not in the image.
+ * The park signal itself is not counted. */
+static int check_pending(void)
+{
+	uint32_t n = rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS;
+	const uint64_t park = 1ull << (RRC_PARK_SIG - 1);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t p = rrc_g.slots[i].pending & ~park;
+		if (!p)
+			continue;
+		char msg[300];
+		size_t l = rrc_bput(msg, sizeof msg, 0, "signal ");
+		l = rrc_bput_u64(msg, sizeof msg, l, (uint64_t)__builtin_ctzll(p) + 1);
+		l = rrc_bput(msg, sizeof msg, l, " is pending in thread ");
+		l = rrc_bput_u64(msg, sizeof msg, l, rrc_g.slots[i].t.tid);
+		rrc_bput(msg, sizeof msg, l, " (blocked, or arrived during the pause): pending signals are "
+			 "not checkpointed; the dump can be retried");
+		rrc_set_err(RRC_ERR_PENDING_SIGNAL, 0, msg, -1, 0);
+		return -1;
+	}
+	return 0;
+}
+
 static int zero_id(const uint8_t *id)
 {
 	for (int i = 0; i < 16; i++)
@@ -172,7 +232,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_code = 0;
 	s->err_msg[0] = 0;
 	rrc_lib_ranges();
-	if (check_children() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0) {
+	if (check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}
@@ -190,6 +250,10 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	/* ---------------- the pause: ASYNC-SIGNAL-SAFE from here ---------------- */
 	uint64_t t0 = rrc_mono_ns();
 	int failed = rrc_quiesce();
+	if (!failed && check_pending() < 0) {
+		failed = 1;
+		rrc_release(); /* nothing was scanned: dirty tracking is intact */
+	}
 	uint64_t t1 = rrc_mono_ns();
 	if (!failed && rrc_scan() < 0) {
 		failed = 1;

@@ -83,6 +83,11 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 		for (int i = 0; i < 23; i++)
 			s->t.gregs[i] = (uint64_t)uc->uc_mcontext.gregs[i];
 		rrc_memcpy(&s->t.sigmask, &uc->uc_sigmask, 8);
+		/* Signals pending now (thread or process directed, blocked by the
+		 * application or by this handler's mask) are kernel state that
+		 * no image holds: the control thread refuses the dump. */
+		s->pending = 0;
+		rrc_sys_rt_sigpending(&s->pending);
 		if (rrc_ctx_save(&s->t.resume) == 0) {
 			RRC_ATOMIC_INC(&rrc_g.parked);
 			rrc_sys_futex(&rrc_g.parked, RRC_FUTEX_WAKE, 1, 0);

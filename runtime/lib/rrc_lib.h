@@ -39,6 +39,7 @@
 /* One parked thread. Written by the thread itself in the park handler. */
 struct rrc_slot {
 	struct rrc_thread t;
+	uint64_t pending;   /* rt_sigpending() in the park handler (not in the image) */
 };
 
 struct rrc_range { uint64_t start, end; };

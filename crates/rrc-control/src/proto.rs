@@ -105,6 +105,8 @@ impl ErrorCode {
     pub const QUIESCE: ErrorCode = ErrorCode(7);
     pub const SNAPSHOT: ErrorCode = ErrorCode(8);
     pub const UNSUPPORTED_MAPPING: ErrorCode = ErrorCode(9);
+    pub const TIMERS: ErrorCode = ErrorCode(10);
+    pub const PENDING_SIGNAL: ErrorCode = ErrorCode(11);
 
     pub fn name(self) -> Option<&'static str> {
         Some(match self.0 {
@@ -117,6 +119,8 @@ impl ErrorCode {
             7 => "QUIESCE",
             8 => "SNAPSHOT",
             9 => "UNSUPPORTED_MAPPING",
+            10 => "TIMERS",
+            11 => "PENDING_SIGNAL",
             _ => return None,
         })
     }

@@ -90,6 +90,8 @@ enum rrc_ctl_error_code {
 	RRC_ERR_QUIESCE      = 7, /* a thread did not park in time */
 	RRC_ERR_SNAPSHOT     = 8, /* fork or image writing failed */
 	RRC_ERR_UNSUPPORTED_MAPPING = 9,
+	RRC_ERR_TIMERS       = 10, /* interval or POSIX timers armed (not in the image) */
+	RRC_ERR_PENDING_SIGNAL = 11, /* a signal was pending at the snapshot (it would be lost) */
 };
 
 struct rrc_ctl_error {

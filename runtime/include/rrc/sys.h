@@ -131,6 +131,8 @@ static inline long rrc_sys_kill(int pid, int sig) { return rrc_syscall2(SYS_kill
 #define RRC_FUTEX_WAIT (0 | 128)
 #define RRC_FUTEX_WAKE (1 | 128)
 struct rrc_ts { long sec, nsec; };
+static inline long rrc_sys_rt_sigpending(uint64_t *set) { return rrc_syscall2(SYS_rt_sigpending, (long)set, 8); }
+static inline long rrc_sys_getitimer(int which, void *val) { return rrc_syscall2(SYS_getitimer, which, (long)val); }
 static inline long rrc_sys_rseq(uint64_t addr, uint32_t len, int flags, uint32_t sig)
 { return rrc_syscall4(SYS_rseq, (long)addr, len, flags, sig); }
 
