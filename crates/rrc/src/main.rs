@@ -8,6 +8,7 @@
 mod cmd_dump;
 mod cmd_exec;
 mod cmd_inspect;
+mod cmd_lab;
 mod cmd_ps;
 mod cmd_restore;
 mod locate;
@@ -72,6 +73,11 @@ enum Cmd {
     /// Remove containers: kill every process in the cgroup, remove the
     /// cgroup and the registry entry.
     Kill(cmd_ps::KillArgs),
+    /// The lab: hosts client, a, b, c on this machine as network namespaces.
+    ///
+    /// `up`, `down`, `exec HOST -- CMD`, `kill HOST`, `status`. Agents: not
+    /// yet (`rrc lab up` starts no `rrc agent`). See docs/lab.md.
+    Lab(cmd_lab::LabArgs),
 }
 
 fn init_logging() {
@@ -106,6 +112,7 @@ fn main() -> ExitCode {
         Cmd::Inspect(a) => cmd_inspect::run(a),
         Cmd::Ps(a) => cmd_ps::run_ps(a),
         Cmd::Kill(a) => cmd_ps::run_kill(a),
+        Cmd::Lab(a) => cmd_lab::run(a),
     };
     match r {
         Ok(code) => code,

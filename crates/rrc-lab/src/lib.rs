@@ -1,0 +1,32 @@
+//! The rrc lab (DESIGN §2.4): hosts on one machine. Network namespaces
+//! stand in for machines (`rrc-lab-client`, `rrc-lab-a`, `rrc-lab-b`,
+//! `rrc-lab-c`), joined by veths to two bridges (`front`, the client-facing
+//! network, and `repl`, the replication network) in a switch namespace
+//! `rrc-lab-switch`. Nothing is made in the root network namespace.
+//!
+//! - [`up`] builds it and records the topology in /run/rrc-lab/lab.json;
+//! - [`exec`] runs a command on a host (its netns and cgroup);
+//! - [`kill`] is a fail-stop of a host (links cut, every process killed);
+//! - [`status`] reports the topology and what is alive;
+//! - [`down`] removes everything, also after a crash.
+//!
+//! Agents: not yet. [`start_agents`] marks where `up` will start them.
+
+pub mod cgroup;
+pub mod down;
+pub mod error;
+pub mod exec;
+pub mod ip;
+pub mod kill;
+pub mod ns;
+pub mod state;
+pub mod topology;
+pub mod up;
+
+pub use down::{down, DownReport};
+pub use error::LabError;
+pub use exec::{command, exec};
+pub use kill::{kill, KillReport};
+pub use state::{load, status, HostStatus, LinkStatus, Status};
+pub use topology::{host_def, host_names, Host, Lab, Link, Network, HOSTS};
+pub use up::{start_agents, up};

@@ -1,0 +1,162 @@
+//! `rrc lab`: hosts on this machine as network namespaces (crate rrc-lab).
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::JsonFlag;
+
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub cmd: LabCmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LabCmd {
+    /// Build the lab: namespaces rrc-lab-{client,a,b,c} and rrc-lab-switch,
+    /// the front (198.18.0.0/24) and repl (198.19.0.0/24) networks, a state
+    /// directory and a cgroup per host; record it in /run/rrc-lab/lab.json.
+    ///
+    /// Refuses if any part of a lab exists ("a lab is already up; `rrc lab
+    /// down` first"). On failure it removes what it made. Agents: not yet
+    /// (no `rrc agent` is started on a, b, c).
+    Up(JsonFlag),
+    /// Remove every namespace, link, cgroup, state directory and process of
+    /// the lab, found by name (works after a crash; no lab: nothing to do,
+    /// exit 0).
+    Down(JsonFlag),
+    /// Run CMD on HOST: in its network namespace and cgroup, with this
+    /// terminal's stdio, RRC_LAB_HOST=HOST and RRC_STATE_DIR=/var/lib/rrc-lab/HOST.
+    ///
+    /// The exit status is CMD's. rrc's own failures exit 125 (no lab, unknown
+    /// or killed host), 126 (CMD cannot be run) or 127 (CMD not found).
+    Exec(LabExecArgs),
+    /// Fail-stop HOST as if its power went off: its links are cut (its
+    /// veths deleted in the switch), then every process of it is killed
+    /// (cgroup.kill; also anything else in its network namespace).
+    Kill(LabKillArgs),
+    /// Show hosts, addresses, link state, alive/killed, process counts.
+    Status(JsonFlag),
+}
+
+#[derive(Args, Debug)]
+pub struct LabExecArgs {
+    /// client, a, b or c.
+    pub host: String,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+pub struct LabKillArgs {
+    /// client, a, b or c.
+    pub host: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+pub fn run(a: LabArgs) -> Result<ExitCode> {
+    match a.cmd {
+        LabCmd::Up(j) => up(j.json),
+        LabCmd::Down(j) => down(j.json),
+        LabCmd::Exec(e) => Ok(exec(e)),
+        LabCmd::Kill(k) => kill(k),
+        LabCmd::Status(j) => status(j.json),
+    }
+}
+
+fn up(json: bool) -> Result<ExitCode> {
+    let lab = rrc_lab::up()?;
+    if json {
+        println!("{}", serde_json::to_string(&lab)?);
+    } else {
+        println!("lab up (switch {}; agents: not yet)", lab.switch_netns);
+        for h in &lab.hosts {
+            let addrs: Vec<String> = h.links.iter().map(|l| format!("{} {}", l.network, l.address)).collect();
+            println!("  {:<6}  {:<14}  {}", h.name, h.netns, addrs.join(", "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn down(json: bool) -> Result<ExitCode> {
+    let rep = rrc_lab::down()?;
+    if json {
+        println!("{}", serde_json::to_string(&rep)?);
+    } else if rep.removed.is_empty() {
+        println!("no lab: nothing to remove");
+    } else {
+        for r in &rep.removed {
+            println!("removed {r}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn exec(e: LabExecArgs) -> ExitCode {
+    let lab = match rrc_lab::load() {
+        Ok(l) => l,
+        Err(err) => {
+            eprintln!("rrc: error: lab exec: {err}");
+            return ExitCode::from(125);
+        }
+    };
+    let (err, kind) = rrc_lab::exec(&lab, &e.host, &e.cmd);
+    eprintln!("rrc: error: lab exec: {err}");
+    ExitCode::from(match kind {
+        None => 125,
+        Some(std::io::ErrorKind::NotFound) => 127,
+        Some(_) => 126,
+    })
+}
+
+fn kill(k: LabKillArgs) -> Result<ExitCode> {
+    let rep = rrc_lab::kill(&k.host)?;
+    if k.json.json {
+        println!("{}", serde_json::to_string(&rep)?);
+    } else if rep.already_killed {
+        println!("host {} was already killed at {}", rep.host, rep.killed_at);
+    } else {
+        println!(
+            "host {} killed: links cut ({}), {} process(es) killed",
+            rep.host,
+            rep.links_cut.join(", "),
+            rep.processes_killed
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(json: bool) -> Result<ExitCode> {
+    let st = match rrc_lab::status() {
+        Ok(s) => s,
+        Err(rrc_lab::LabError::NoLab { .. }) => {
+            if json {
+                println!("{}", serde_json::json!({ "up": false }));
+            } else {
+                println!("no lab is up");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&st)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("lab up since {} (switch {}; agents: {})", st.created_at, st.switch_netns, if st.agents { "yes" } else { "not yet" });
+    println!("{:<6}  {:<7}  {:<6}  {:>5}  LINKS", "HOST", "ROLE", "STATE", "PROCS");
+    for h in &st.hosts {
+        let links: Vec<String> = h
+            .links
+            .iter()
+            .map(|l| format!("{} {} [{}{}]", l.network, l.address, l.host_end, if l.on_bridge { "" } else { ", cut" }))
+            .collect();
+        println!("{:<6}  {:<7}  {:<6}  {:>5}  {}", h.name, h.role, h.state, h.processes, links.join("  "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
