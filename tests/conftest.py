@@ -9,7 +9,8 @@ Cleanup is layered so that a crashed or failing test leaves nothing behind:
     started or restored;
   * the `netns` fixture deletes the network namespace it made;
   * at session end, cgroups under /sys/fs/cgroup/unified/rrc/ that appeared
-    during the session and every /run/netns/rrc-t-* are removed.
+    during the session and are empty, and this session's /run/netns/rrc-t-<pid>-*,
+    are removed (namespaces of dead sessions at the start).
 Every wait is bounded.
 """
 import json
@@ -31,7 +32,10 @@ ZDTM_DIR = RUNTIME_BUILD / "zdtm"
 TOOLS = Path(__file__).resolve().parent / "tools"
 CGROUP_ROOT = Path("/sys/fs/cgroup/unified/rrc")
 NETNS_DIR = Path("/run/netns")
-NETNS_PREFIX = "rrc-t-"
+NETNS_BASE = "rrc-t-"
+# This session's namespaces carry its pid, so that a sweep never touches the
+# namespaces of another pytest session running at the same time.
+NETNS_PREFIX = f"{NETNS_BASE}{os.getpid():x}-"
 
 # Default bounds (seconds).
 CMD_TIMEOUT = 180
@@ -256,6 +260,14 @@ def _cgroups() -> set[str]:
         return set()
 
 
+def cgroup_empty(d: Path) -> bool:
+    try:
+        return not (d / "cgroup.procs").read_text().strip() and all(
+            cgroup_empty(p) for p in d.iterdir() if p.is_dir())
+    except OSError:
+        return True
+
+
 def remove_cgroup(d: Path):
     """cgroup.kill, wait until empty (bounded), rmdir depth-first."""
     for sub in [p for p in d.iterdir() if p.is_dir()]:
@@ -283,24 +295,41 @@ def remove_cgroup(d: Path):
     print(f"conftest: could not remove cgroup {d}", file=sys.stderr)
 
 
-def leftover_netns() -> list[str]:
+def leftover_netns(own_only: bool) -> list[str]:
+    """Test namespaces of this session (own_only), or of sessions that are
+    no longer running (names rrc-t-<pid hex>-..., or older names)."""
     try:
-        return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(NETNS_PREFIX))
+        names = sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(NETNS_BASE))
     except FileNotFoundError:
         return []
+    if own_only:
+        return [n for n in names if n.startswith(NETNS_PREFIX)]
+
+    def session_alive(name: str) -> bool:
+        tag = name[len(NETNS_BASE):].split("-", 1)[0]
+        try:
+            return len(name[len(NETNS_BASE):].split("-")) > 1 and pid_alive(int(tag, 16))
+        except ValueError:
+            return False
+    return [n for n in names if not session_alive(n)]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def session_sweep():
     if os.geteuid() != 0:
         pytest.exit("rrc's tests need root (namespaces, cgroups): run `make test` as root", returncode=1)
-    for ns in leftover_netns():  # left by an earlier crashed run: test-only names
+    for ns in leftover_netns(own_only=False):  # left by an earlier crashed run
         delete_netns(ns)
     before = _cgroups()
     yield
+    # Every test kills the containers it started (the `rrc` fixture); what
+    # remains here are empty cgroups of containers that ended by themselves.
+    # A cgroup that still has processes may belong to another pytest
+    # session running concurrently: it is left alone.
     for name in sorted(_cgroups() - before):
-        remove_cgroup(CGROUP_ROOT / name)
-    for ns in leftover_netns():
+        if cgroup_empty(CGROUP_ROOT / name):
+            remove_cgroup(CGROUP_ROOT / name)
+    for ns in leftover_netns(own_only=True):
         delete_netns(ns)
 
 

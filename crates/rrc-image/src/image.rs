@@ -57,9 +57,34 @@ pub struct Image {
     pub sections: Vec<SectionInfo>,
 }
 
+/// Where the reader's bytes come from: a file, or an image already in
+/// memory ([`Image::from_bytes`]); both go through the same checks.
+enum Source<'a> {
+    File(File),
+    Mem(std::io::Cursor<&'a [u8]>),
+}
+
+impl Read for Source<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Source::File(f) => f.read(buf),
+            Source::Mem(c) => c.read(buf),
+        }
+    }
+}
+
+impl Seek for Source<'_> {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            Source::File(f) => f.seek(pos),
+            Source::Mem(c) => c.seek(pos),
+        }
+    }
+}
+
 struct Reader<'a> {
     path: &'a Path,
-    file: File,
+    file: Source<'a>,
     len: u64,
 }
 
@@ -105,7 +130,7 @@ pub fn read_header(path: &Path) -> Result<ImageHeader, ImageError> {
         .metadata()
         .map_err(|e| ImageError::Io { path: path.to_path_buf(), what: "stat of image", source: e })?
         .len();
-    let mut r = Reader { path, file, len };
+    let mut r = Reader { path, file: Source::File(file), len };
     check_header(&mut r)
 }
 
@@ -163,7 +188,19 @@ impl Image {
             .metadata()
             .map_err(|e| ImageError::Io { path: path.to_path_buf(), what: "stat of image", source: e })?
             .len();
-        let mut r = Reader { path, file, len };
+        Image::verify(Reader { path, file: Source::File(file), len }, verify_pages)
+    }
+
+    /// Verifies an image held in memory, with exactly the checks of
+    /// [`Image::open`]; `path` only names it in errors and in `Image::path`.
+    /// Offsets in the result (`pages_offset`, `sections`) index `bytes`.
+    pub fn from_bytes(path: &Path, bytes: &[u8], verify_pages: VerifyPages) -> Result<Image, ImageError> {
+        let len = bytes.len() as u64;
+        Image::verify(Reader { path, file: Source::Mem(std::io::Cursor::new(bytes)), len }, verify_pages)
+    }
+
+    fn verify(mut r: Reader<'_>, verify_pages: VerifyPages) -> Result<Image, ImageError> {
+        let path = r.path;
         let header = check_header(&mut r)?;
 
         let mut payloads: BTreeMap<SectionKind, Vec<u8>> = BTreeMap::new();

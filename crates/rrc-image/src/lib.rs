@@ -17,6 +17,7 @@ mod image;
 mod le;
 pub mod sections;
 mod summary;
+mod write;
 
 pub use chain::Chain;
 pub use error::{ImageError, SectionAt};
@@ -24,6 +25,7 @@ pub use header::{encode_section, ImageHeader, ImageId, IMAGE_HEADER_SIZE, IMG_F_
 pub use image::{read_header, Image, SectionInfo, VerifyPages};
 pub use sections::SectionKind;
 pub use summary::{ChainSummary, ImageSummary};
+pub use write::{encode_pagemap, ImageWriter, PagemapBuilder};
 
 /// `RRC_PAGE_SIZE`
 pub const PAGE_SIZE: u64 = 4096;
