@@ -206,7 +206,8 @@ const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
 __attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;
 /* child exit codes (the parent turns them into messages) */
 enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_SNAP_SCAN,
-       RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG, RRC_SNAP_LIBMERGE };
+       RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG, RRC_SNAP_LIBMERGE,
+       RRC_SNAP_EPIPE };
 const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
 
 /* ---- control.c / restored.c ---- */

@@ -4,7 +4,9 @@
  * CLONE_VM and with exit signal 0): a copy-on-write image of the process
  * as it was when every thread was parked. It writes one checkpoint image
  * (rrc/image.h) into the fd received with the DUMP request, directly from
- * its own memory, and exits; the parent is already running again.
+ * its own memory, and exits; the parent is already running again. The fd
+ * is written strictly forward from its current position, so it may be a
+ * file, a pipe or a socket (it must be blocking).
  *
  * ASYNC-SIGNAL-SAFE: the whole file. The parked threads may have held
  * malloc's or stdio's locks at the fork, so no libc: raw syscalls, and
@@ -21,6 +23,7 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 
@@ -37,7 +40,8 @@ static __attribute__((noreturn)) void die(int code)
 const char *rrc_snapshot_strerror(int code)
 {
 	switch (code) {
-	case RRC_SNAP_EIO: return "cannot write the image file";
+	case RRC_SNAP_EIO: return "cannot write the image (write error on the image fd, or the fd is non-blocking)";
+	case RRC_SNAP_EPIPE: return "the image reader went away (EPIPE): the stream was closed before the image was complete";
 	case RRC_SNAP_ENOMEM: return "out of working memory for the image (too many VMAs or page ranges)";
 	case RRC_SNAP_MAPS: return "cannot read its own memory map (PROCMAP_QUERY)";
 	case RRC_SNAP_SCAN: return "PAGEMAP_SCAN of its own memory failed";
@@ -63,47 +67,148 @@ static void *alloc(uint64_t n)
 	return p;
 }
 
-/* ---- output with per-section CRC ----
+/* ---- output: a pure forward stream ----
+ * The image fd may be a file, a pipe or a socket whose reader consumes the
+ * image while it is written (architecture.md, epochs: staging buffer ->
+ * backup), so nothing is ever sought back to: no lseek, no pwrite. A
+ * section header carries its payload's length and CRC, so each payload is
+ * known before its header goes out: metadata sections are built in the
+ * arena first (they are small); the page data's CRC is computed in a first
+ * pass over memory and the data written in a second pass straight from
+ * memory. Both passes read the same bytes: this child's memory is a frozen
+ * copy-on-write snapshot (RRC §4.6) that nothing else writes.
  * The state lives in the child area, not in .bss: the library's .bss is
  * dumped into the image and must not change while it is being written. */
 static struct out {
 	int fd;
-	uint64_t off;             /* file offset of buf[0] */
-	uint8_t *buf;
+	uint64_t off;             /* stream bytes written before buf[0] */
+	uint8_t *buf;             /* small writes are coalesced here */
 	uint64_t blen;
-	uint32_t crc;
-	uint64_t sec_off, sec_len;
+	uint8_t *sec;             /* metadata payload being built: the arena's free tail */
+	uint64_t sec_len, sec_cap;
 	uint32_t nsec;
 } *op;
 #define o (*op)
 
-static void o_flush(void)
+static void o_check(long r)
 {
-	if (o.blen && rrc_write_all(o.fd, o.buf, o.blen) < 0)
-		die(RRC_SNAP_EIO);
-	o.off += o.blen;
-	o.blen = 0;
+	if (r == -EPIPE)
+		die(RRC_SNAP_EPIPE); /* the reader closed its end (SIGPIPE is blocked) */
+	if (r <= 0)
+		die(RRC_SNAP_EIO);   /* 0: a write that makes no progress; EAGAIN: fd not blocking */
 }
 
-static void o_raw(const void *p, uint64_t n)
+/* All of [p, p+n) to the fd: short writes resumed, EINTR retried. */
+static void o_write(const void *p, uint64_t n)
 {
-	if (o.blen + n > OBUF)
-		o_flush();
-	if (n > OBUF) {
-		if (rrc_write_all(o.fd, p, n) < 0)
-			die(RRC_SNAP_EIO);
-		o.off += n;
+	const uint8_t *q = p;
+	while (n) {
+		long r = rrc_sys_write(o.fd, q, n > (1ull << 30) ? (1ull << 30) : n);
+		if (r == -EINTR)
+			continue;
+		o_check(r);
+		q += r;
+		n -= (uint64_t)r;
+		o.off += (uint64_t)r;
+	}
+}
+
+/* All of iov[0..cnt) (consumed), from memory without a copy. */
+static void o_writev(struct iovec *iov, int cnt)
+{
+	while (cnt && !iov->iov_len) {
+		iov++;
+		cnt--;
+	}
+	while (cnt) {
+		long r = rrc_sys_writev(o.fd, iov, cnt);
+		if (r == -EINTR)
+			continue;
+		o_check(r);
+		o.off += (uint64_t)r;
+		uint64_t left = (uint64_t)r;
+		while (cnt && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt) {
+			iov->iov_base = (uint8_t *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
+	}
+}
+
+static void o_flush(void)
+{
+	uint64_t n = o.blen;
+	o.blen = 0;
+	o_write(o.buf, n);
+}
+
+/* Stream offset of the next byte. */
+static uint64_t o_pos(void) { return o.off + o.blen; }
+
+/* Appends to the stream: small pieces are coalesced, large ones are
+ * written from where they are. */
+static void o_emit(const void *p, uint64_t n)
+{
+	if (n > OBUF / 4) {
+		o_flush(); /* what is buffered comes first */
+		o_write(p, n);
 		return;
 	}
+	if (o.blen + n > OBUF)
+		o_flush();
 	rrc_memcpy(o.buf + o.blen, p, n);
 	o.blen += n;
 }
 
+static void emit_pad(uint64_t len)
+{
+	static const uint8_t z[8];
+	uint64_t pad = (8 - (len & 7)) & 7;
+	if (pad)
+		o_emit(z, pad); /* padding after a payload is not part of it */
+}
+
+static void emit_header(uint32_t type, uint64_t len, uint32_t crc)
+{
+	struct rrc_section_header h = { .type = type, .flags = 0, .length = len, .payload_crc = crc };
+	h.header_crc = rrc_crc32c(&h, 20);
+	o_emit(&h, sizeof h);
+	o.nsec++;
+}
+
+/* A section whose payload is already contiguous in memory. */
+static void emit_section(uint32_t type, const void *p, uint64_t n)
+{
+	emit_header(type, n, rrc_crc32c(p, n));
+	o_emit(p, n);
+	emit_pad(n);
+}
+
+/* Metadata sections: the payload is built in the arena's free tail
+ * (nothing is allocated between sec_begin and sec_end), then emitted. */
+static void sec_begin(void)
+{
+	o.sec = arena + arena_used;
+	o.sec_cap = arena_cap - arena_used;
+	o.sec_len = 0;
+}
+
+static void *o_reserve(uint64_t n)
+{
+	if (n > o.sec_cap - o.sec_len)
+		die(RRC_SNAP_ENOMEM);
+	void *p = o.sec + o.sec_len;
+	o.sec_len += n;
+	return p;
+}
+
 static void o_put(const void *p, uint64_t n)
 {
-	o.crc = rrc_crc32c_extend(o.crc, p, n);
-	o.sec_len += n;
-	o_raw(p, n);
+	rrc_memcpy(o_reserve(n), p, n);
 }
 
 static void o_pad8(void)
@@ -114,27 +219,11 @@ static void o_pad8(void)
 		o_put(z, pad); /* padding inside a payload is part of it */
 }
 
-static void sec_begin(void)
-{
-	static const uint8_t z[24];
-	o.sec_off = o.off + o.blen;
-	o_raw(z, sizeof z);
-	o.crc = 0;
-	o.sec_len = 0;
-}
-
 static void sec_end(uint32_t type)
 {
-	static const uint8_t z[8];
-	struct rrc_section_header h = { .type = type, .flags = 0, .length = o.sec_len, .payload_crc = o.crc };
-	uint64_t pad = (8 - (o.sec_len & 7)) & 7;
-	if (pad)
-		o_raw(z, pad);
-	h.header_crc = rrc_crc32c(&h, 20);
-	o_flush();
-	if (rrc_sys_pwrite(o.fd, &h, sizeof h, (long)o.sec_off) != (long)sizeof h)
-		die(RRC_SNAP_EIO);
-	o.nsec++;
+	emit_section(type, o.sec, o.sec_len);
+	o.sec = NULL;
+	o.sec_len = o.sec_cap = 0;
 }
 
 /* ---- own memory map ---- */
@@ -452,7 +541,6 @@ static void write_fds(void)
 {
 	struct rrc_scratch *s = rrc_s;
 	static const uint8_t z[8];
-	uint8_t *tmp = alloc(65536);
 
 	for (uint64_t off = 0; off < s->fdbuf_len;) {
 		struct rrc_fd *f = (struct rrc_fd *)(s->fdbuf + off);
@@ -468,14 +556,15 @@ static void write_fds(void)
 					rfd = s->libpipes[i].rfd;
 			if (rfd < 0)
 				die(RRC_SNAP_PIPE);
+			uint8_t *dst = o_reserve(f->data_len);
 			uint32_t left = f->data_len;
 			while (left) {
-				long r = rrc_sys_read(rfd, tmp, left < 65536 ? left : 65536);
+				long r = rrc_sys_read(rfd, dst, left);
 				if (r == -EINTR)
 					continue;
 				if (r <= 0)
 					die(RRC_SNAP_PIPE);
-				o_put(tmp, (uint64_t)r);
+				dst += r;
 				left -= (uint32_t)r;
 			}
 		}
@@ -518,6 +607,14 @@ static void reset_child_state(void)
 __attribute__((noreturn)) void rrc_snapshot_main(void)
 {
 	struct rrc_scratch *s = rrc_s;
+	/* The control thread's rseq registration came along with clone(): the
+	 * kernel would go on writing cpu_id/mm_cid into its area (glibc's TCB,
+	 * part of the image) whenever this child is preempted or migrates, so
+	 * the page data's CRC pass and its write pass could read different
+	 * bytes. Unregistered, nothing but this code writes image memory. */
+	if (rrc_g.ctl_slot.t.rseq_addr)
+		rrc_sys_rseq(rrc_g.ctl_slot.t.rseq_addr, rrc_g.ctl_slot.t.rseq_len, 1 /* RSEQ_FLAG_UNREGISTER */,
+			     rrc_g.ctl_slot.t.rseq_sig);
 	reset_child_state();
 	t0 = rrc_mono_ns();
 	arena = s->child_area;
@@ -542,8 +639,13 @@ static __attribute__((noreturn)) void snapshot(void)
 	if (fd < 0)
 		die(RRC_SNAP_SCAN);
 	pm_fd = (int)fd;
-	if (rrc_sys_lseek(o.fd, 0, 0) < 0) /* the file is written from its start */
-		die(RRC_SNAP_EIO);
+	/* A reader that goes away must end this child with RRC_SNAP_EPIPE,
+	 * not kill it with SIGPIPE (the application's disposition was
+	 * inherited). Blocking it changes nothing captured: the SIGNALS
+	 * section holds actions, and the threads' masks were saved before
+	 * the clone. */
+	uint64_t pipe_mask = 1ull << (13 /* SIGPIPE */ - 1);
+	rrc_sys_rt_sigprocmask(0 /* SIG_BLOCK */, &pipe_mask, NULL);
 
 	/* image header */
 	struct rrc_image_header h;
@@ -558,7 +660,7 @@ static __attribute__((noreturn)) void snapshot(void)
 	h.sequence = rrc_g.cur_sequence;
 	h.created_ns = s->created_ns;
 	h.header_crc = rrc_crc32c(&h, 64);
-	o_raw(&h, sizeof h);
+	o_emit(&h, sizeof h);
 
 	/* PROCESS */
 	struct rrc_process *p = alloc(sizeof *p);
@@ -579,11 +681,9 @@ static __attribute__((noreturn)) void snapshot(void)
 	}
 	sec_end(RRC_SEC_VMAS);
 
-	/* PAGEMAP */
+	/* PAGEMAP: already contiguous in the arena */
 	build_pagemap();
-	sec_begin();
-	o_put(pme, nr_pme * sizeof *pme);
-	sec_end(RRC_SEC_PAGEMAP);
+	emit_section(RRC_SEC_PAGEMAP, pme, nr_pme * sizeof *pme);
 
 	/* THREADS: the parked application threads, then the control thread */
 	sec_begin();
@@ -615,17 +715,40 @@ static __attribute__((noreturn)) void snapshot(void)
 		if (!vmas[i].special && !(vmas[i].v.prot & PROT_READ))
 			rrc_sys_mprotect((void *)vmas[i].v.start, vmas[i].v.end - vmas[i].v.start,
 					 (int)vmas[i].v.prot | PROT_READ);
-	sec_begin();
+	/* Between the two passes nothing in the image may change: the
+	 * statics of this file are in the library's .bss, which is dumped
+	 * (alloc() moves arena_used), so allocate first. */
+	struct iovec *iov = alloc(sizeof *iov * 1024);
+	/* first pass: length and CRC, for the header that precedes the data */
+	uint32_t crc = 0;
+	uint64_t len = 0;
 	for (uint64_t i = 0; i < nr_pme; i++)
-		if (pme[i].flags & RRC_PME_IN_IMAGE)
-			o_put((void *)pme[i].vaddr, (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE);
-	sec_end(RRC_SEC_PAGES);
+		if (pme[i].flags & RRC_PME_IN_IMAGE) {
+			uint64_t n = (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE;
+			crc = rrc_crc32c_extend(crc, (void *)pme[i].vaddr, n);
+			len += n;
+		}
+	emit_header(RRC_SEC_PAGES, len, crc);
+	o_flush();
+	/* second pass: the data, straight from memory */
+	int niov = 0;
+	for (uint64_t i = 0; i < nr_pme; i++) {
+		if (!(pme[i].flags & RRC_PME_IN_IMAGE))
+			continue;
+		iov[niov].iov_base = (void *)pme[i].vaddr;
+		iov[niov].iov_len = (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE;
+		if (++niov == 1024) {
+			o_writev(iov, niov);
+			niov = 0;
+		}
+	}
+	o_writev(iov, niov);
+	emit_pad(len); /* none: whole pages */
 
 	/* END */
-	struct rrc_end e = { .sections = o.nsec, .reserved = 0, .image_bytes = o.off + o.blen };
-	sec_begin();
-	o_put(&e, sizeof e);
-	sec_end(RRC_SEC_END);
+	struct rrc_end e = { .sections = o.nsec, .reserved = 0, .image_bytes = o_pos() };
+	emit_section(RRC_SEC_END, &e, sizeof e);
+	o_flush();
 
 	struct rrc_ctl_dump_done done = { .pages = pages_in_image, .bytes = o.off,
 					  .write_ns = rrc_mono_ns() - t0 };

@@ -1,8 +1,16 @@
 //! `rrc dump`: one checkpoint through the library, verified before it is
 //! reported.
+//!
+//! The image reaches this command as a stream: the library gets the write
+//! end of a pipe, and a thread here copies what arrives into
+//! DIR/checkpoint.rrc (splice, no copy through user space). This is the
+//! path an epoch's image takes to the agent's staging buffer (issue 3), so
+//! every dump exercises the library's streaming writer; the file is then
+//! verified as a whole (every CRC) before the dump is reported.
 
+use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +30,12 @@ use crate::JsonFlag;
 const PAUSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The snapshot child writing the image.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(600);
+/// After DUMP_DONE every writer of the stream is closed; the copy only has
+/// what is still in the pipe to move.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pipe capacity asked for (the default pipe-max-size): fewer wake-ups of
+/// the writer and of the copy.
+const PIPE_BYTES: libc::c_int = 1 << 20;
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
@@ -72,6 +86,20 @@ fn random_id() -> Result<[u8; 16]> {
         id[0] = 1; // zero means "no image"
     }
     Ok(id)
+}
+
+/// A pipe for the image stream: (read end, write end), both close-on-exec.
+fn stream_pipe() -> Result<(File, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two fds into the array on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("creating the image stream pipe");
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    let (r, w) = unsafe { (File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: plain fcntl on an fd we own; failure only leaves the default size.
+    unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    Ok((r, w))
 }
 
 /// Removes what a failed dump created.
@@ -139,10 +167,31 @@ pub fn run(a: DumpArgs) -> Result<ExitCode> {
     };
     let sock = control_socket_of(rec.pid);
     tracing::info!(pid = rec.pid, image = %path.display(), incremental = parent.is_some(), "dump requested");
-    let mut session = rrc_control::dump(&sock, &req, file.as_fd(), PAUSE_TIMEOUT).context("sending DUMP")?;
+    let (mut stream, stream_w) = stream_pipe()?;
+    // The copy ends when every write end is closed: ours once DUMP is
+    // sent, the library's when its snapshot child is done (or the dump is
+    // refused). If this command fails, the read end closes with it and the
+    // snapshot child ends with EPIPE instead of blocking.
+    let (tx, copied) = std::sync::mpsc::channel();
+    let mut out = file;
+    std::thread::spawn(move || {
+        let r = std::io::copy(&mut stream, &mut out);
+        let _ = tx.send(r);
+    });
+    let mut session = rrc_control::dump(&sock, &req, stream_w.as_fd(), PAUSE_TIMEOUT).context("sending DUMP")?;
+    drop(stream_w);
     let paused = session.wait_paused(PAUSE_TIMEOUT).context("dump")?;
     let done = session.wait_done(WRITE_TIMEOUT).context("dump (the process kept running)")?;
-    drop(file);
+    let n = match copied.recv_timeout(DRAIN_TIMEOUT) {
+        Ok(r) => r.with_context(|| format!("copying the image stream into {}", path.display()))?,
+        Err(_) => bail!(
+            "the image stream did not end {} s after DUMP_DONE (another process holds its write end?)",
+            DRAIN_TIMEOUT.as_secs()
+        ),
+    };
+    if n != done.bytes {
+        bail!("the image stream carried {n} bytes, DUMP_DONE reports {}", done.bytes);
+    }
 
     let img = Image::open(&path).context("verifying the new image (left in place for inspection)");
     let img = match img {

@@ -123,6 +123,8 @@ static inline long rrc_sys_userfaultfd(int flags) { return rrc_syscall1(SYS_user
 static inline long rrc_sys_clone_snapshot(void) { return rrc_syscall5(SYS_clone, 0, 0, 0, 0, 0); }
 static inline long rrc_sys_exit(int code) { return rrc_syscall1(SYS_exit, code); }
 static inline long rrc_sys_pwrite(int fd, const void *b, size_t n, long off) { return rrc_syscall4(SYS_pwrite64, fd, (long)b, (long)n, off); }
+/* iov: an array of the kernel's struct iovec { void *base; size_t len; } */
+static inline long rrc_sys_writev(int fd, const void *iov, int cnt) { return rrc_syscall3(SYS_writev, fd, (long)iov, cnt); }
 static inline long rrc_sys_brk(unsigned long a) { return rrc_syscall1(SYS_brk, (long)a); }
 static inline long rrc_sys_kill(int pid, int sig) { return rrc_syscall2(SYS_kill, pid, sig); }
 
