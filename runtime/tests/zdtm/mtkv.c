@@ -62,7 +62,10 @@ static void reply(struct conn *c, const char *s, size_t n)
 
 static void request(struct conn *c, char *line)
 {
-	char *cmd = strtok(line, " "), *key = strtok(NULL, " "), *val = strtok(NULL, " ");
+	/* strtok_r: workers parse concurrently (strtok's hidden state is shared) */
+	char *save = NULL;
+	char *cmd = strtok_r(line, " ", &save), *key = strtok_r(NULL, " ", &save),
+	     *val = strtok_r(NULL, " ", &save);
 	char out[128];
 	if (!cmd) {
 		reply(c, "ERR empty\n", 10);
