@@ -11,6 +11,10 @@
  * Every message: rrc_ctl_header, then `length` payload bytes.
  *
  *   PING                      -> PONG
+ * The image fd of a DUMP may be a file, a pipe or a socket: the snapshot
+ * child writes the image as one forward stream (no seek). It must be in
+ * blocking mode; if its reader goes away the dump fails (EPIPE).
+ *
  *   DUMP (+ image fd, SCM_RIGHTS) -> ERROR                 (refused, nothing changed)
  *                             -> DUMP_PAUSED, DUMP_DONE    (success)
  *                             -> DUMP_PAUSED, ERROR        (the snapshot child failed)
