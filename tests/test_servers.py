@@ -66,13 +66,18 @@ class Chain:
 
 # ------------------------------------------------------------------ redis
 
-def test_redis(rrc, tmp_path, netns):
-    port = 6379
+def start_redis(rrc, tmp_path, netns, port=6379):
+    """redis-server (no persistence) under `rrc exec` in netns, serving."""
     log = tmp_path / "redis.log"
     pid = rrc.exec([server_bin("redis-server"), "--save", "", "--appendonly", "no", "--port", port,
                     "--bind", "127.0.0.1", "--daemonize", "no", "--dir", tmp_path], netns=netns, log=log)
     cli = ["redis-cli", "-p", str(port)]
     wait_serving(netns, [*cli, "ping"], pid, log, "redis-server")
+    return port, log, pid, cli
+
+
+def test_redis(rrc, tmp_path, netns):
+    port, log, pid, cli = start_redis(rrc, tmp_path, netns)
 
     def load(phase: int):
         # binary RESP from the generator straight into redis-cli --pipe

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO, netns_exec, need, pid_alive, read_text, run, wait_for_file, wait_until, RESULT_TIMEOUT
 from test_zdtm import Cycle
-from test_servers import KVTOOL, kv, server_bin, wait_serving
+from test_servers import KVTOOL, kv, start_redis, wait_serving
 
 MERGE = REPO / "target" / "release" / "rrc-store-merge"
 
@@ -76,12 +76,7 @@ def test_reencoded_full_dump_is_byte_identical(rrc, tmp_path, netns):
 
 
 def test_redis_merged(rrc, tmp_path, netns):
-    port = 6379
-    log = tmp_path / "redis.log"
-    pid = rrc.exec([server_bin("redis-server"), "--save", "", "--appendonly", "no", "--port", port,
-                    "--bind", "127.0.0.1", "--daemonize", "no", "--dir", tmp_path], netns=netns, log=log)
-    cli = ["redis-cli", "-p", str(port)]
-    wait_serving(netns, [*cli, "ping"], pid, log, "redis-server")
+    port, log, pid, cli = start_redis(rrc, tmp_path, netns)
     phases = 4
     images, dumps = [], []
 

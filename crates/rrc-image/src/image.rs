@@ -118,6 +118,14 @@ impl Reader<'_> {
     }
 }
 
+/// A section's payload CRC as stored against the one computed over it.
+fn check_payload_crc(path: &Path, at: SectionAt, sh: &RawSectionHeader, computed: u32) -> Result<(), ImageError> {
+    if computed == sh.payload_crc {
+        return Ok(());
+    }
+    Err(ImageError::PayloadCrc { path: path.to_path_buf(), section: at, length: sh.length, stored: sh.payload_crc, computed })
+}
+
 fn malformed(path: &Path, where_: impl Into<String>, reason: impl Into<String>) -> ImageError {
     ImageError::Malformed { path: path.to_path_buf(), where_: where_.into(), reason: reason.into() }
 }
@@ -244,15 +252,7 @@ impl Image {
             if kind == SectionKind::Pages {
                 if verify_pages == VerifyPages::Yes {
                     let computed = r.crc_of_range(payload_off, sh.length)?;
-                    if computed != sh.payload_crc {
-                        return Err(ImageError::PayloadCrc {
-                            path: path.to_path_buf(),
-                            section: at,
-                            length: sh.length,
-                            stored: sh.payload_crc,
-                            computed,
-                        });
-                    }
+                    check_payload_crc(path, at, &sh, computed)?;
                 }
                 pages = Some((payload_off, sh.length));
             } else {
@@ -261,16 +261,7 @@ impl Image {
                 }
                 let mut p = vec![0u8; sh.length as usize];
                 r.read_exact_at(payload_off, &mut p, "reading section payload")?;
-                let computed = crc32c::crc32c(&p);
-                if computed != sh.payload_crc {
-                    return Err(ImageError::PayloadCrc {
-                        path: path.to_path_buf(),
-                        section: at,
-                        length: sh.length,
-                        stored: sh.payload_crc,
-                        computed,
-                    });
-                }
+                check_payload_crc(path, at, &sh, crc32c::crc32c(&p))?;
                 if kind == SectionKind::End {
                     let e = parse_end(&p).map_err(|m| malformed(path, at.to_string(), m))?;
                     let before = (sections.len() - 1) as u32;
