@@ -18,6 +18,7 @@ setup:
 
 install: all
 	install -D -m 0755 target/release/rrc $(DESTDIR)$(PREFIX)/bin/rrc
+	install -D -m 0755 target/release/rrc-check $(DESTDIR)$(PREFIX)/bin/rrc-check
 	install -D -m 0755 runtime/build/librrc.so $(DESTDIR)$(PREFIX)/lib/rrc/librrc.so
 	install -D -m 0755 runtime/build/rrc-restore $(DESTDIR)$(PREFIX)/lib/rrc/rrc-restore
 

@@ -9,6 +9,7 @@ The lab is one per machine. Each test builds its own and removes it; a lab
 left by an earlier, killed test run is removed first. A file lock keeps two
 test sessions on this machine from using the lab at the same time.
 """
+import contextlib
 import fcntl
 import json
 import os
@@ -150,8 +151,10 @@ def background_sleep(host: str) -> int:
     return pid
 
 
-@pytest.fixture
-def lab_lock():
+@contextlib.contextmanager
+def lab_locked():
+    """The machine's lab, for this session only: waits for the lock, removes a
+    lab left by an earlier, killed test run, and removes the lab at the end."""
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as f:
         deadline = time.monotonic() + 600
@@ -163,12 +166,17 @@ def lab_lock():
                 if time.monotonic() > deadline:
                     pytest.fail(f"another test session holds {LOCK} for 10 minutes")
                 time.sleep(0.2)
-        # a lab left by an earlier, killed test run
         rrc("lab", "down")
         try:
             yield
         finally:
             rrc("lab", "down", check=False)
+
+
+@pytest.fixture
+def lab_lock():
+    with lab_locked():
+        yield
 
 
 @pytest.fixture
@@ -184,7 +192,12 @@ def test_up_builds_the_topology(lab_lock):
     out = json.loads(rrc("lab", "up", "--json").stdout)
     assert [h["name"] for h in out["hosts"]] == HOSTS
     assert json.loads(LAB_JSON.read_text()) == out, "lab.json differs from what up printed"
-    assert out["agents"] is False
+    assert out["agents"] is True
+    # one agent per server host, answering on its CLI socket, with no service
+    for h in ["a", "b", "c"]:
+        st = json.loads(rrc("status", "--agent", str(RUN_DIR / h / "agent.sock"), "--json").stdout)
+        assert st["services"] == [], st
+        assert [(x["host"], x["reachable"]) for x in st["agents"]] == [(h, True)], st
 
     names = netns_names()
     for ns in [*NETNS.values(), SWITCH]:
@@ -318,7 +331,8 @@ def test_kill_is_a_fail_stop(lab, rrc_fixture_pids):
     hosts = {h["name"]: h for h in st["hosts"]}
     assert hosts["b"]["state"] == "killed" and hosts["b"]["processes"] == 0
     assert all(l["host_end"] == "absent" and not l["on_bridge"] for l in hosts["b"]["links"]), hosts["b"]
-    assert hosts["a"]["state"] == "alive" and hosts["a"]["processes"] == 1
+    # a's agent and the sleep
+    assert hosts["a"]["state"] == "alive" and hosts["a"]["processes"] == 2
     assert all(l["host_end"] == "UP" and l["on_bridge"] for l in hosts["a"]["links"]), hosts["a"]
     assert "killed" in rrc("lab", "status").stdout
 

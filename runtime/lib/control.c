@@ -254,6 +254,10 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		failed = 1;
 		rrc_release(); /* nothing was scanned: dirty tracking is intact */
 	}
+	if (!failed && rrc_fj_check() < 0) {
+		failed = 1;
+		rrc_release(); /* the data directory's journal is unusable (sticky) */
+	}
 	uint64_t t1 = rrc_mono_ns();
 	if (!failed && rrc_scan() < 0) {
 		failed = 1;
@@ -262,6 +266,13 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	}
 	uint64_t t2 = rrc_mono_ns();
 	if (!failed && rrc_fds_capture() < 0) {
+		failed = 1;
+		forget_parent();
+		rrc_release();
+	}
+	/* the TCP stream table: write_seq/copied_seq cannot move while every
+	 * application thread is parked (sk-diag.c) */
+	if (!failed && rrc_tcp_capture() < 0) {
 		failed = 1;
 		forget_parent();
 		rrc_release();
@@ -281,6 +292,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			rrc_post_restore();
 			return DUMP_RESTORED;
 		}
+		rrc_fj_cut(); /* the image's FILEOPS: the journal up to now */
 		pid = rrc_sys_clone_snapshot();
 		if (pid == 0)
 			rrc_snapshot_main(); /* the snapshot child: never returns */
@@ -302,6 +314,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			rrc_set_err(RRC_ERR_SNAPSHOT, (int)-pid, "clone() of the snapshot failed", -1, 0);
 		}
 		rrc_fds_cleanup();
+		rrc_fj_commit(0);
 		close(s->res_rfd);
 		s->res_rfd = -1;
 		close(imgfd);
@@ -355,9 +368,11 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		else
 			l = rrc_bput(m, sizeof m, l, "no result reported");
 		forget_parent();
+		rrc_fj_commit(0); /* the records stay for the next image */
 		send_error(c, RRC_ERR_SNAPSHOT, 0, m);
 		return DUMP_SERVED;
 	}
+	rrc_fj_commit(1);
 	memcpy(rrc_g.last_image_id, req->image_id, 16);
 	rrc_g.last_sequence = rrc_g.cur_sequence;
 	rrc_g.checkpoints++;

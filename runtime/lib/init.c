@@ -24,9 +24,11 @@ struct rrc_lib_state rrc_g = {
 struct rrc_scratch *rrc_s;
 
 void rrc_guards_resolve(void) RRC_HIDDEN;
+void rrc_wrap_files_resolve(void) RRC_HIDDEN;
 
 #define WRITTEN_CAP   (1u << 20)          /* page_region entries (24 MB virtual) */
 #define FDBUF_CAP     (8u << 20)
+#define TCP_CAP       (1u << 16)          /* TCP stream table records (2 x 7 MB virtual) */
 #define CHILD_AREA    (512ull << 20)      /* snapshot child's buffers (virtual) */
 #define LIB_FD_BASE   900                 /* library fds live high: apps close low ones */
 
@@ -36,7 +38,12 @@ int rrc_scratch_map(void)
 {
 	size_t head = (sizeof(struct rrc_scratch) + 4095) & ~(size_t)4095;
 	size_t wlen = (size_t)WRITTEN_CAP * sizeof(struct page_region);
-	size_t len = head + wlen + FDBUF_CAP + CHILD_AREA;
+	size_t tlen = (size_t)TCP_CAP * sizeof(struct rrc_tcp_stream);
+	size_t len = head + wlen + FDBUF_CAP + 2 * tlen + CHILD_AREA;
+	/* the data directory's change journal (files-journal.c) at the end */
+	size_t jlen = (sizeof(struct rrc_fj) + 4095) & ~(size_t)4095;
+	size_t joff = len;
+	len += jlen + RRC_FJ_CAP;
 	/* A guard page on each side: an anonymous rw mapping the application
 	 * makes next to the arena (jemalloc does) would otherwise merge with
 	 * it into one VMA, and the snapshot, which leaves the arena out of the
@@ -59,8 +66,14 @@ int rrc_scratch_map(void)
 	rrc_s->cap_written = WRITTEN_CAP;
 	rrc_s->fdbuf = p + head + wlen;
 	rrc_s->fdbuf_cap = FDBUF_CAP;
-	rrc_s->child_area = p + head + wlen + FDBUF_CAP;
+	rrc_s->tcp = (struct rrc_tcp_stream *)(p + head + wlen + FDBUF_CAP);
+	rrc_s->tcp_prev = (struct rrc_tcp_stream *)(p + head + wlen + FDBUF_CAP + tlen);
+	rrc_s->cap_tcp = TCP_CAP;
+	rrc_s->child_area = p + head + wlen + FDBUF_CAP + 2 * tlen;
 	rrc_s->child_area_len = CHILD_AREA;
+	rrc_s->journal = (struct rrc_fj *)(p + joff);
+	rrc_s->journal->data = (uint8_t *)rrc_s->journal + jlen;
+	rrc_s->journal->cap = RRC_FJ_CAP;
 	rrc_s->walk_fd = -1;
 	rrc_s->res_rfd = rrc_s->res_wfd = -1;
 	return 0;
@@ -93,6 +106,7 @@ static void fail(const char *what, int err)
 __attribute__((constructor)) static void rrc_init(void)
 {
 	rrc_guards_resolve();
+	rrc_wrap_files_resolve();
 	/* bind memcpy/memset through the PLT now: a lazy binding later, in
 	 * the pause, could wait on the dynamic linker's lock */
 	{
@@ -112,6 +126,7 @@ __attribute__((constructor)) static void rrc_init(void)
 	}
 	strcpy(rrc_g.control_path, path);
 	rrc_g.pid = getpid();
+	rrc_fj_init();
 
 	int r = rrc_scratch_map();
 	if (r < 0)

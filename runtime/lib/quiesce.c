@@ -73,6 +73,13 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 	uint32_t gen = RRC_LOAD(&rrc_g.generation);
 	if (!RRC_LOAD(&rrc_g.pausing))
 		return;
+	/* Inside a wrapper's guard (files-journal.c): a change and its journal
+	 * record must not be split by the snapshot. The wrapper parks itself
+	 * when it leaves the guard (it sends this signal again). */
+	if (rrc_hook_depth) {
+		rrc_park_pending = 1;
+		return;
+	}
 	uint32_t idx = __atomic_fetch_add(&rrc_g.nslots, 1, __ATOMIC_SEQ_CST);
 	if (idx < RRC_MAX_THREADS) {
 		struct rrc_slot *s = &rrc_g.slots[idx];

@@ -114,6 +114,8 @@ struct rrc_scratch {
 	 * never shows up among the VMAs it dumps) */
 	uint8_t *child_area;
 	uint64_t child_area_len;
+	/* the data directory's change journal (files-journal.c) */
+	struct rrc_fj *journal;
 	/* dump request */
 	struct rrc_ctl_dump req;
 	uint64_t created_ns;
@@ -121,6 +123,12 @@ struct rrc_scratch {
 	uint32_t err_code;
 	int32_t  err_errno;
 	char     err_msg[512];
+	/* the TCP stream table (sk-diag.c): captured in the pause, emitted by
+	 * the snapshot child; two arrays of cap_tcp records for consecutive dumps */
+	struct rrc_tcp_stream *tcp, *tcp_prev;
+	uint32_t nr_tcp, cap_tcp;
+	uint32_t tcp_dumps;             /* NETLINK_SOCK_DIAG dumps the last capture took */
+	uint8_t  nlbuf[65536];          /* netlink receive buffer */
 	/* general buffers */
 	char     dirbuf[32768];
 	char     pathbuf[RRC_PATH_MAX + 64];
@@ -130,6 +138,47 @@ struct rrc_scratch {
 	char     textbuf[1 << 22];      /* fdinfo of big epoll sets */
 };
 extern struct rrc_scratch *rrc_s RRC_HIDDEN;
+
+/* ---- files-journal.c (ASYNC-SIGNAL-SAFE): the data directory's changes ----
+ * The journal header and records live in the scratch arena (not in images,
+ * fresh after a restore); see files-journal.c. */
+#define RRC_FJ_CAP (256ull << 20)   /* record bytes between two checkpoints */
+struct rrc_fj {
+	volatile uint32_t lock;         /* futex: 0 free, 1 held, 2 contended */
+	volatile int32_t owner;         /* tid holding it */
+	uint32_t recursion;
+	volatile uint32_t broken;       /* sticky: every dump is refused (why) */
+	char     why[200];
+	uint64_t len, nr_ops, data_bytes;       /* records since the last checkpoint */
+	uint64_t cut_len, cut_nr, cut_bytes;    /* the part the current image holds */
+	uint64_t cap;
+	uint8_t *data;
+};
+struct iovec;
+extern __thread uint32_t rrc_hook_depth __attribute__((tls_model("initial-exec"))) RRC_HIDDEN;
+extern __thread uint32_t rrc_park_pending __attribute__((tls_model("initial-exec"))) RRC_HIDDEN;
+void rrc_fj_init(void) RRC_HIDDEN;          /* constructor: $RRC_DATA_DIR */
+int rrc_fj_enabled(void) RRC_HIDDEN;
+const char *rrc_fj_dir(void) RRC_HIDDEN;
+void rrc_hook_enter(void) RRC_HIDDEN;       /* the hook guard (parks on leave if asked) */
+void rrc_hook_leave(void) RRC_HIDDEN;
+void rrc_fj_lock(void) RRC_HIDDEN;
+void rrc_fj_unlock(void) RRC_HIDDEN;
+void rrc_fj_break(const char *why) RRC_HIDDEN;
+int rrc_fj_fd_tracked(int fd) RRC_HIDDEN;
+void rrc_fj_fd_set(int fd, int on) RRC_HIDDEN;
+long rrc_fj_fd_relpath(int fd, char *out, size_t cap) RRC_HIDDEN;
+long rrc_fj_relpath(int dirfd, const char *path, char *out, size_t cap) RRC_HIDDEN;
+void rrc_fj_append(uint32_t type, uint32_t mode, const char *rel, uint32_t rel_len,
+		   const void *data, uint64_t data_len, uint64_t offset, uint64_t length) RRC_HIDDEN;
+void rrc_fj_append_iov(uint32_t type, uint32_t mode, const char *rel, uint32_t rel_len,
+		       const struct iovec *iov, int iovcnt, uint64_t data_len,
+		       uint64_t offset, uint64_t length) RRC_HIDDEN;
+void rrc_fj_import_file(const char *rel, uint32_t rel_len) RRC_HIDDEN;
+int rrc_fj_check(void) RRC_HIDDEN;          /* pause: 0 or -1 with the error set */
+void rrc_fj_cut(void) RRC_HIDDEN;           /* pause, before the fork */
+int rrc_fj_section(struct rrc_fileops_header *hdr, const uint8_t **p, uint64_t *len) RRC_HIDDEN;
+void rrc_fj_commit(int ok) RRC_HIDDEN;      /* parent, after the child */
 
 /* ---- util.c (ASYNC-SIGNAL-SAFE) ---- */
 size_t rrc_strlen(const char *s) RRC_HIDDEN;
@@ -201,6 +250,14 @@ static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)
 }
 long rrc_read_fdinfo(int fd, char *buf, size_t cap) RRC_HIDDEN;
 const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
+
+/* ---- sk-diag.c (ASYNC-SIGNAL-SAFE): the TCP stream table ---- */
+/* Dumps every TCP socket of the current netns into out[0..cap) until the
+ * sequence values settle (spare: a second array of cap records); returns
+ * the count, -ENOSPC, -EAGAIN (did not settle) or -errno. */
+long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
+			uint8_t *buf, size_t buflen, uint32_t *dumps) RRC_HIDDEN;
+int rrc_tcp_capture(void) RRC_HIDDEN;        /* pause path: 0, or -1 with rrc_s->err_* set */
 
 /* ---- snapshot.c (ASYNC-SIGNAL-SAFE, runs in the clone()d child) ---- */
 __attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;

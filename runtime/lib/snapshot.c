@@ -709,6 +709,28 @@ static __attribute__((noreturn)) void snapshot(void)
 	}
 	sec_end(RRC_SEC_SIGNALS);
 
+	/* FILEOPS: the data directory's changes up to the snapshot instant
+	 * (files-journal.c), straight from the journal in the arena */
+	{
+		struct rrc_fileops_header fh;
+		const uint8_t *fp;
+		uint64_t fl;
+		if (rrc_fj_section(&fh, &fp, &fl)) {
+			uint32_t fcrc = rrc_crc32c_extend(rrc_crc32c(&fh, sizeof fh), fp, fl);
+			emit_header(RRC_SEC_FILEOPS, sizeof fh + fl, fcrc);
+			o_emit(&fh, sizeof fh);
+			o_emit(fp, fl);
+			emit_pad(sizeof fh + fl); /* none: records are padded to 8 */
+		}
+	}
+
+	/* TCP: the stream table captured in the pause (sk-diag.c) */
+	sec_begin();
+	struct rrc_tcp_table tt = { .count = s->nr_tcp, .record_size = sizeof(struct rrc_tcp_stream) };
+	o_put(&tt, sizeof tt);
+	o_put(s->tcp, (uint64_t)s->nr_tcp * sizeof(struct rrc_tcp_stream));
+	sec_end(RRC_SEC_TCP);
+
 	/* PAGES, in pagemap order. Unreadable VMAs are made readable in this
 	 * disposable copy (the VMAS section already holds their protection). */
 	for (uint32_t i = 0; i < nr_vmas; i++)

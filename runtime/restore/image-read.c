@@ -30,6 +30,8 @@ const char *section_name(uint32_t type)
 	case RRC_SEC_FDS:     return "FDS";
 	case RRC_SEC_SIGNALS: return "SIGNALS";
 	case RRC_SEC_PAGES:   return "PAGES";
+	case RRC_SEC_TCP:     return "TCP";
+	case RRC_SEC_FILEOPS: return "FILEOPS";
 	case RRC_SEC_END:     return "END";
 	}
 	return "unknown";
@@ -184,7 +186,12 @@ void image_read(struct img *im, int index, const char *path)
 			FAIL_IMG(im, 0, "section %s appears twice", section_name(sh.type));
 		im->have[sh.type] = 1;
 		im->sec_len[sh.type] = sh.length;
-		if (sh.type == RRC_SEC_PAGES) {
+		if (sh.type == RRC_SEC_FILEOPS) {
+			/* the data directory's changes: applied by rrc-store before the
+			 * restore, never read here; checked, not loaded (it may be big) */
+			if (stream_crc(im, payload, sh.length) != sh.payload_crc)
+				FAIL_IMG(im, 0, "section FILEOPS checksum mismatch");
+		} else if (sh.type == RRC_SEC_PAGES) {
 			im->pages_off = payload;
 			im->pages_len = sh.length;
 			if (stream_crc(im, payload, sh.length) != sh.payload_crc)

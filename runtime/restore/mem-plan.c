@@ -337,7 +337,9 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 		strings += c->vmas[i].path ? strlen(c->vmas[i].path) + 1 : 0;
 	args_len = PAGE_UP(sizeof(*a) + 16 * 8 + c->nr_vmas * sizeof(struct blob_vma) +
 			   c->nr_fills * sizeof(struct blob_fill) + MAX_UNMAP * sizeof(struct blob_range) +
-			   c->nr_threads * sizeof(struct blob_thread) + strings);
+			   c->nr_threads * sizeof(struct blob_thread) + strings +
+			   /* arena_get aligns every allocation to 16 bytes */
+			   16 * (c->nr_vmas + 8));
 	/* each stack has a PROT_NONE guard page below it */
 	stacks_len = (PAGE + MAIN_STACK) + c->nr_threads * (PAGE + THREAD_STACK);
 	total = code_len + args_len + stacks_len;

@@ -27,7 +27,7 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 
 /* ---- image-read.c: one image file, verified ---- */
-#define RRC_SEC_MAX 8 /* section types 1..7 */
+#define RRC_SEC_MAX 10 /* section types 1..9 (8 TCP, 9 FILEOPS) */
 
 struct pm_range {          /* pages of this image's PAGES section */
 	uint64_t vaddr, npages;

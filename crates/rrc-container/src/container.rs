@@ -59,6 +59,34 @@ pub struct Spec {
     /// restorer's status pipe at 3). The target must be in 3..=9.
     pub pass_fd: Option<(OwnedFd, RawFd)>,
     pub restored_from: Option<PathBuf>,
+    /// Host directories bind-mounted into the container's mount namespace
+    /// before exec (e.g. the service's data directory, `--data-dir`).
+    pub binds: Vec<Bind>,
+}
+
+/// A host directory made visible at `target` inside the container. The
+/// target (and its parents) is created if missing, on the host's file
+/// system since the container shares it; the mount itself is private to
+/// the container's mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub host: PathBuf,
+    pub target: PathBuf,
+}
+
+impl std::str::FromStr for Bind {
+    type Err = String;
+    /// `HOSTDIR:PATH`, both absolute or HOSTDIR relative to the current directory.
+    fn from_str(s: &str) -> Result<Bind, String> {
+        let (h, t) = s.rsplit_once(':').ok_or_else(|| format!("{s:?}: expected HOSTDIR:PATH"))?;
+        if h.is_empty() || t.is_empty() {
+            return Err(format!("{s:?}: expected HOSTDIR:PATH"));
+        }
+        if !t.starts_with('/') {
+            return Err(format!("{s:?}: the path inside the container must be absolute"));
+        }
+        Ok(Bind { host: h.into(), target: t.into() })
+    }
 }
 
 /// A running container started by [`spawn`].
@@ -235,6 +263,23 @@ pub fn spawn(cfg: &Config, spec: Spec) -> Result<Container, ContainerError> {
         None => None,
     };
 
+    // Binds: the host directory must exist; the target is created here
+    // (not in the async-signal-safe child) with its parents.
+    let mut c_binds: Vec<(CString, CString)> = Vec::new();
+    for b in &spec.binds {
+        let host = absolute(&b.host)?;
+        let md = std::fs::metadata(&host).map_err(setup(format!("data directory {}", host.display())))?;
+        if !md.is_dir() {
+            return Err(ContainerError::Setup {
+                what: format!("data directory {}", host.display()),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a directory"),
+            });
+        }
+        std::fs::create_dir_all(&b.target).map_err(setup(format!("creating the mount point {}", b.target.display())))?;
+        c_binds.push((cstring(host.as_os_str(), "bind source")?, cstring(b.target.as_os_str(), "bind target")?));
+    }
+    let bind_ptrs: Vec<(*const libc::c_char, *const libc::c_char)> = c_binds.iter().map(|(h, t)| (h.as_ptr(), t.as_ptr())).collect();
+
     let c_program = cstring(program.as_os_str(), "program")?;
     let c_argv: Vec<CString> = spec.argv.iter().map(|a| cstring(a, "argument")).collect::<Result<_, _>>()?;
     let c_env: Vec<CString> = spec
@@ -283,6 +328,7 @@ pub fn spawn(cfg: &Config, spec: Spec) -> Result<Container, ContainerError> {
         stdin_fd: stdin.as_raw_fd(),
         log_fd: log.as_raw_fd(),
         pass_fd: pass_fd.as_ref().map(|(fd, t)| (fd.as_raw_fd(), *t)),
+        binds: &bind_ptrs,
         program: &c_program,
         argv: &argv_p,
         envp: &envp_p,

@@ -31,6 +31,7 @@ pub enum Stage {
     Signals = 11,
     Exec = 12,
     CloseRange = 13,
+    Bind = 14,
 }
 
 impl Stage {
@@ -50,6 +51,7 @@ impl Stage {
             11 => Signals,
             12 => Exec,
             13 => CloseRange,
+            14 => Bind,
             _ => return None,
         })
     }
@@ -69,6 +71,7 @@ impl Stage {
             Stage::Signals => "resetting signal mask and dispositions",
             Stage::Exec => "execve() of the command",
             Stage::CloseRange => "marking inherited fds close-on-exec",
+            Stage::Bind => "bind-mounting a data directory",
         }
     }
 }
@@ -81,6 +84,8 @@ pub(crate) struct InitPlan<'a> {
     pub stdin_fd: RawFd,
     pub log_fd: RawFd,
     pub pass_fd: Option<(RawFd, RawFd)>,
+    /// (host dir, target) pairs, both NUL-terminated, target existing.
+    pub binds: &'a [(*const c_char, *const c_char)],
     pub program: &'a CStr,
     pub argv: &'a [*const c_char],
     pub envp: &'a [*const c_char],
@@ -165,6 +170,13 @@ fn container_init(plan: &InitPlan<'_>) -> ! {
         ) < 0
         {
             fail(plan, Stage::MountTmpfs);
+        }
+        // Data directories: after the private remount, so they stay
+        // invisible to the host's namespace.
+        for &(host, target) in plan.binds {
+            if libc::mount(host, target, std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) < 0 {
+                fail(plan, Stage::Bind);
+            }
         }
         // "0" means the writing process (cgroup v2).
         if libc::write(plan.cgroup_procs_fd, c"0".as_ptr() as *const libc::c_void, 1) != 1 {

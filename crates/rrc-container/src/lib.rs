@@ -10,7 +10,7 @@ mod init;
 mod registry;
 
 pub use container::{
-    control_socket_of, is_running, kill, liveness, spawn, Config, Container, Liveness, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME,
+    control_socket_of, is_running, kill, liveness, spawn, Bind, Config, Container, Liveness, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME,
     DEFAULT_CGROUP_ROOT,
 };
 pub use error::ContainerError;

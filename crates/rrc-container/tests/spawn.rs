@@ -41,6 +41,7 @@ fn spec(argv: &[&str]) -> Spec {
         log: None,
         pass_fd: None,
         restored_from: None,
+        binds: Vec::new(),
     }
 }
 

@@ -107,6 +107,7 @@ impl ErrorCode {
     pub const UNSUPPORTED_MAPPING: ErrorCode = ErrorCode(9);
     pub const TIMERS: ErrorCode = ErrorCode(10);
     pub const PENDING_SIGNAL: ErrorCode = ErrorCode(11);
+    pub const TCP_TABLE: ErrorCode = ErrorCode(12);
 
     pub fn name(self) -> Option<&'static str> {
         Some(match self.0 {
@@ -121,6 +122,8 @@ impl ErrorCode {
             9 => "UNSUPPORTED_MAPPING",
             10 => "TIMERS",
             11 => "PENDING_SIGNAL",
+            12 => "TCP_TABLE",
+            13 => "FILE_JOURNAL",
             _ => return None,
         })
     }

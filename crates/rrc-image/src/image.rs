@@ -17,6 +17,9 @@ use crate::PAGE_SIZE;
 /// header whose length passes its CRC but is absurd must not make the
 /// reader allocate gigabytes.
 const MAX_META_PAYLOAD: u64 = 256 << 20;
+/// FILEOPS: librrc's journal holds at most 256 MiB of records, plus the
+/// section's own header.
+const MAX_FILEOPS_PAYLOAD: u64 = (256 << 20) + 4096;
 
 /// Whether [`Image::open_with`] reads the page data to check its CRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +52,11 @@ pub struct Image {
     pub threads: Vec<Thread>,
     pub fds: Vec<Fd>,
     pub signals: Vec<SigAction>,
+    /// FILEOPS: the data directory's changes since the parent (None: the
+    /// process had no data directory).
+    pub fileops: Option<crate::fileops::FileOps>,
+    /// The TCP stream table at this snapshot (not merged with a parent's).
+    pub tcp: Vec<TcpStream>,
     /// File offset of the PAGES payload; page data of the IN_IMAGE entries
     /// follows consecutively in entry order.
     pub pages_offset: u64,
@@ -256,8 +264,9 @@ impl Image {
                 }
                 pages = Some((payload_off, sh.length));
             } else {
-                if sh.length > MAX_META_PAYLOAD {
-                    return Err(malformed(path, at.to_string(), format!("payload of {} bytes exceeds the {MAX_META_PAYLOAD}-byte limit for metadata", sh.length)));
+                let limit = if kind == SectionKind::Fileops { MAX_FILEOPS_PAYLOAD } else { MAX_META_PAYLOAD };
+                if sh.length > limit {
+                    return Err(malformed(path, at.to_string(), format!("payload of {} bytes exceeds the {limit}-byte limit for metadata", sh.length)));
                 }
                 let mut p = vec![0u8; sh.length as usize];
                 r.read_exact_at(payload_off, &mut p, "reading section payload")?;
@@ -301,6 +310,11 @@ impl Image {
         let threads = parse_threads(take(SectionKind::Threads)).map_err(|m| malformed(path, sec(SectionKind::Threads), m))?;
         let fds = parse_fds(take(SectionKind::Fds)).map_err(|m| malformed(path, sec(SectionKind::Fds), m))?;
         let signals = parse_signals(take(SectionKind::Signals)).map_err(|m| malformed(path, sec(SectionKind::Signals), m))?;
+        let fileops = match payloads.get(&SectionKind::Fileops) {
+            Some(p) => Some(crate::fileops::parse_fileops(p).map_err(|m| malformed(path, sec(SectionKind::Fileops), m))?),
+            None => None,
+        };
+        let tcp = parse_tcp(take(SectionKind::Tcp)).map_err(|m| malformed(path, sec(SectionKind::Tcp), m))?;
 
         if process.nr_threads as usize != threads.len() {
             return Err(malformed(
@@ -333,6 +347,8 @@ impl Image {
             threads,
             fds,
             signals,
+            fileops,
+            tcp,
             pages_offset,
             pages_bytes,
             end,

@@ -12,6 +12,7 @@
 
 mod chain;
 mod error;
+pub mod fileops;
 mod header;
 mod image;
 mod le;
@@ -21,6 +22,7 @@ mod write;
 
 pub use chain::Chain;
 pub use error::{ImageError, SectionAt};
+pub use fileops::{FileOp, FileOps, RelPath};
 pub use header::{encode_section, ImageHeader, ImageId, IMAGE_HEADER_SIZE, IMG_F_FULL, MAGIC, SECTION_HEADER_SIZE, VERSION};
 pub use image::{read_header, Image, SectionInfo, VerifyPages};
 pub use sections::SectionKind;

@@ -20,18 +20,23 @@ pub enum SectionKind {
     Threads,
     Fds,
     Signals,
+    Tcp,
     Pages,
+    /// Optional: present when the process has a data directory.
+    Fileops,
     End,
 }
 
 impl SectionKind {
-    pub const REQUIRED: [SectionKind; 7] = [
+    /// In the order snapshot.c writes them (readers accept any order).
+    pub const REQUIRED: [SectionKind; 8] = [
         SectionKind::Process,
         SectionKind::Vmas,
         SectionKind::Pagemap,
         SectionKind::Threads,
         SectionKind::Fds,
         SectionKind::Signals,
+        SectionKind::Tcp,
         SectionKind::Pages,
     ];
 
@@ -44,6 +49,8 @@ impl SectionKind {
             5 => SectionKind::Fds,
             6 => SectionKind::Signals,
             7 => SectionKind::Pages,
+            8 => SectionKind::Tcp,
+            9 => SectionKind::Fileops,
             0xffff => SectionKind::End,
             _ => return None,
         })
@@ -58,6 +65,8 @@ impl SectionKind {
             SectionKind::Fds => 5,
             SectionKind::Signals => 6,
             SectionKind::Pages => 7,
+            SectionKind::Tcp => 8,
+            SectionKind::Fileops => 9,
             SectionKind::End => 0xffff,
         }
     }
@@ -73,6 +82,8 @@ impl fmt::Display for SectionKind {
             SectionKind::Fds => "FDS",
             SectionKind::Signals => "SIGNALS",
             SectionKind::Pages => "PAGES",
+            SectionKind::Tcp => "TCP",
+            SectionKind::Fileops => "FILEOPS",
             SectionKind::End => "END",
         })
     }
@@ -736,4 +747,165 @@ pub fn parse_signals(p: &[u8]) -> Result<Vec<SigAction>, String> {
     Ok(p.chunks_exact(SIGACTION_SIZE)
         .map(|r| SigAction { handler: u64_at(r, 0), flags: u64_at(r, 8), restorer: u64_at(r, 16), mask: u64_at(r, 24) })
         .collect())
+}
+
+/* ---- TCP -------------------------------------------------------------- */
+
+pub const TCP_TABLE_SIZE: usize = 8;
+/// sizeof(struct rrc_tcp_stream)
+pub const TCP_STREAM_SIZE: usize = 112;
+pub const TCP_F_INFO: u16 = 1 << 0;
+pub const TCP_F_SEQ: u16 = 1 << 1;
+pub const TCP_F_ACTIVE: u16 = 1 << 2;
+const AF_INET: u16 = 2;
+const AF_INET6: u16 = 10;
+
+/// `struct rrc_tcp_stream`: one TCP socket of the process's network
+/// namespace at the snapshot (image.h explains every field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TcpStream {
+    pub family: u16,
+    /// Kernel TCP state number (1 ESTABLISHED .. 11 CLOSING).
+    pub state: u8,
+    pub state_name: &'static str,
+    pub options: u8,
+    pub snd_wscale: u8,
+    pub rcv_wscale: u8,
+    pub flags: u16,
+    pub local: std::net::SocketAddr,
+    pub remote: std::net::SocketAddr,
+    pub snd_mss: u32,
+    pub inode: u64,
+    pub cookie: u64,
+    pub rqueue: u32,
+    pub wqueue: u32,
+    pub bytes_acked: u64,
+    pub bytes_received: u64,
+    /// None unless `TCP_F_SEQ` (a synchronized connection).
+    pub write_seq_rel: Option<u64>,
+    pub read_seq_rel: Option<u64>,
+    pub ifindex: u32,
+}
+
+impl TcpStream {
+    pub fn has_seq(&self) -> bool {
+        self.flags & TCP_F_SEQ != 0
+    }
+    pub fn is_active_open(&self) -> bool {
+        self.flags & TCP_F_ACTIVE != 0
+    }
+}
+
+/// The kernel's TCP state names (include/net/tcp_states.h).
+pub fn tcp_state_name(s: u8) -> Option<&'static str> {
+    Some(match s {
+        1 => "ESTABLISHED",
+        2 => "SYN_SENT",
+        3 => "SYN_RECV",
+        4 => "FIN_WAIT1",
+        5 => "FIN_WAIT2",
+        6 => "TIME_WAIT",
+        7 => "CLOSE",
+        8 => "CLOSE_WAIT",
+        9 => "LAST_ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        _ => return None,
+    })
+}
+
+fn tcp_addr(family: u16, a: &[u8], port: u16) -> std::net::SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let ip = if family == AF_INET {
+        IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
+    } else {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&a[..16]);
+        IpAddr::V6(Ipv6Addr::from(b))
+    };
+    SocketAddr::new(ip, port)
+}
+
+/// Decodes `rrc_tcp_table` + records: the record size must be this
+/// version's, the count must match the payload exactly, and every record
+/// must be sound (known family, state and flags, sequence values only with
+/// `TCP_F_SEQ` and then consistent with the counters they derive from).
+pub fn parse_tcp(p: &[u8]) -> Result<Vec<TcpStream>, String> {
+    if p.len() < TCP_TABLE_SIZE {
+        return Err(format!("payload of {} bytes is shorter than the {TCP_TABLE_SIZE}-byte struct rrc_tcp_table", p.len()));
+    }
+    let count = u32_at(p, 0) as usize;
+    let record_size = u32_at(p, 4) as usize;
+    if record_size != TCP_STREAM_SIZE {
+        return Err(format!("record_size {record_size}, struct rrc_tcp_stream is {TCP_STREAM_SIZE} bytes in version 1"));
+    }
+    let body = p.len() - TCP_TABLE_SIZE;
+    if count.checked_mul(TCP_STREAM_SIZE) != Some(body) {
+        return Err(format!("count {count} records of {TCP_STREAM_SIZE} bytes, but {body} bytes follow the table header"));
+    }
+    let mut out: Vec<TcpStream> = Vec::with_capacity(count);
+    let mut cookies = std::collections::HashSet::with_capacity(count);
+    for (i, r) in p[TCP_TABLE_SIZE..].chunks_exact(TCP_STREAM_SIZE).enumerate() {
+        let family = u16_at(r, 0);
+        let state = r[2];
+        let flags = u16_at(r, 6);
+        let ctx = |m: String| format!("tcp stream #{i}: {m}");
+        if family != AF_INET && family != AF_INET6 {
+            return Err(ctx(format!("unknown family {family}")));
+        }
+        let state_name = tcp_state_name(state).ok_or_else(|| ctx(format!("unknown TCP state {state}")))?;
+        if flags & !(TCP_F_INFO | TCP_F_SEQ | TCP_F_ACTIVE) != 0 {
+            return Err(ctx(format!("unknown flags {flags:#x}")));
+        }
+        if u32_at(r, 108) != 0 {
+            return Err(ctx("reserved field is not zero".into()));
+        }
+        if family == AF_INET && (r[20..32].iter().any(|&b| b != 0) || r[36..48].iter().any(|&b| b != 0)) {
+            return Err(ctx("AF_INET address with bytes beyond the first 4".into()));
+        }
+        let (rqueue, wqueue) = (u32_at(r, 64), u32_at(r, 68));
+        let (bytes_acked, bytes_received) = (u64_at(r, 72), u64_at(r, 80));
+        let (wsr, rsr) = (u64_at(r, 88), u64_at(r, 96));
+        let seq = flags & TCP_F_SEQ != 0;
+        if seq {
+            if flags & TCP_F_INFO == 0 {
+                return Err(ctx("sequence values without tcp_info".into()));
+            }
+            let syn = u64::from(flags & TCP_F_ACTIVE != 0);
+            if bytes_acked.checked_add(u64::from(wqueue)).and_then(|v| v.checked_sub(syn)) != Some(wsr) {
+                return Err(ctx(format!("write_seq_rel {wsr} is not bytes_acked {bytes_acked} + wqueue {wqueue} - {syn}")));
+            }
+            if bytes_received.checked_sub(u64::from(rqueue)) != Some(rsr) {
+                return Err(ctx(format!("read_seq_rel {rsr} is not bytes_received {bytes_received} - rqueue {rqueue}")));
+            }
+        } else if wsr != 0 || rsr != 0 || flags & TCP_F_ACTIVE != 0 {
+            return Err(ctx("sequence values or ACTIVE without the SEQ flag".into()));
+        }
+        let cookie = u64_at(r, 56);
+        if !cookies.insert(cookie) {
+            return Err(ctx(format!("socket cookie {cookie:#x} appears twice")));
+        }
+        out.push(TcpStream {
+            family,
+            state,
+            state_name,
+            options: r[3],
+            snd_wscale: r[4],
+            rcv_wscale: r[5],
+            flags,
+            local: tcp_addr(family, &r[16..32], u16_at(r, 8)),
+            remote: tcp_addr(family, &r[32..48], u16_at(r, 10)),
+            snd_mss: u32_at(r, 12),
+            inode: u64_at(r, 48),
+            cookie,
+            rqueue,
+            wqueue,
+            bytes_acked,
+            bytes_received,
+            write_seq_rel: seq.then_some(wsr),
+            read_seq_rel: seq.then_some(rsr),
+            ifindex: u32_at(r, 104),
+        });
+    }
+    Ok(out)
 }

@@ -30,6 +30,11 @@ pub struct ImageSummary {
     pub threads: usize,
     pub fds: usize,
     pub fds_by_kind: BTreeMap<String, usize>,
+    /// FILEOPS: the data directory's changes in this image (absent: none tracked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fileops: Option<crate::fileops::FileOpsSummary>,
+    /// The TCP stream table of this snapshot, every record.
+    pub tcp: Vec<crate::sections::TcpStream>,
 }
 
 impl Image {
@@ -58,6 +63,8 @@ impl Image {
             threads: self.threads.len(),
             fds: self.fds.len(),
             fds_by_kind,
+            fileops: self.fileops.as_ref().map(|f| f.summary()),
+            tcp: self.tcp.clone(),
         }
     }
 }

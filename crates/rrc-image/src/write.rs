@@ -3,11 +3,11 @@
 //! [`ImageWriter`] produces the same bytes as librrc's snapshot writer
 //! (runtime/lib/snapshot.c) for the same content: the 72-byte header, the
 //! sections in the order PROCESS, VMAS, PAGEMAP, THREADS, FDS, SIGNALS,
-//! PAGES, each as a 24-byte header + payload + zero padding to 8, then END
+//! TCP, PAGES, each as a 24-byte header + payload + zero padding to 8, then END
 //! (whose `image_bytes` is END's own offset). The order is enforced, so the
 //! writer cannot produce an image the reader would reject for its layout.
 //!
-//! Metadata payloads (PROCESS, VMAS, THREADS, FDS, SIGNALS) are taken as
+//! Metadata payloads (PROCESS, VMAS, THREADS, FDS, SIGNALS, TCP) are taken as
 //! bytes: a component that re-emits an image it verified (the backup's
 //! store) passes the payloads on unchanged, which keeps every byte the C
 //! side wrote, reserved fields and unions included. The page map is built

@@ -252,3 +252,41 @@ fn every_bit_flip_in_metadata_is_detected() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The TCP stream table of each valid image decodes to vectors.json's
+/// records, field for field (addresses as "ip:port").
+#[test]
+fn tcp_tables_decode() {
+    let exp = expected();
+    for name in ["full", "incr"] {
+        let img = Image::open(&vectors().join(name).join(IMAGE_FILE_NAME)).unwrap();
+        let et = exp["tcp"][name].as_array().unwrap();
+        assert_eq!(img.tcp.len(), et.len(), "{name} tcp records");
+        for (t, x) in img.tcp.iter().zip(et) {
+            assert_eq!(u64::from(t.family), u(&x["family"]));
+            assert_eq!(u64::from(t.state), u(&x["state"]));
+            assert_eq!(u64::from(t.flags), u(&x["flags"]));
+            assert_eq!(t.local.to_string(), x["local"].as_str().unwrap());
+            assert_eq!(t.remote.to_string(), x["remote"].as_str().unwrap());
+            assert_eq!(t.inode, u(&x["inode"]));
+            assert_eq!(t.cookie, u(&x["cookie"]));
+            assert_eq!(u64::from(t.rqueue), u(&x["rqueue"]));
+            assert_eq!(u64::from(t.wqueue), u(&x["wqueue"]));
+            assert_eq!(t.bytes_acked, u(&x["bytes_acked"]));
+            assert_eq!(t.bytes_received, u(&x["bytes_received"]));
+            assert_eq!(u64::from(t.snd_mss), u(&x["snd_mss"]));
+            if t.has_seq() {
+                assert_eq!(t.write_seq_rel, Some(u(&x["write_seq_rel"])), "{name} {}", t.local);
+                assert_eq!(t.read_seq_rel, Some(u(&x["read_seq_rel"])), "{name} {}", t.local);
+            } else {
+                assert_eq!((t.write_seq_rel, t.read_seq_rel), (None, None));
+            }
+        }
+    }
+    let full = Image::open(&vectors().join("full").join(IMAGE_FILE_NAME)).unwrap();
+    assert!(full.tcp.iter().any(|t| t.is_active_open() && t.write_seq_rel == Some(77)));
+    assert_eq!(full.tcp.iter().find(|t| t.state_name == "TIME_WAIT").map(|t| t.has_seq()), Some(false));
+    // A record size that is not this version's is refused, naming it.
+    let e = Chain::load(&vectors().join("bad-tcp-record-size")).unwrap_err();
+    assert!(e.to_string().contains("section TCP") && e.to_string().contains("record_size 120"), "{e}");
+}

@@ -10,7 +10,7 @@
 //! - [`status`] reports the topology and what is alive;
 //! - [`down`] removes everything, also after a crash.
 //!
-//! Agents: not yet. [`start_agents`] marks where `up` will start them.
+//! `up` starts one `rrc agent` per server host ([`start_agents`]).
 
 pub mod cgroup;
 pub mod down;
@@ -28,5 +28,5 @@ pub use error::LabError;
 pub use exec::{command, exec};
 pub use kill::{kill, KillReport};
 pub use state::{load, status, HostStatus, LinkStatus, Status};
-pub use topology::{host_def, host_names, Host, Lab, Link, Network, HOSTS};
+pub use topology::{agent_socket, host_def, host_names, Host, Lab, Link, Network, AGENT_PORT, HOSTS, LAB_JSON, SERVICE_IP_RANGE};
 pub use up::{start_agents, up};

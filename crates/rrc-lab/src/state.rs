@@ -53,7 +53,7 @@ pub struct Status {
     pub up: bool,
     pub created_at: String,
     pub switch_netns: String,
-    /// Agents: not yet (`start_agents` is a no-op).
+    /// Whether the lab's agents were started.
     pub agents: bool,
     pub networks: Vec<crate::topology::Network>,
     pub hosts: Vec<HostStatus>,

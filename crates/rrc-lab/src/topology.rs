@@ -21,6 +21,14 @@ pub const RUN_DIR: &str = "/run/rrc-lab";
 pub const LAB_JSON: &str = "/run/rrc-lab/lab.json";
 /// Where `ip netns` keeps its named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
+/// TCP port of the agents on the replication network.
+pub const AGENT_PORT: u16 = 7400;
+
+/// The CLI socket of HOST's agent.
+pub fn agent_socket(host: &str) -> std::path::PathBuf {
+    std::path::Path::new(RUN_DIR).join(host).join("agent.sock")
+}
+
 /// Service IPs will be taken from this range of the client-facing network.
 pub const SERVICE_IP_RANGE: (&str, &str) = ("198.18.0.100", "198.18.0.199");
 
@@ -91,7 +99,7 @@ pub struct Lab {
     pub cgroup_root: String,
     pub networks: Vec<Network>,
     pub hosts: Vec<Host>,
-    /// Agents: not yet (see `start_agents`).
+    /// Whether `up` started the agents (one per server host).
     pub agents: bool,
 }
 

@@ -1,6 +1,6 @@
 //! `rrc lab up`: builds the switch, the hosts, their links, state
-//! directories and cgroups, records lab.json, then starts the agents
-//! (not yet: see [`start_agents`]). On any failure it removes what it made
+//! directories and cgroups, records lab.json, then starts an agent on
+//! each of a, b and c ([`start_agents`]). On any failure it removes what it made
 //! (by running the same discovery-based teardown as `rrc lab down`, which is
 //! safe because `up` refuses to start when anything of a lab exists).
 
@@ -28,13 +28,15 @@ pub fn existing() -> Result<Vec<String>, LabError> {
 }
 
 /// Builds the lab. Refuses if any part of a lab exists.
-pub fn up() -> Result<Lab, LabError> {
+/// `rrc_exe` is the `rrc` binary the agents run as (`rrc agent`).
+pub fn up(rrc_exe: &Path) -> Result<Lab, LabError> {
     let found = existing()?;
     if !found.is_empty() {
         return Err(LabError::AlreadyUp { found: format!("found: {}", found.join(", ")) });
     }
-    let lab = Lab::design(state::now_rfc3339());
-    match build(&lab) {
+    let mut lab = Lab::design(state::now_rfc3339());
+    lab.agents = true;
+    match build(&lab, rrc_exe) {
         Ok(()) => Ok(lab),
         Err(e) => {
             tracing::warn!("lab up failed, removing what was made: {e}");
@@ -63,7 +65,7 @@ fn add_netns(name: &str) -> Result<(), LabError> {
     Ok(())
 }
 
-fn build(lab: &Lab) -> Result<(), LabError> {
+fn build(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
     // The run directory first: from here on a crash leaves a visible trace.
     std::fs::create_dir_all(RUN_DIR).map_err(io(format!("creating {RUN_DIR}")))?;
 
@@ -97,18 +99,77 @@ fn build(lab: &Lab) -> Result<(), LabError> {
         std::fs::create_dir(&h.cgroup).map_err(io(format!("creating the cgroup {}", h.cgroup)))?;
     }
     state::save(lab)?;
-    start_agents(lab)?;
+    start_agents(lab, rrc_exe)?;
     Ok(())
 }
 
-/// Where `rrc lab up` will start one `rrc agent` per server host (a, b, c)
-/// once `rrc agent` exists. Today it does nothing: agents: not yet.
-///
-/// The intended change is one line per host: spawn `rrc agent` through
-/// [`crate::exec::command`] (the host's netns, cgroup, RRC_LAB_HOST and
-/// RRC_STATE_DIR), so that `kill` and `down` end the agents with everything
-/// else of the host.
-pub fn start_agents(lab: &Lab) -> Result<(), LabError> {
-    let _ = lab;
+/// Starts one `rrc agent` per server host (a, b, c) through
+/// [`crate::exec::command`]: in the host's network namespace and cgroup,
+/// so that `rrc lab kill HOST` ends its agent with everything else of the
+/// host and `rrc lab down` finds it. Each agent listens for its peers on
+/// the replication network and for the CLI on
+/// [`crate::topology::agent_socket`]; its log is STATE_DIR/agent.log.
+/// Returns once every agent accepts connections on its CLI socket.
+pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
+    use crate::topology::{agent_socket, AGENT_PORT, HOSTS};
+    use std::ffi::OsString;
+    let servers: Vec<_> = HOSTS.iter().filter(|h| h.repl.is_some()).collect();
+    for h in &servers {
+        let host = lab.host(h.name).ok_or_else(|| LabError::Other(format!("host {} missing from lab.json", h.name)))?;
+        let sock = agent_socket(h.name);
+        let mut argv: Vec<OsString> = vec![
+            rrc_exe.into(),
+            "agent".into(),
+            "--name".into(),
+            h.name.into(),
+            "--state-dir".into(),
+            (&host.state_dir).into(),
+            "--socket".into(),
+            sock.clone().into(),
+            "--listen".into(),
+            format!("{}:{AGENT_PORT}", h.repl.unwrap_or_default()).into(),
+            "--front-if".into(),
+            crate::topology::FRONT.name.into(),
+            "--repl-if".into(),
+            crate::topology::REPL.name.into(),
+            "--cgroup-root".into(),
+            format!("{}/services", host.cgroup).into(),
+            "--netns-prefix".into(),
+            crate::topology::PREFIX.into(),
+        ];
+        for p in servers.iter().filter(|p| p.name != h.name) {
+            argv.push("--peer".into());
+            argv.push(format!("{}={}:{AGENT_PORT}", p.name, p.repl.unwrap_or_default()).into());
+        }
+        let log_path = format!("{}/agent.log", host.state_dir);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(io(format!("opening {log_path}")))?;
+        let log2 = log.try_clone().map_err(io(format!("duplicating {log_path}")))?;
+        let mut cmd = crate::exec::command(lab, h.name, &argv)?;
+        if std::env::var_os("RRC_LOG").is_none() {
+            cmd.env("RRC_LOG", "info");
+        }
+        cmd.stdin(std::process::Stdio::null()).stdout(log).stderr(log2);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        cmd.spawn().map_err(io(format!("starting the agent of host {}", h.name)))?;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for h in &servers {
+        let sock = agent_socket(h.name);
+        loop {
+            if std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(LabError::Other(format!(
+                    "the agent of host {} does not accept connections on {} after 10 s; see {}/{}/agent.log",
+                    h.name,
+                    sock.display(),
+                    STATE_ROOT,
+                    h.name
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! A [`Store`] holds, for the newest committed image:
 //! * every *defined* page (image.h: covered by the pagemap) with its data,
 //!   indexed by page address in a `BTreeMap<u64, Box<Page>>`;
-//! * the complete metadata (PROCESS, VMAS, THREADS, FDS, SIGNALS) as the
+//! * the complete metadata (PROCESS, VMAS, THREADS, FDS, SIGNALS, TCP) as the
 //!   verified payload bytes plus their decoded form, the pagemap, and the
 //!   image header (image_id, sequence).
 //!
@@ -26,6 +26,8 @@
 //! by infallible moves, so a rejected image leaves the store exactly as it
 //! was. [`Store::write_image`] writes the committed state as one full
 //! image that `rrc restore` accepts.
+
+pub mod datadir;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -77,6 +79,9 @@ struct Meta {
     threads: Vec<u8>,
     fds: Vec<u8>,
     signals: Vec<u8>,
+    /// The newest image's TCP stream table (not merged: it describes
+    /// that snapshot only, so the latest replaces the previous).
+    tcp: Vec<u8>,
     /// The newest image's pagemap (its flags as received).
     pagemap: Vec<PagemapEntry>,
     /// The decoded image (for summaries); its page offsets refer to the
@@ -118,6 +123,7 @@ pub struct StoreSummary {
     pub vmas: usize,
     pub threads: usize,
     pub fds: usize,
+    pub tcp_streams: usize,
     pub pagemap_entries: usize,
     pub pages: u64,
     /// Page data held (pages × 4096).
@@ -212,6 +218,7 @@ impl Store {
             threads: payload(SectionKind::Threads),
             fds: payload(SectionKind::Fds),
             signals: payload(SectionKind::Signals),
+            tcp: payload(SectionKind::Tcp),
             pagemap: image.pagemap.clone(),
             image,
             base_id,
@@ -256,6 +263,12 @@ impl Store {
         self.meta.as_ref().map(|m| &m.image)
     }
 
+    /// The committed TCP stream table (the newest image's; empty before the
+    /// first apply): what the gate and a failover's TCP_REPAIR work from.
+    pub fn tcp_streams(&self) -> &[rrc_image::sections::TcpStream] {
+        self.meta.as_ref().map_or(&[], |m| &m.image.tcp)
+    }
+
     /// The data of the defined page at `addr` (page aligned).
     pub fn page(&self, addr: u64) -> Option<&Page> {
         self.pages.get(&addr).map(|b| &**b)
@@ -276,7 +289,7 @@ impl Store {
         let page_bytes = n * PAGE_SIZE;
         let index_bytes = n * (8 + std::mem::size_of::<Box<Page>>() as u64);
         let metadata_bytes = self.meta.as_ref().map_or(0, |m| {
-            (m.process.len() + m.vmas.len() + m.threads.len() + m.fds.len() + m.signals.len()) as u64
+            (m.process.len() + m.vmas.len() + m.threads.len() + m.fds.len() + m.signals.len() + m.tcp.len()) as u64
                 + (m.pagemap.len() * std::mem::size_of::<PagemapEntry>()) as u64
         });
         let m = self.meta.as_ref();
@@ -289,6 +302,7 @@ impl Store {
             vmas: m.map_or(0, |m| m.image.vmas.len()),
             threads: m.map_or(0, |m| m.image.threads.len()),
             fds: m.map_or(0, |m| m.image.fds.len()),
+            tcp_streams: m.map_or(0, |m| m.image.tcp.len()),
             pagemap_entries: m.map_or(0, |m| m.pagemap.len()),
             pages: n,
             page_bytes,
@@ -319,6 +333,7 @@ impl Store {
         wr.section(SectionKind::Threads, &m.threads)?;
         wr.section(SectionKind::Fds, &m.fds)?;
         wr.section(SectionKind::Signals, &m.signals)?;
+        wr.section(SectionKind::Tcp, &m.tcp)?;
         wr.section_chunks(SectionKind::Pages, &chunks)?;
         wr.finish()
     }

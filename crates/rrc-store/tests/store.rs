@@ -149,6 +149,7 @@ fn child_of_incr(pagemap: &[PagemapEntry], pages: &[&[u8]]) -> Vec<u8> {
     w.section(SectionKind::Threads, &payload(SectionKind::Threads)).unwrap();
     w.section(SectionKind::Fds, &payload(SectionKind::Fds)).unwrap();
     w.section(SectionKind::Signals, &payload(SectionKind::Signals)).unwrap();
+    w.section(SectionKind::Tcp, &payload(SectionKind::Tcp)).unwrap();
     w.section_chunks(SectionKind::Pages, pages).unwrap();
     w.finish().unwrap().0
 }
@@ -282,4 +283,27 @@ fn writer_enforces_section_order() {
     assert!(w.finish().is_err(), "END before the other sections");
     let bad = ImageHeader { sequence: 3, ..h };
     assert!(ImageWriter::new(Vec::new(), &bad).is_err());
+}
+
+/// The TCP stream table is not merged: the store holds the newest image's,
+/// and the full image it writes carries exactly that table.
+#[test]
+fn store_keeps_the_latest_tcp_table() {
+    let mut s = Store::new();
+    s.apply_file(&vector("full")).unwrap();
+    let full = Image::open(&vector("full")).unwrap();
+    assert_eq!(s.tcp_streams(), &full.tcp[..]);
+    assert_eq!(s.tcp_streams().len(), 5);
+    s.apply_file(&vector("incr")).unwrap();
+    let incr = Image::open(&vector("incr")).unwrap();
+    assert_eq!(s.tcp_streams(), &incr.tcp[..]);
+    assert_eq!(s.summary().tcp_streams, 2);
+    let dir = std::env::temp_dir().join(format!("rrc-store-tcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(IMAGE_FILE_NAME);
+    s.write_image(&path).unwrap();
+    let merged = Image::open(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(merged.tcp, incr.tcp);
+    assert_eq!(merged.tcp[1].write_seq_rel, Some(1300));
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use rrc_container::{spawn, Config, Container, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
+use rrc_container::{spawn, Bind, Config, Container, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
 
 use crate::{locate, wait, JsonFlag};
 
@@ -18,6 +18,11 @@ pub struct ExecArgs {
     /// Append the command's stdout and stderr to FILE (default /dev/null).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// The service's data directory: HOSTDIR is bind-mounted at PATH in the
+    /// container, and the library journals every change the service makes
+    /// under PATH into each checkpoint (FILEOPS section).
+    #[arg(long, value_name = "HOSTDIR:PATH")]
+    pub data_dir: Option<Bind>,
     #[command(flatten)]
     pub json: JsonFlag,
     /// The command and its arguments.
@@ -27,8 +32,11 @@ pub struct ExecArgs {
 
 /// The caller's environment without the variables rrc sets itself.
 pub fn base_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os().filter(|(k, _)| k != "LD_PRELOAD" && k != "RRC_CONTROL").collect()
+    std::env::vars_os().filter(|(k, _)| k != "LD_PRELOAD" && k != "RRC_CONTROL" && k != DATA_DIR_ENV).collect()
 }
+
+/// Tells librrc.so which directory's changes to journal.
+pub const DATA_DIR_ENV: &str = "RRC_DATA_DIR";
 
 pub fn control_env() -> (OsString, OsString) {
     ("RRC_CONTROL".into(), format!("{CONTAINER_RUN_DIR}/{CONTROL_SOCKET_NAME}").into())
@@ -63,8 +71,12 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
     };
     env.push(("LD_PRELOAD".into(), preload));
     env.push(control_env());
+    if let Some(b) = &a.data_dir {
+        env.push((DATA_DIR_ENV.into(), b.target.clone().into_os_string()));
+    }
     let cfg = Config::default();
-    let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fd: None, restored_from: None };
+    let binds: Vec<Bind> = a.data_dir.into_iter().collect();
+    let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fd: None, restored_from: None, binds };
     let c = spawn(&cfg, spec).context("rrc exec")?;
     match wait::wait_for_pong(&c, false) {
         Ok(pong) => {

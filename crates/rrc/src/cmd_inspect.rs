@@ -56,6 +56,30 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
         );
         let kinds: Vec<String> = im.fds_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
         println!("   thr   {} threads; fds {} ({})", im.threads, im.fds, kinds.join(", "));
+        if let Some(f) = &im.fileops {
+            let ops: Vec<String> = f.by_op.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            println!("   files {} data-dir op(s), {} data bytes ({})", f.ops, f.data_bytes, ops.join(", "));
+        }
+        println!("   tcp   {} stream(s)", im.tcp.len());
+        for t in &im.tcp {
+            let seq = match (t.write_seq_rel, t.read_seq_rel) {
+                (Some(w), Some(r)) => format!("written {w} read {r}"),
+                _ => "no sequence values".to_string(),
+            };
+            println!(
+                "         {} {} -> {} inode {} {}{} (acked {} wq {} received {} rq {})",
+                t.state_name,
+                t.local,
+                t.remote,
+                t.inode,
+                seq,
+                if t.is_active_open() { " active" } else { "" },
+                t.bytes_acked,
+                t.wqueue,
+                t.bytes_received,
+                t.rqueue
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

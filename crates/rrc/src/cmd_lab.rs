@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use crate::JsonFlag;
@@ -21,8 +21,9 @@ pub enum LabCmd {
     /// directory and a cgroup per host; record it in /run/rrc-lab/lab.json.
     ///
     /// Refuses if any part of a lab exists ("a lab is already up; `rrc lab
-    /// down` first"). On failure it removes what it made. Agents: not yet
-    /// (no `rrc agent` is started on a, b, c).
+    /// down` first"). On failure it removes what it made. Starts one `rrc
+    /// agent` on each of a, b and c (CLI socket /run/rrc-lab/HOST/agent.sock,
+    /// log /var/lib/rrc-lab/HOST/agent.log).
     Up(JsonFlag),
     /// Remove every namespace, link, cgroup, state directory and process of
     /// the lab, found by name (works after a crash; no lab: nothing to do,
@@ -70,11 +71,12 @@ pub fn run(a: LabArgs) -> Result<ExitCode> {
 }
 
 fn up(json: bool) -> Result<ExitCode> {
-    let lab = rrc_lab::up()?;
+    let exe = std::env::current_exe().context("locating the rrc binary for the agents")?;
+    let lab = rrc_lab::up(&exe)?;
     if json {
         println!("{}", serde_json::to_string(&lab)?);
     } else {
-        println!("lab up (switch {}; agents: not yet)", lab.switch_netns);
+        println!("lab up (switch {}; agents on a, b, c: {})", lab.switch_netns, rrc_lab::agent_socket("HOST").display());
         for h in &lab.hosts {
             let addrs: Vec<String> = h.links.iter().map(|l| format!("{} {}", l.network, l.address)).collect();
             println!("  {:<6}  {:<14}  {}", h.name, h.netns, addrs.join(", "));
@@ -148,7 +150,7 @@ fn status(json: bool) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&st)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("lab up since {} (switch {}; agents: {})", st.created_at, st.switch_netns, if st.agents { "yes" } else { "not yet" });
+    println!("lab up since {} (switch {}; agents: {})", st.created_at, st.switch_netns, if st.agents { "started" } else { "none" });
     println!("{:<6}  {:<7}  {:<6}  {:>5}  LINKS", "HOST", "ROLE", "STATE", "PROCS");
     for h in &st.hosts {
         let links: Vec<String> = h

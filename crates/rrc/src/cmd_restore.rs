@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use rrc_container::{liveness, spawn, Config, Container, Liveness, Spec};
+use rrc_container::{liveness, spawn, Bind, Config, Container, Liveness, Spec};
 use rrc_image::Chain;
 
 use crate::cmd_exec::{base_env, control_env, print_started};
@@ -33,6 +33,12 @@ pub struct RestoreArgs {
     /// (default /dev/null).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// The data directory to give the restored service: HOSTDIR (holding
+    /// the committed file state, e.g. the backup's copy with the chain's
+    /// FILEOPS applied) is bind-mounted at PATH before the restorer reopens
+    /// files. PATH must be the one given to `rrc exec --data-dir`.
+    #[arg(long, value_name = "HOSTDIR:PATH")]
+    pub data_dir: Option<Bind>,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -103,7 +109,8 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
     let mut env = base_env();
     env.push(control_env());
     let cfg = Config::default();
-    let spec = Spec { argv, env, netns: a.netns, log: a.log, pass_fd: Some((w, STATUS_FD)), restored_from: Some(dir.clone()) };
+    let binds: Vec<Bind> = a.data_dir.into_iter().collect();
+    let spec = Spec { argv, env, netns: a.netns, log: a.log, pass_fd: Some((w, STATUS_FD)), restored_from: Some(dir.clone()), binds };
     let c = spawn(&cfg, spec).context("starting rrc-restore")?;
 
     let res = read_status(r, &c).and_then(|st| {

@@ -5,12 +5,15 @@
 //! RRC_LOG=debug or RRC_LOG=rrc_container=debug; default: warn). Results go
 //! to stdout; `--json` makes them machine-readable.
 
+mod agents;
+mod cmd_agent;
 mod cmd_dump;
 mod cmd_exec;
 mod cmd_inspect;
 mod cmd_lab;
 mod cmd_ps;
 mod cmd_restore;
+mod cmd_service;
 mod locate;
 mod restore_status;
 mod wait;
@@ -78,6 +81,29 @@ enum Cmd {
     /// `up`, `down`, `exec HOST -- CMD`, `kill HOST`, `status`. Agents: not
     /// yet (`rrc lab up` starts no `rrc agent`). See docs/lab.md.
     Lab(cmd_lab::LabArgs),
+    /// Run the agent of this host (one per host; the lab starts its own).
+    ///
+    /// Serves the CLI on --socket and its peers on --listen; runs services
+    /// as primary, keeps backups (store + packet gate). Stops on SIGTERM,
+    /// ending every service part it holds.
+    Agent(cmd_agent::AgentArgs),
+    /// Run CMD as a replicated service: primary on --primary, backup on
+    /// --backup.
+    ///
+    /// Clients reach it at its service IP through the backup host; every
+    /// reply is held there until the checkpoint of the epoch that produced
+    /// it is committed at the backup. Returns once the service runs.
+    Run(cmd_service::RunArgs),
+    /// Show services: hosts and roles, mode, epoch, checkpoints committed,
+    /// last pause and size, replication lag, protection, gate counters.
+    Status(cmd_service::StatusArgs),
+    /// Stop a service on every host.
+    Stop(cmd_service::StopArgs),
+    /// Inject a fault into a service's replication (tests, demos).
+    Fault(cmd_service::FaultArgs),
+    /// Write a service's committed state at the backup as an image that
+    /// `rrc restore` accepts.
+    Export(cmd_service::ExportArgs),
 }
 
 fn init_logging() {
@@ -113,6 +139,12 @@ fn main() -> ExitCode {
         Cmd::Ps(a) => cmd_ps::run_ps(a),
         Cmd::Kill(a) => cmd_ps::run_kill(a),
         Cmd::Lab(a) => cmd_lab::run(a),
+        Cmd::Agent(a) => cmd_agent::run(a),
+        Cmd::Run(a) => cmd_service::run(a),
+        Cmd::Status(a) => cmd_service::status(a),
+        Cmd::Stop(a) => cmd_service::stop(a),
+        Cmd::Fault(a) => cmd_service::fault(a),
+        Cmd::Export(a) => cmd_service::export(a),
     };
     match r {
         Ok(code) => code,

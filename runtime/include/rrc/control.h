@@ -96,6 +96,9 @@ enum rrc_ctl_error_code {
 	RRC_ERR_UNSUPPORTED_MAPPING = 9,
 	RRC_ERR_TIMERS       = 10, /* interval or POSIX timers armed (not in the image) */
 	RRC_ERR_PENDING_SIGNAL = 11, /* a signal was pending at the snapshot (it would be lost) */
+	RRC_ERR_TCP_TABLE    = 12, /* the TCP stream table (NETLINK_SOCK_DIAG) could not be captured */
+	RRC_ERR_FILE_JOURNAL = 13, /* the data directory's change journal overflowed or saw an
+				    * operation it cannot describe (sticky) */
 };
 
 struct rrc_ctl_error {

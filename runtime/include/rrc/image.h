@@ -58,6 +58,8 @@ enum rrc_section_type {
 	RRC_SEC_FDS     = 5,      /* rrc_fd records */
 	RRC_SEC_SIGNALS = 6,      /* rrc_sigaction[64] */
 	RRC_SEC_PAGES   = 7,      /* raw page data, in pagemap order */
+	RRC_SEC_TCP     = 8,      /* rrc_tcp_table + rrc_tcp_stream records */
+	RRC_SEC_FILEOPS = 9,      /* rrc_fileops_header + rrc_fileop records (optional) */
 	RRC_SEC_END     = 0xffff, /* struct rrc_end; always last */
 };
 
@@ -242,6 +244,102 @@ struct rrc_sigaction {            /* the kernel's struct sigaction layout */
 	uint64_t mask;
 };                                /* RRC_SEC_SIGNALS holds 64 of these, signal n at n-1 */
 
+/* ---- FILEOPS (optional) ----------------------------------------------- */
+
+/* The changes the application made under its data directory ($RRC_DATA_DIR,
+ * `rrc exec --data-dir`) since the previous checkpoint, in the order they
+ * completed, exactly up to the snapshot instant: replaying the FILEOPS of
+ * every image of a chain, oldest first, onto the data directory's initial
+ * content gives the file tree that matches this image's memory. Absent when
+ * the library tracks no data directory.
+ *
+ * Payload: rrc_fileops_header, then nr_ops records, each an rrc_fileop,
+ * path_len bytes of path, data_len bytes of data, zero padding to 8 after
+ * both. Paths are relative to the data directory ("" = the directory
+ * itself is not allowed), no NUL, never absolute, no "." or ".." component. */
+#define RRC_FILEOPS_VERSION 1u
+
+enum rrc_fileop_type {
+	RRC_FOP_CREATE   = 1, /* regular file path, if missing, with mode (existing: unchanged) */
+	RRC_FOP_TRUNCATE = 2, /* set the size of path to offset (shrink or extend with zeros) */
+	RRC_FOP_WRITE    = 3, /* data_len bytes of data at offset (extends the file) */
+	RRC_FOP_RENAME   = 4, /* path -> data (the new path), replacing like rename(2) */
+	RRC_FOP_UNLINK   = 5, /* remove the non-directory path */
+	RRC_FOP_MKDIR    = 6, /* directory path with mode */
+	RRC_FOP_RMDIR    = 7, /* remove the empty directory path */
+	RRC_FOP_LINK     = 8, /* hard link: existing path, new name in data */
+	RRC_FOP_SYMLINK  = 9, /* symlink at path whose target is data (stored verbatim) */
+	RRC_FOP_ZERO     = 10, /* zero [offset, offset+length) (hole punch, zero range) */
+};
+
+struct rrc_fileops_header {
+	uint32_t version;         /* RRC_FILEOPS_VERSION */
+	uint32_t nr_ops;          /* records following */
+	uint64_t data_bytes;      /* sum of the records' data_len (for readers' budgets) */
+};                                /* 16 bytes */
+
+struct rrc_fileop {
+	uint32_t type;            /* enum rrc_fileop_type */
+	uint32_t mode;            /* CREATE, MKDIR: permission bits (07777) */
+	uint32_t path_len;        /* bytes of path following the record, > 0 */
+	uint32_t data_len;        /* bytes of data following the path */
+	uint64_t offset;          /* WRITE, ZERO: file offset; TRUNCATE: new size */
+	uint64_t length;          /* ZERO: bytes; WRITE: = data_len; else 0 */
+};                                /* 32 bytes */
+
+/* ---- TCP -------------------------------------------------------------- */
+
+/* The TCP stream table: every TCP socket of the process's network
+ * namespace at the snapshot instant (all application threads parked),
+ * from NETLINK_SOCK_DIAG (runtime/lib/sk-diag.c): connections with an fd,
+ * connections not yet accept()ed, orphaned (closed, still sending) ones,
+ * listeners, request socks (SYN_RECV) and TIME_WAIT entries. Written in
+ * every image, full or incremental: it describes this snapshot and is not
+ * merged with a parent's. The replication gate releases a server->client
+ * segment once a committed checkpoint has write_seq_rel >= its end
+ * (relative to the stream's ISN+1); failover uses it for TCP_REPAIR.
+ *
+ * Payload: rrc_tcp_table, then count records of record_size bytes. */
+
+/* rrc_tcp_stream.flags */
+#define RRC_TCP_F_INFO (1u << 0) /* tcp_info was reported: bytes_*, wscales, options, snd_mss valid */
+#define RRC_TCP_F_SEQ  (1u << 1) /* write_seq_rel and read_seq_rel are valid (a synchronized
+				  * full socket: not LISTEN, SYN_SENT, a request sock or TIME_WAIT) */
+#define RRC_TCP_F_ACTIVE (1u << 2) /* active open: no listener of this table has its local
+				  * address and port; bytes_acked counts the SYN (write_seq_rel
+				  * = bytes_acked + wqueue - 1, else + 0) */
+
+struct rrc_tcp_table {
+	uint32_t count;           /* records following */
+	uint32_t record_size;     /* sizeof(struct rrc_tcp_stream) */
+};                                /* 8 bytes */
+
+struct rrc_tcp_stream {
+	uint16_t family;          /* AF_INET 2, AF_INET6 10 */
+	uint8_t  state;           /* kernel TCP state: 1 ESTABLISHED .. 11 CLOSING (TIME_WAIT: its substate) */
+	uint8_t  options;         /* tcpi_options (TCPI_OPT_TIMESTAMPS 1, SACK 2, WSCALE 4, ECN 8, ...) */
+	uint8_t  snd_wscale;      /* tcpi_snd_wscale */
+	uint8_t  rcv_wscale;      /* tcpi_rcv_wscale */
+	uint16_t flags;           /* RRC_TCP_F_* */
+	uint16_t local_port;      /* host byte order */
+	uint16_t remote_port;
+	uint32_t snd_mss;         /* tcpi_snd_mss */
+	uint8_t  local_addr[16];  /* network byte order; AF_INET: first 4 bytes, rest zero */
+	uint8_t  remote_addr[16];
+	uint64_t inode;           /* socket inode (rrc_fd.ino of its fd, if the process holds one); 0 for TIME_WAIT and request socks */
+	uint64_t cookie;          /* the kernel's socket cookie (idiag_cookie) */
+	uint32_t rqueue;          /* idiag_rqueue: rcv_nxt - copied_seq (LISTEN: accept queue length) */
+	uint32_t wqueue;          /* idiag_wqueue: write_seq - snd_una (LISTEN: backlog) */
+	uint64_t bytes_acked;     /* tcpi_bytes_acked: snd_una - (ISN + 1), active open: snd_una - ISN */
+	uint64_t bytes_received;  /* tcpi_bytes_received: rcv_nxt - (peer ISN + 1) */
+	uint64_t write_seq_rel;   /* write_seq - (ISN + 1): bytes the application wrote, + 1 once a FIN is queued */
+	uint64_t read_seq_rel;    /* copied_seq - (peer ISN + 1): bytes the application read, + 1 once
+				   * the kernel consumed a received FIN (when read() returned 0, or
+				   * already with the last data byte if the FIN shares its skb) */
+	uint32_t ifindex;         /* idiag_if (bound device / IPv6 scope), 0 if none */
+	uint32_t reserved;        /* zero */
+};                                /* 112 bytes */
+
 /* ---- librrc.so <-> rrc-restore handshake ------------------------------ */
 
 #define RRC_RESTORE_AREA_MAGIC 0x52524352455354ull /* "RRCREST" */
@@ -269,5 +367,9 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_vma) == 40, "vma layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_pagemap_entry) == 16, "pagemap layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sigaction) == 32, "sigaction layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_fileops_header) == 16, "fileops header layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_fileop) == 32, "fileop layout");
 
 #endif /* RRC_IMAGE_H */

@@ -102,6 +102,7 @@ static inline long rrc_sys_getdents64(int fd, void *buf, size_t n) { return rrc_
 static inline long rrc_sys_readlinkat(int dfd, const char *p, char *buf, size_t n) { return rrc_syscall4(SYS_readlinkat, dfd, (long)p, (long)buf, (long)n); }
 static inline long rrc_sys_fcntl(int fd, int cmd, long arg) { return rrc_syscall3(SYS_fcntl, fd, cmd, arg); }
 static inline long rrc_sys_fstat(int fd, void *st) { return rrc_syscall2(SYS_fstat, fd, (long)st); }
+static inline long rrc_sys_fstatat(int dfd, const char *p, void *st, int flags) { return rrc_syscall4(SYS_newfstatat, dfd, (long)p, (long)st, flags); }
 static inline long rrc_sys_pipe2(int *fds, int flags) { return rrc_syscall2(SYS_pipe2, (long)fds, flags); }
 static inline long rrc_sys_tee(int in, int out, size_t len, unsigned flags) { return rrc_syscall4(SYS_tee, in, out, (long)len, flags); }
 static inline long rrc_sys_getsockopt(int fd, int lvl, int opt, void *val, void *len)
@@ -127,6 +128,12 @@ static inline long rrc_sys_pwrite(int fd, const void *b, size_t n, long off) { r
 static inline long rrc_sys_writev(int fd, const void *iov, int cnt) { return rrc_syscall3(SYS_writev, fd, (long)iov, cnt); }
 static inline long rrc_sys_brk(unsigned long a) { return rrc_syscall1(SYS_brk, (long)a); }
 static inline long rrc_sys_kill(int pid, int sig) { return rrc_syscall2(SYS_kill, pid, sig); }
+/* sockets: NETLINK_SOCK_DIAG in the pause (runtime/lib/sk-diag.c) */
+static inline long rrc_sys_socket(int domain, int type, int proto) { return rrc_syscall3(SYS_socket, domain, type, proto); }
+static inline long rrc_sys_sendto(int fd, const void *buf, size_t n, int flags, const void *addr, uint32_t alen)
+{ return rrc_syscall6(SYS_sendto, fd, (long)buf, (long)n, flags, (long)addr, alen); }
+static inline long rrc_sys_recvfrom(int fd, void *buf, size_t n, int flags, void *addr, void *alen)
+{ return rrc_syscall6(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen); }
 
 /* process-private futexes (FUTEX_PRIVATE_FLAG): cheaper, and every
  * waiter and waker is in this process */

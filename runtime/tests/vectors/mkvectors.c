@@ -25,6 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* <arpa/inet.h> would clash with inet_addr() below */
+int inet_pton(int af, const char *src, void *dst);
+
 #include "rrc/control.h"
 #include "rrc/crc32c.h"
 #include "rrc/image.h"
@@ -65,6 +68,19 @@ PIN(rrc_fd, path_len, 312);
 PIN(rrc_fd, data_len, 316);
 _Static_assert(sizeof(struct rrc_fd) == 320, "rrc_fd size");
 _Static_assert(sizeof(struct rrc_sockaddr) == 120, "rrc_sockaddr size");
+PIN(rrc_tcp_stream, state, 2);
+PIN(rrc_tcp_stream, flags, 6);
+PIN(rrc_tcp_stream, local_port, 8);
+PIN(rrc_tcp_stream, snd_mss, 12);
+PIN(rrc_tcp_stream, local_addr, 16);
+PIN(rrc_tcp_stream, remote_addr, 32);
+PIN(rrc_tcp_stream, inode, 48);
+PIN(rrc_tcp_stream, cookie, 56);
+PIN(rrc_tcp_stream, rqueue, 64);
+PIN(rrc_tcp_stream, bytes_acked, 72);
+PIN(rrc_tcp_stream, write_seq_rel, 88);
+PIN(rrc_tcp_stream, ifindex, 104);
+_Static_assert(sizeof(struct rrc_tcp_stream) == 112, "rrc_tcp_stream size");
 _Static_assert(sizeof(struct rrc_ctl_header) == 24, "ctl header size");
 _Static_assert(sizeof(struct rrc_ctl_pong) == 32, "pong size");
 _Static_assert(sizeof(struct rrc_ctl_dump) == 40, "dump size");
@@ -504,6 +520,97 @@ static void put_signals(struct image *im)
 	section(im, RRC_SEC_SIGNALS, sa, sizeof(sa));
 }
 
+/* ---- TCP stream table ----------------------------------------------------- */
+struct tcp_def {
+	uint16_t family;
+	uint8_t state;
+	uint16_t flags;
+	const char *local, *remote;
+	uint16_t lport, rport;
+	uint64_t inode, cookie;
+	uint32_t rqueue, wqueue;
+	uint64_t acked, received;
+};
+
+/* A listener, a passive connection, an orphan still sending its FIN, an
+ * active IPv6 connection (bytes_acked counts its SYN), a TIME_WAIT entry. */
+static const struct tcp_def full_tcp[] = {
+	{ 2, 10, RRC_TCP_F_INFO, "0.0.0.0", "0.0.0.0", 6379, 0, 31337, 0x1001, 0, 128, 0, 0 },
+	{ 2, 1, RRC_TCP_F_INFO | RRC_TCP_F_SEQ, "127.0.0.1", "127.0.0.1", 6379, 40000, 31338, 0x1002, 10, 300, 1000, 510 },
+	{ 2, 4, RRC_TCP_F_INFO | RRC_TCP_F_SEQ, "127.0.0.1", "127.0.0.1", 6379, 40002, 0, 0x1003, 0, 4097, 5000, 20 },
+	{ 10, 1, RRC_TCP_F_INFO | RRC_TCP_F_SEQ | RRC_TCP_F_ACTIVE, "::1", "::1", 45000, 8080, 31340, 0x1004, 0, 0, 78, 100 },
+	{ 2, 6, 0, "127.0.0.1", "127.0.0.1", 6379, 39999, 0, 0x1005, 0, 0, 0, 0 },
+};
+static const struct tcp_def incr_tcp[] = {
+	{ 2, 10, RRC_TCP_F_INFO, "0.0.0.0", "0.0.0.0", 6379, 0, 31337, 0x1001, 0, 128, 0, 0 },
+	{ 2, 8, RRC_TCP_F_INFO | RRC_TCP_F_SEQ, "127.0.0.1", "127.0.0.1", 6379, 40000, 31338, 0x1002, 1, 0, 1300, 611 },
+};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+static int g_tcp_bad_record_size; /* the broken variant "bad-tcp-record-size" */
+
+static void tcp_record(struct rrc_tcp_stream *r, const struct tcp_def *d)
+{
+	memset(r, 0, sizeof(*r));
+	r->family = d->family;
+	r->state = d->state;
+	r->flags = d->flags;
+	if (d->flags & RRC_TCP_F_INFO) {
+		r->options = 7;
+		r->snd_wscale = 7;
+		r->rcv_wscale = 7;
+		r->snd_mss = 65483;
+	}
+	r->local_port = d->lport;
+	r->remote_port = d->rport;
+	if (inet_pton(d->family, d->local, r->local_addr) != 1 || inet_pton(d->family, d->remote, r->remote_addr) != 1) {
+		fprintf(stderr, "mkvectors: bad address in tcp_def\n");
+		exit(2);
+	}
+	r->inode = d->inode;
+	r->cookie = d->cookie;
+	r->rqueue = d->rqueue;
+	r->wqueue = d->wqueue;
+	r->bytes_acked = d->acked;
+	r->bytes_received = d->received;
+	if (d->flags & RRC_TCP_F_SEQ) {
+		r->write_seq_rel = d->acked + d->wqueue - ((d->flags & RRC_TCP_F_ACTIVE) ? 1 : 0);
+		r->read_seq_rel = d->received - d->rqueue;
+	}
+}
+
+static void put_tcp(struct image *im, const struct tcp_def *d, size_t n)
+{
+	struct buf b = { 0 };
+	struct rrc_tcp_table t = { (uint32_t)n, sizeof(struct rrc_tcp_stream) + (g_tcp_bad_record_size ? 8 : 0) };
+	put(&b, &t, sizeof(t));
+	for (size_t i = 0; i < n; i++) {
+		struct rrc_tcp_stream r;
+		tcp_record(&r, &d[i]);
+		put(&b, &r, sizeof(r));
+	}
+	section(im, RRC_SEC_TCP, b.p, b.len);
+	free(b.p);
+}
+
+static void json_tcp(struct buf *j, const char *name, const struct tcp_def *d, size_t n, int last)
+{
+	printfb(j, "    \"%s\": [\n", name);
+	for (size_t i = 0; i < n; i++) {
+		struct rrc_tcp_stream r;
+		tcp_record(&r, &d[i]);
+		printfb(j, "      {\"family\": %u, \"state\": %u, \"flags\": %u, \"local\": \"%s%s%s:%u\", \"remote\": \"%s%s%s:%u\", "
+			   "\"inode\": %llu, \"cookie\": %llu, \"rqueue\": %u, \"wqueue\": %u, \"bytes_acked\": %llu, "
+			   "\"bytes_received\": %llu, \"write_seq_rel\": %llu, \"read_seq_rel\": %llu, \"snd_mss\": %u}%s\n",
+			r.family, r.state, r.flags, d[i].family == 10 ? "[" : "", d[i].local, d[i].family == 10 ? "]" : "",
+			r.local_port, d[i].family == 10 ? "[" : "", d[i].remote, d[i].family == 10 ? "]" : "", r.remote_port,
+			(unsigned long long)r.inode, (unsigned long long)r.cookie, r.rqueue, r.wqueue,
+			(unsigned long long)r.bytes_acked, (unsigned long long)r.bytes_received,
+			(unsigned long long)r.write_seq_rel, (unsigned long long)r.read_seq_rel, r.snd_mss,
+			i + 1 < n ? "," : "");
+	}
+	printfb(j, "    ]%s\n", last ? "" : ",");
+}
+
 static void put_vmas(struct image *im, const struct vma_def *v, size_t n)
 {
 	struct buf b = { 0 };
@@ -565,6 +672,7 @@ static void build_full(struct built *o, uint32_t version)
 	put_threads(&o->im, 2, 0x7f0000000400);
 	put_fds(&o->im);
 	put_signals(&o->im);
+	put_tcp(&o->im, full_tcp, NELEM(full_tcp));
 	put_end(&o->im);
 }
 
@@ -578,6 +686,7 @@ static void build_incr(struct built *o, uint8_t parentbase)
 	put_threads(&o->im, 3, 0x7f0000000400);
 	put_fds(&o->im);
 	put_signals(&o->im);
+	put_tcp(&o->im, incr_tcp, NELEM(incr_tcp));
 	put_end(&o->im);
 }
 
@@ -787,6 +896,12 @@ static void generate(void)
 	build_incr(&wrong, 0xc0);                 /* parent link to an image with another id */
 	emit_image("wrong-parent", &wrong.im.b);
 	emit_link("wrong-parent/parent", "../full");
+	struct built badtcp;
+	g_tcp_bad_record_size = 1;                /* TCP record_size 120: not this version's */
+	build_full(&badtcp, RRC_IMAGE_VERSION);
+	g_tcp_bad_record_size = 0;
+	emit_image("bad-tcp-record-size", &badtcp.im.b);
+	free(badtcp.im.b.p);
 
 	printfb(&j, "{\n  \"comment\": \"written by runtime/tests/vectors/mkvectors.c; do not edit\",\n");
 	printfb(&j, "  \"page_pattern\": \"byte j of page k (PAGES order) of an image with tag t: (t*7 + k*31 + j) %% 251; full t=1, incr t=2\",\n");
@@ -797,6 +912,10 @@ static void generate(void)
 	json_image(&j, "incr", &incr, 0xb0, 0xa0, 1, incr_vmas, sizeof(incr_vmas) / sizeof(incr_vmas[0]),
 		   incr_pm, sizeof(incr_pm) / sizeof(incr_pm[0]), 3);
 	printfb(&j, "\n  },\n");
+	printfb(&j, "  \"tcp\": {\n");
+	json_tcp(&j, "full", full_tcp, NELEM(full_tcp), 0);
+	json_tcp(&j, "incr", incr_tcp, NELEM(incr_tcp), 1);
+	printfb(&j, "  },\n");
 	printfb(&j, "  \"chains\": {\"full\": [\"full\"], \"incr\": [\"full\", \"incr\"]},\n");
 	printfb(&j, "  \"errors\": {\n"
 		    "    \"truncated\": \"truncated\",\n"
@@ -806,7 +925,8 @@ static void generate(void)
 		    "    \"bad-section-crc\": \"section_header_crc\",\n"
 		    "    \"version2\": \"version_mismatch\",\n"
 		    "    \"missing-parent\": \"missing_parent\",\n"
-		    "    \"wrong-parent\": \"chain_broken\"\n  },\n");
+		    "    \"wrong-parent\": \"chain_broken\",\n"
+		    "    \"bad-tcp-record-size\": \"malformed\"\n  },\n");
 	control_vectors(&j, incr.im.b.len);
 	printfb(&j, "}\n");
 	emit("vectors.json", &j);

@@ -10,6 +10,10 @@
 //!   rrc-store-merge IMAGE... --out DIR [--keep-header]
 //!
 //! IMAGE is a checkpoint directory or a checkpoint.rrc file.
+//! --data-dir D: after each image is applied (fully verified), its FILEOPS
+//! are applied to the directory D (rrc_store::datadir); --data-init SRC
+//! first fills D with SRC's content (the data directory as it was when
+//! the service started). D must be empty then.
 //! --keep-header writes the committed image's own image_id and created_ns
 //! (only when it is a full image): the output must then equal it byte for
 //! byte, which tests the writer against snapshot.c.
@@ -31,11 +35,15 @@ fn run() -> Result<()> {
     let mut images: Vec<PathBuf> = Vec::new();
     let mut out: Option<PathBuf> = None;
     let mut keep_header = false;
+    let mut data_dir: Option<PathBuf> = None;
+    let mut data_init: Option<PathBuf> = None;
     let mut args = std::env::args_os().skip(1);
     while let Some(a) = args.next() {
         match a.to_str() {
             Some("--out") => out = Some(args.next().context("--out needs a directory")?.into()),
             Some("--keep-header") => keep_header = true,
+            Some("--data-dir") => data_dir = Some(args.next().context("--data-dir needs a directory")?.into()),
+            Some("--data-init") => data_init = Some(args.next().context("--data-init needs a directory")?.into()),
             Some("-h") | Some("--help") => {
                 println!("usage: rrc-store-merge IMAGE... --out DIR [--keep-header]  (test/diagnostic tool)");
                 return Ok(());
@@ -48,11 +56,26 @@ fn run() -> Result<()> {
     if images.is_empty() {
         bail!("no images given");
     }
+    let mut copy = match &data_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            if let Some(src) = &data_init {
+                let ops = rrc_store::datadir::snapshot_ops(src)?;
+                rrc_store::datadir::apply_ops(d, &ops)?;
+            }
+            Some(rrc_store::datadir::DataDirCopy::new(d))
+        }
+        None => None,
+    };
     let mut store = Store::new();
     for img in &images {
         let file = if img.is_dir() { img.join(IMAGE_FILE_NAME) } else { img.clone() };
         let r = store.apply_file(&file)?;
-        println!("{}", serde_json::json!({ "applied": file, "report": r }));
+        let fileops = match (&mut copy, store.image()) {
+            (Some(c), Some(image)) => Some(c.commit(image)?),
+            _ => None,
+        };
+        println!("{}", serde_json::json!({ "applied": file, "report": r, "fileops_applied": fileops }));
     }
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let dest = out.join(IMAGE_FILE_NAME);

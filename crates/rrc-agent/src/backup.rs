@@ -1,0 +1,496 @@
+//! The backup's side of a service (issue 3 §4–5; NiLiCon §IV, §V-A; RRC §3).
+//!
+//! A replication connection from the primary carries the service's
+//! checkpoints. The receiving thread assembles each one and queues it once
+//! its end frame's length and CRC hold; a committer thread applies queued
+//! checkpoints in order to the store (which verifies every checksum and
+//! applies atomically or not at all), then tells the gate, which releases
+//! the replies the checkpoint covers, then acknowledges the epoch. A
+//! checkpoint that fails is discarded, the store keeps its last committed
+//! state, and the primary is told (it resynchronises with a full one).
+//! A heartbeat thread sends the gate's arrival number every 30 ms.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::{Ipv4Addr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rrc_gate::{Gate, GateConfig};
+use rrc_store::Store;
+use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec, Stop};
+use rrc_wire::{read_frame, write_frame, Frame, FrameKind, WireError};
+use serde::Serialize;
+
+use crate::net::BackupRoute;
+use crate::{lock, Agent, Service};
+
+const HEARTBEAT_EVERY: Duration = Duration::from_millis(30);
+/// NFQUEUE numbers used by gates: base + agent-wide index.
+const QUEUE_BASE: u16 = 100;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BackupStats {
+    pub state: String,
+    pub checkpoints_committed: u64,
+    pub checkpoints_rejected: u64,
+    pub last_committed_epoch: u64,
+    pub last_apply_us: u64,
+    pub last_error: Option<String>,
+    pub pending: usize,
+    pub stalled: bool,
+    pub store_bytes: u64,
+    pub received_bytes: u64,
+}
+
+struct Received {
+    begin: CheckpointBegin,
+    image: Vec<u8>,
+    /// Data-directory operations sent ahead of this checkpoint (initial
+    /// content, or those of a rejected checkpoint): applied, in order,
+    /// before the checkpoint's own, and only if it commits.
+    carried: Vec<Vec<u8>>,
+}
+
+struct Shared {
+    stats: BackupStats,
+    queue: VecDeque<Received>,
+    stalled: bool,
+    primary_lost: Option<String>,
+}
+
+pub struct Backup {
+    pub spec: ServiceSpec,
+    pub host: String,
+    pub primary_addr: String,
+    pub queue_num: u16,
+    dir: PathBuf,
+    store: Mutex<Store>,
+    /// The copy of the service's data directory, when it has one.
+    data: Mutex<Option<rrc_store::datadir::DataDirCopy>>,
+    gate: Gate,
+    route: BackupRoute,
+    shared: Mutex<Shared>,
+    wake: Condvar,
+    stopping: AtomicBool,
+    writer: Mutex<TcpStream>,
+    conn_ctl: TcpStream,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+fn refuse(c: &mut TcpStream, e: &anyhow::Error) {
+    let _ = write_frame(c, FrameKind::Response, &Frame::json(FrameKind::Response, &Response::err(format!("{e:#}"))).payload);
+}
+
+/// A replication connection was opened with `first` (a Replicate frame).
+pub fn serve(agent: &Arc<Agent>, mut c: TcpStream, first: Frame) {
+    let rep: Replicate = match first.parse() {
+        Ok(r) => r,
+        Err(e) => {
+            refuse(&mut c, &anyhow::Error::new(e));
+            return;
+        }
+    };
+    let name = rep.spec.name.clone();
+    let b = match setup(agent, &c, rep) {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            tracing::error!(service = %name, "backup set-up failed: {e:#}");
+            refuse(&mut c, &e);
+            return;
+        }
+    };
+    if let Err(e) = agent.insert(&name, Service::Backup(b.clone())) {
+        b.teardown();
+        refuse(&mut c, &e);
+        return;
+    }
+    let ready = ReplicateReady { backup: agent.cfg.name.clone(), backup_addr: c.local_addr().map(|a| a.ip().to_string()).unwrap_or_default(), queue_num: b.queue_num };
+    if let Err(e) = write_frame(&mut c, FrameKind::ReplicateReady, &Frame::json(FrameKind::ReplicateReady, &ready).payload) {
+        tracing::error!(service = %name, "sending ReplicateReady: {e}");
+        agent.remove(&name);
+        b.teardown();
+        return;
+    }
+    tracing::info!(service = %name, queue = b.queue_num, primary = %b.primary_addr, "backup ready");
+    lock(&b.shared).stats.state = "waiting for the first checkpoint".into();
+    let (b1, b2) = (b.clone(), b.clone());
+    let spawned = (
+        std::thread::Builder::new().name(format!("commit-{name}")).spawn(move || b1.committer()),
+        std::thread::Builder::new().name(format!("hb-{name}")).spawn(move || b2.heartbeats()),
+    );
+    if let (Ok(t1), Ok(t2)) = spawned {
+        lock(&b.threads).extend([t1, t2]);
+    }
+    let ended_by_stop = b.receive(c);
+    if ended_by_stop {
+        // The primary ended the service: this side goes too.
+        if agent.remove(&name).is_some() {
+            b.stop("the primary stopped the service");
+        }
+    }
+}
+
+fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
+    let spec = rep.spec;
+    if spec.backup != agent.cfg.name {
+        bail!("this is host {}, the service's backup is {}", agent.cfg.name, spec.backup);
+    }
+    if agent.primary(&spec.name).is_some() || agent.backup(&spec.name).is_some() {
+        bail!("host {} already has a service named {:?}", agent.cfg.name, spec.name);
+    }
+    let svc: Ipv4Addr = spec.service_ip.parse().with_context(|| format!("service IP {:?}", spec.service_ip))?;
+    let dir = agent.service_dir(&spec.name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let queue_num = QUEUE_BASE + (agent.next_index() % 60000) as u16;
+    let gate = Gate::open(GateConfig::new(queue_num, svc)).context("opening the gate")?;
+    let route = match BackupRoute::create(&spec.service_ip, &rep.primary_addr, &agent.cfg.front_if, &agent.cfg.repl_if, queue_num) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = gate.shutdown();
+            return Err(e.context("routing the service through this host"));
+        }
+    };
+    let data = match &spec.data_dir {
+        Some(_) => {
+            let root = dir.join("data");
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+            Some(rrc_store::datadir::DataDirCopy::new(&root))
+        }
+        None => None,
+    };
+    Ok(Backup {
+        data: Mutex::new(data),
+        host: agent.cfg.name.clone(),
+        primary_addr: rep.primary_addr,
+        queue_num,
+        dir,
+        store: Mutex::new(Store::new()),
+        gate,
+        route,
+        shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None }),
+        wake: Condvar::new(),
+        stopping: AtomicBool::new(false),
+        writer: Mutex::new(c.try_clone().context("cloning the replication connection")?),
+        conn_ctl: c.try_clone().context("cloning the replication connection")?,
+        threads: Mutex::new(Vec::new()),
+        spec,
+    })
+}
+
+/// The checkpoint's TCP table as the gate wants it: every IPv4 connection
+/// with sequence numbers (IPv4-mapped IPv6 ones included), the service's
+/// side as `server`. Listeners and TIME_WAIT entries carry none and are
+/// left out; the gate forgets a stream that drops out of the table once
+/// nothing of it is held (docs/gate.md).
+fn server_streams(table: &[rrc_image::sections::TcpStream]) -> Vec<rrc_gate::ServerStream> {
+    fn v4(a: std::net::SocketAddr) -> Option<std::net::SocketAddrV4> {
+        match a {
+            std::net::SocketAddr::V4(a) => Some(a),
+            std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
+        }
+    }
+    table
+        .iter()
+        .filter_map(|t| {
+            let (w, r) = (t.write_seq_rel?, t.read_seq_rel?);
+            Some(rrc_gate::ServerStream {
+                client: v4(t.remote)?,
+                server: v4(t.local)?,
+                // Relative sequence numbers wrap like TCP's own.
+                write_seq_rel: w as u32,
+                read_seq_rel: r as u32,
+                state: t.state,
+            })
+        })
+        .collect()
+}
+
+impl Backup {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let mut st = {
+            let sh = lock(&self.shared);
+            let mut st = sh.stats.clone();
+            st.stalled = sh.stalled;
+            st.pending = sh.queue.len();
+            st
+        };
+        st.store_bytes = lock(&self.store).bytes_held();
+        serde_json::json!({
+            "name": self.spec.name,
+            "role": "backup",
+            "host": self.host,
+            "service_ip": self.spec.service_ip,
+            "primary": self.spec.primary,
+            "backup": self.spec.backup,
+            "mode": self.spec.mode.as_str(),
+            "epoch_ms": self.spec.epoch_ms,
+            "primary_addr": self.primary_addr,
+            "queue_num": self.queue_num,
+            "checkpoints_committed": st.checkpoints_committed,
+            "stats": st,
+            "gate": self.gate.stats(),
+        })
+    }
+
+    pub fn fault(&self, f: Fault) -> Result<serde_json::Value> {
+        match f {
+            Fault::StallCommits => {
+                lock(&self.shared).stalled = true;
+                self.gate.set_release_enabled(false).context("stopping the gate's releases")?;
+                Ok(serde_json::json!({"stalled": true}))
+            }
+            Fault::ResumeCommits => {
+                lock(&self.shared).stalled = false;
+                self.gate.set_release_enabled(true).context("resuming the gate's releases")?;
+                self.wake.notify_all();
+                Ok(serde_json::json!({"stalled": false}))
+            }
+            other => bail!("fault {other:?} is injected at the primary, not the backup"),
+        }
+    }
+
+    /// Writes the committed state as DIR/checkpoint.rrc.
+    pub fn export(&self, dir: &Path) -> Result<serde_json::Value> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(rrc_image::IMAGE_FILE_NAME);
+        let store = lock(&self.store);
+        if store.committed().is_none() {
+            bail!("no checkpoint of {} is committed yet", self.spec.name);
+        }
+        let id = store.write_image(&path).with_context(|| format!("writing {}", path.display()))?;
+        let mut data_dir = None;
+        if let Some(copy) = lock(&self.data).as_ref() {
+            copy.check()?;
+            let to = dir.join("data");
+            let out = std::process::Command::new("cp").arg("-a").arg(copy.root()).arg(&to).output().context("running cp")?;
+            if !out.status.success() {
+                bail!("copying the data directory to {}: {}", to.display(), String::from_utf8_lossy(&out.stderr).trim());
+            }
+            data_dir = Some(to);
+        }
+        let epoch = lock(&self.shared).stats.last_committed_epoch;
+        Ok(serde_json::json!({"image": path, "data_dir": data_dir, "image_id": id.to_string(), "epoch": epoch, "bytes": std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)}))
+    }
+
+    /// Reads the replication connection until it ends. True when the
+    /// primary ended it with Stop.
+    fn receive(&self, mut c: TcpStream) -> bool {
+        let mut cur: Option<Received> = None;
+        let mut carried: Vec<Vec<u8>> = Vec::new();
+        loop {
+            let f = match read_frame(&mut c) {
+                Ok(f) => f,
+                Err(e) => {
+                    if !self.stopping() {
+                        let why = match e {
+                            WireError::Closed => "the primary closed the replication connection".to_string(),
+                            e => format!("replication connection: {e}"),
+                        };
+                        tracing::error!(service = %self.spec.name, "{why}; keeping the committed state");
+                        let mut sh = lock(&self.shared);
+                        sh.primary_lost = Some(why.clone());
+                        sh.stats.state = "primary lost".into();
+                        sh.stats.last_error = Some(why);
+                    }
+                    return false;
+                }
+            };
+            match f.kind {
+                FrameKind::CheckpointBegin => match f.parse::<CheckpointBegin>() {
+                    Ok(b) => {
+                        if b.bytes > 64 << 30 {
+                            tracing::error!(service = %self.spec.name, "checkpoint of {} bytes announced; refused", b.bytes);
+                            cur = None;
+                            continue;
+                        }
+                        cur = Some(Received { image: Vec::with_capacity(b.bytes as usize), begin: b, carried: std::mem::take(&mut carried) });
+                    }
+                    Err(e) => tracing::error!(service = %self.spec.name, "{e}"),
+                },
+                FrameKind::CheckpointData => match cur.as_mut() {
+                    Some(r) if (r.image.len() + f.payload.len()) as u64 <= r.begin.bytes => r.image.extend_from_slice(&f.payload),
+                    Some(r) => {
+                        let e = r.begin.epoch;
+                        self.reject(e, format!("checkpoint data beyond the {} bytes announced", r.begin.bytes));
+                        cur = None;
+                    }
+                    None => tracing::warn!(service = %self.spec.name, "checkpoint data outside a checkpoint; ignored"),
+                },
+                FrameKind::CheckpointEnd => {
+                    let end: CheckpointEnd = match f.parse() {
+                        Ok(e) => e,
+                        Err(e) => {
+                            tracing::error!(service = %self.spec.name, "{e}");
+                            cur = None;
+                            continue;
+                        }
+                    };
+                    let Some(r) = cur.take() else { continue };
+                    if r.begin.epoch != end.epoch || r.image.len() as u64 != end.bytes || crc32c::crc32c(&r.image) != end.crc32c {
+                        self.reject(end.epoch, format!("checkpoint stream incomplete or damaged ({} of {} bytes, epoch {} vs {})", r.image.len(), end.bytes, r.begin.epoch, end.epoch));
+                        continue;
+                    }
+                    let mut sh = lock(&self.shared);
+                    sh.stats.received_bytes += r.image.len() as u64;
+                    sh.queue.push_back(r);
+                    sh.stats.pending = sh.queue.len();
+                    drop(sh);
+                    self.wake.notify_all();
+                }
+                FrameKind::DataDirInit => carried.push(f.payload),
+                FrameKind::Stop => return true,
+                FrameKind::Heartbeat => {}
+                k => tracing::warn!(service = %self.spec.name, "unexpected {k:?} frame on the replication connection"),
+            }
+        }
+    }
+
+    fn send(&self, kind: FrameKind, payload: &[u8]) {
+        let mut w = lock(&self.writer);
+        if let Err(e) = write_frame(&mut *w, kind, payload).and_then(|_| w.flush().map_err(Into::into)) {
+            if !self.stopping() {
+                tracing::warn!(service = %self.spec.name, "sending {kind:?} to the primary: {e}");
+            }
+        }
+    }
+
+    fn reject(&self, epoch: u64, why: String) {
+        tracing::error!(service = %self.spec.name, epoch, "checkpoint rejected: {why}");
+        {
+            let mut sh = lock(&self.shared);
+            sh.stats.checkpoints_rejected += 1;
+            sh.stats.last_error = Some(format!("epoch {epoch}: {why}"));
+        }
+        let ack = Ack { epoch, committed: false, error: Some(why), arrival: self.gate.arrival_counter(), apply_us: 0 };
+        self.send(FrameKind::Ack, &Frame::json(FrameKind::Ack, &ack).payload);
+    }
+
+    /// Applies queued checkpoints in order, unless commits are stalled.
+    fn committer(&self) {
+        loop {
+            let r = {
+                let mut sh = lock(&self.shared);
+                loop {
+                    if self.stopping() {
+                        return;
+                    }
+                    if !sh.stalled {
+                        if let Some(r) = sh.queue.pop_front() {
+                            sh.stats.pending = sh.queue.len();
+                            break r;
+                        }
+                    }
+                    sh = self.wake.wait(sh).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            self.commit(r);
+        }
+    }
+
+    fn commit(&self, r: Received) {
+        let t = Instant::now();
+        let epoch = r.begin.epoch;
+        let label = PathBuf::from(format!("{}:epoch-{epoch}", self.spec.name));
+        let applied = {
+            let mut store = lock(&self.store);
+            if r.begin.full {
+                // A full checkpoint starts the chain again (first one, or a
+                // resynchronisation after a rejected one).
+                let mut fresh = Store::new();
+                fresh.apply(&label, &r.image).map(|rep| {
+                    *store = fresh;
+                    rep
+                })
+            } else {
+                store.apply(&label, &r.image)
+            }
+        };
+        let applied = applied.map_err(anyhow::Error::new).and_then(|_| self.commit_files(&r));
+        match applied {
+            Ok(_) => {
+                let streams = server_streams(lock(&self.store).tcp_streams());
+                let commit = rrc_gate::Commit { epoch, arrival_bound: r.begin.arrival_bound, streams };
+                if let Err(e) = self.gate.commit(commit) {
+                    // The store holds the epoch; the replies it covers stay
+                    // held until a later commit reaches the gate.
+                    tracing::error!(service = %self.spec.name, epoch, "gate commit: {e}");
+                }
+                let apply_us = t.elapsed().as_micros() as u64;
+                {
+                    let mut sh = lock(&self.shared);
+                    sh.stats.checkpoints_committed += 1;
+                    sh.stats.last_committed_epoch = epoch;
+                    sh.stats.last_apply_us = apply_us;
+                    sh.stats.state = "protecting".into();
+                }
+                let ack = Ack { epoch, committed: true, error: None, arrival: self.gate.arrival_counter(), apply_us };
+                self.send(FrameKind::Ack, &Frame::json(FrameKind::Ack, &ack).payload);
+            }
+            Err(e) => self.reject(epoch, format!("{e:#}")),
+        }
+    }
+
+    /// The data directory follows the store: carried operations, then the
+    /// checkpoint's own. A failure here leaves the copy between states: it
+    /// says so from then on (and every later checkpoint is refused), it
+    /// never pretends.
+    fn commit_files(&self, r: &Received) -> Result<()> {
+        let mut data = lock(&self.data);
+        let Some(copy) = data.as_mut() else { return Ok(()) };
+        copy.check()?;
+        for payload in &r.carried {
+            let ops = rrc_image::fileops::parse_fileops(payload).map_err(|e| anyhow::anyhow!("carried data-directory operations: {e}"))?;
+            rrc_store::datadir::apply_ops(copy.root(), &ops.ops).context("applying carried data-directory operations")?;
+        }
+        let store = lock(&self.store);
+        if let Some(img) = store.image() {
+            copy.commit(img)?;
+        }
+        Ok(())
+    }
+
+    fn heartbeats(&self) {
+        let mut seq = 0;
+        while !self.stopping() {
+            seq += 1;
+            let hb = Heartbeat { seq, arrival: self.gate.arrival_counter() };
+            self.send(FrameKind::Heartbeat, &Frame::json(FrameKind::Heartbeat, &hb).payload);
+            let sh = lock(&self.shared);
+            let _ = self.wake.wait_timeout_while(sh, HEARTBEAT_EVERY, |_| !self.stopping());
+        }
+    }
+
+    /// Ends the backup's part: threads, gate rules, routes, gate.
+    pub fn stop(&self, reason: &str) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.wake.notify_all();
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        let me = std::thread::current().id();
+        for t in lock(&self.threads).drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        self.teardown();
+        let _ = Stop { reason: reason.into() };
+        tracing::info!(service = %self.spec.name, reason, "backup stopped");
+    }
+
+    fn teardown(&self) {
+        // Rules first: with the gate gone, queued packets would be dropped.
+        self.route.destroy();
+        if let Err(e) = self.gate.shutdown() {
+            tracing::warn!(service = %self.spec.name, "closing the gate: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

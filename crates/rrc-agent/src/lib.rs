@@ -1,0 +1,268 @@
+//! The rrc agent: one per host (DESIGN §2.3).
+//!
+//! It serves the CLI on a Unix socket and its peers on TCP (replication
+//! network), both in the frame format of `rrc-wire`. For each service it
+//! is either the primary (runs the container, drives the epochs, streams
+//! checkpoints: [`primary`]) or the backup (keeps the committed state,
+//! routes the service's traffic through the gate, acknowledges each
+//! committed epoch: [`backup`]). docs/protocol.md describes the messages.
+
+pub mod backup;
+mod cli;
+pub mod net;
+pub mod primary;
+pub mod staging;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use rrc_wire::{read_frame, FrameKind};
+
+/// A poisoned lock still guards consistent data here (every critical
+/// section only assigns fields): take it rather than propagate the panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// This host's name (what `--primary`/`--backup` name).
+    pub name: String,
+    /// Services' data, logs and the container registry live below it.
+    pub state_dir: PathBuf,
+    /// The CLI's Unix socket.
+    pub socket: PathBuf,
+    /// Where peers connect (replication network).
+    pub listen: SocketAddr,
+    /// Other agents by host name.
+    pub peers: BTreeMap<String, SocketAddr>,
+    /// Client-facing interface (proxy ARP for service IPs held as backup).
+    pub front_if: String,
+    /// Replication interface (routes to and from the peer).
+    pub repl_if: String,
+    /// librrc.so, preloaded into every service.
+    pub librrc: PathBuf,
+    /// cgroup v2 directory under which service containers get their group.
+    pub cgroup_root: PathBuf,
+    /// Prefix of the network namespaces this agent creates (the lab uses
+    /// its own so that `rrc lab down` finds them).
+    pub netns_prefix: String,
+}
+
+pub enum Service {
+    Primary(Arc<primary::Primary>),
+    Backup(Arc<backup::Backup>),
+}
+
+pub struct Agent {
+    pub cfg: AgentConfig,
+    services: Mutex<BTreeMap<String, Service>>,
+    next_index: AtomicU32,
+    pub started: Instant,
+}
+
+impl Agent {
+    pub fn new(cfg: AgentConfig) -> Arc<Agent> {
+        Arc::new(Agent { cfg, services: Mutex::new(BTreeMap::new()), next_index: AtomicU32::new(0), started: Instant::now() })
+    }
+
+    /// A number unique within this agent's life: interface names, routing
+    /// tables and queue numbers derive from it.
+    pub fn next_index(&self) -> u32 {
+        self.next_index.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn service_dir(&self, name: &str) -> PathBuf {
+        self.cfg.state_dir.join("services").join(name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Service>> {
+        lock(&self.services)
+    }
+
+    /// Reserves `name`; fails when this agent already has a service of
+    /// that name in any role.
+    pub fn insert(&self, name: &str, s: Service) -> Result<()> {
+        let mut m = self.lock();
+        if m.contains_key(name) {
+            anyhow::bail!("host {} already has a service named {name:?}", self.cfg.name);
+        }
+        m.insert(name.to_string(), s);
+        Ok(())
+    }
+
+    pub fn remove(&self, name: &str) -> Option<Service> {
+        self.lock().remove(name)
+    }
+
+    pub fn primary(&self, name: &str) -> Option<Arc<primary::Primary>> {
+        match self.lock().get(name) {
+            Some(Service::Primary(p)) => Some(p.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn backup(&self, name: &str) -> Option<Arc<backup::Backup>> {
+        match self.lock().get(name) {
+            Some(Service::Backup(b)) => Some(b.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// CPU time this agent process has used (user + system), ms.
+    pub fn cpu_ms(&self) -> u64 {
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage fills the struct.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+        ms(ru.ru_utime) + ms(ru.ru_stime)
+    }
+
+    /// Status of every service (or one) this agent has a part in.
+    pub fn status(&self, name: Option<&str>) -> serde_json::Value {
+        let entries: Vec<(String, serde_json::Value)> = {
+            let m = self.lock();
+            m.iter()
+                .filter(|(n, _)| name.map(|x| x == n.as_str()).unwrap_or(true))
+                .map(|(n, s)| {
+                    let v = match s {
+                        Service::Primary(p) => p.status(),
+                        Service::Backup(b) => b.status(),
+                    };
+                    (n.clone(), v)
+                })
+                .collect()
+        };
+        serde_json::json!({
+            "host": self.cfg.name,
+            "agent_pid": std::process::id(),
+            "agent_cpu_ms": self.cpu_ms(),
+            "agent_uptime_ms": self.started.elapsed().as_millis() as u64,
+            "services": entries.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Ends every service (agent shutdown).
+    pub fn stop_all(&self) {
+        for n in self.names() {
+            let _ = self.stop(&n, "agent shutting down");
+        }
+    }
+
+    /// Ends this agent's part of a service.
+    pub fn stop(&self, name: &str, reason: &str) -> Result<serde_json::Value> {
+        match self.remove(name) {
+            Some(Service::Primary(p)) => {
+                p.stop(reason);
+                Ok(serde_json::json!({"host": self.cfg.name, "role": "primary", "stopped": name}))
+            }
+            Some(Service::Backup(b)) => {
+                b.stop(reason);
+                Ok(serde_json::json!({"host": self.cfg.name, "role": "backup", "stopped": name}))
+            }
+            None => Ok(serde_json::json!({"host": self.cfg.name, "role": null, "stopped": null})),
+        }
+    }
+}
+
+/// Runs the agent until SIGTERM/SIGINT.
+pub fn run(cfg: AgentConfig) -> Result<()> {
+    std::fs::create_dir_all(&cfg.state_dir).with_context(|| format!("creating {}", cfg.state_dir.display()))?;
+    if let Some(d) = cfg.socket.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let _ = std::fs::remove_file(&cfg.socket);
+    let cli = UnixListener::bind(&cfg.socket).with_context(|| format!("binding the CLI socket {}", cfg.socket.display()))?;
+    let peers = TcpListener::bind(cfg.listen).with_context(|| format!("listening for peers on {}", cfg.listen))?;
+    let agent = Agent::new(cfg);
+    tracing::info!(host = %agent.cfg.name, socket = %agent.cfg.socket.display(), listen = %agent.cfg.listen, "agent started");
+
+    let stop = block_termination_signals()?;
+
+    let a = agent.clone();
+    std::thread::Builder::new().name("cli".into()).spawn(move || {
+        for c in cli.incoming() {
+            match c {
+                Ok(c) => {
+                    let a = a.clone();
+                    let _ = std::thread::Builder::new().name("cli-conn".into()).spawn(move || cli::serve(&a, c));
+                }
+                Err(e) => tracing::warn!("CLI accept: {e}"),
+            }
+        }
+    })?;
+    let a = agent.clone();
+    std::thread::Builder::new().name("peers".into()).spawn(move || {
+        for c in peers.incoming() {
+            match c {
+                Ok(c) => {
+                    let a = a.clone();
+                    let _ = std::thread::Builder::new().name("peer-conn".into()).spawn(move || serve_peer(&a, c));
+                }
+                Err(e) => tracing::warn!("peer accept: {e}"),
+            }
+        }
+    })?;
+
+    let sig = wait_signal(&stop);
+    tracing::info!(signal = sig, "agent stopping");
+    agent.stop_all();
+    let _ = std::fs::remove_file(&agent.cfg.socket);
+    Ok(())
+}
+
+fn serve_peer(agent: &Arc<Agent>, mut c: std::net::TcpStream) {
+    let peer = c.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let _ = c.set_nodelay(true);
+    let f = match read_frame(&mut c) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(%peer, "peer connection: {e}");
+            return;
+        }
+    };
+    match f.kind {
+        FrameKind::Replicate => backup::serve(agent, c, f),
+        FrameKind::Request => cli::serve_one(agent, c, f),
+        k => tracing::warn!(%peer, "peer connection opened with a {k:?} frame; dropped"),
+    }
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in every thread (call before any
+/// thread is spawned) and returns the set to wait on.
+fn block_termination_signals() -> Result<libc::sigset_t> {
+    // SAFETY: plain sigset manipulation on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r)).context("blocking termination signals");
+        }
+        Ok(set)
+    }
+}
+
+fn wait_signal(set: &libc::sigset_t) -> i32 {
+    loop {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: sigwait on a set blocked in every thread.
+        let r = unsafe { libc::sigwait(set, &mut sig) };
+        if r == 0 {
+            return sig;
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! The primary's side of a service: the container, the epochs, the
+//! checkpoint stream to the backup (issue 3 §2–3; NiLiCon §II-A, RRC §3).
+//!
+//! One thread drives the epochs: every `epoch_ms` it asks the library for
+//! a checkpoint whose image lands in the staging buffer (a memfd), sends
+//! it to the backup as CheckpointBegin / CheckpointData* / CheckpointEnd,
+//! and waits for the backup's Ack before the next epoch, so at most one
+//! checkpoint is in flight. A second thread reads the backup's frames:
+//! acks and heartbeats (which carry the gate's arrival number, echoed back
+//! as the next checkpoint's `arrival_bound`).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
+use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL};
+use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, ServiceSpec, Stop};
+use rrc_wire::{read_frame, write_frame, Frame, FrameKind, WireError};
+use serde::Serialize;
+
+use crate::net::ContainerNet;
+use crate::staging::Staging;
+use crate::{lock, Agent, Service};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Checkpoint data frames.
+const CHUNK: usize = 1 << 20;
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What `rrc status` shows of a primary.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PrimaryStats {
+    pub state: String,
+    pub protected: bool,
+    pub checkpoints_committed: u64,
+    pub checkpoints_rejected: u64,
+    pub full_checkpoints: u64,
+    pub last_epoch: u64,
+    pub last_pause_us: u64,
+    pub last_checkpoint_bytes: u64,
+    pub last_checkpoint_pages: u64,
+    /// Snapshot taken -> backup's ack received, for the last commit.
+    pub replication_lag_ms: f64,
+    /// Time since the last commit.
+    pub since_last_commit_ms: Option<u64>,
+    pub last_error: Option<String>,
+    pub pause_us_p50: u64,
+    pub pause_us_p99: u64,
+}
+
+struct Shared {
+    stats: PrimaryStats,
+    /// Newest gate arrival number from the backup.
+    arrival: u64,
+    /// Acks not yet taken by the epoch thread.
+    acks: Vec<Ack>,
+    backup_lost: Option<String>,
+    corrupt_next: bool,
+    last_commit_at: Option<Instant>,
+    pauses: Vec<u64>,
+    /// FILEOPS of checkpoints the backup rejected: the library dropped
+    /// them from its journal once the snapshot was written, so they are
+    /// sent again (DataDirInit frames) ahead of every checkpoint until one
+    /// commits (docs/protocol.md).
+    carried_ops: Vec<Vec<u8>>,
+}
+
+pub struct Primary {
+    pub spec: ServiceSpec,
+    pub host: String,
+    pub pid: i32,
+    pub backup_addr: String,
+    pub queue_num: u16,
+    record: Record,
+    ccfg: ContainerConfig,
+    net: ContainerNet,
+    shared: Mutex<Shared>,
+    wake: Condvar,
+    stopping: AtomicBool,
+    conn: Mutex<TcpStream>,
+    /// A second handle on the connection, to shut it down without waiting
+    /// for a writer blocked on a full socket buffer.
+    conn_ctl: TcpStream,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// `rrc run` arrives here, at the primary's agent.
+pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value> {
+    validate(agent, &spec)?;
+    // Reserve the name before anything is built.
+    let p = build(agent, spec.clone())?;
+    let p = Arc::new(p);
+    if let Err(e) = agent.insert(&spec.name, Service::Primary(p.clone())) {
+        p.stop("name taken");
+        return Err(e);
+    }
+    let (a, b) = (p.clone(), p.clone());
+    let reader = std::thread::Builder::new().name(format!("acks-{}", spec.name)).spawn(move || a.read_backup())?;
+    let epochs = std::thread::Builder::new().name(format!("epochs-{}", spec.name)).spawn(move || b.epochs())?;
+    lock(&p.threads).extend([reader, epochs]);
+    tracing::info!(service = %spec.name, pid = p.pid, backup = %spec.backup, "service running, replication started");
+    Ok(p.status())
+}
+
+fn validate(agent: &Agent, spec: &ServiceSpec) -> Result<()> {
+    if spec.primary != agent.cfg.name {
+        bail!("this is host {}, the service's primary is {}", agent.cfg.name, spec.primary);
+    }
+    if spec.backup == spec.primary {
+        bail!("the backup must be another host than the primary ({})", spec.primary);
+    }
+    if !spec.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || spec.name.is_empty() || spec.name.len() > 32 {
+        bail!("service name {:?}: use 1-32 letters, digits, '-' or '_'", spec.name);
+    }
+    spec.service_ip.parse::<std::net::Ipv4Addr>().with_context(|| format!("service IP {:?}", spec.service_ip))?;
+    if spec.epoch_ms == 0 || spec.epoch_ms > 60_000 {
+        bail!("epoch of {} ms: use 1..=60000", spec.epoch_ms);
+    }
+    if spec.argv.is_empty() {
+        bail!("no command given");
+    }
+    if agent.primary(&spec.name).is_some() || agent.backup(&spec.name).is_some() {
+        bail!("host {} already has a service named {:?}", agent.cfg.name, spec.name);
+    }
+    Ok(())
+}
+
+fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
+    let backup_at = *agent
+        .cfg
+        .peers
+        .get(&spec.backup)
+        .with_context(|| format!("host {} does not know a peer named {:?} (its peers: {:?})", agent.cfg.name, spec.backup, agent.cfg.peers.keys().collect::<Vec<_>>()))?;
+    let mut conn = TcpStream::connect_timeout(&backup_at, CONNECT_TIMEOUT).with_context(|| format!("connecting to the backup's agent {} at {backup_at}", spec.backup))?;
+    conn.set_nodelay(true)?;
+    let my_addr = conn.local_addr()?.ip().to_string();
+    let rep = Replicate { spec: spec.clone(), primary_addr: my_addr };
+    write_frame(&mut conn, FrameKind::Replicate, &Frame::json(FrameKind::Replicate, &rep).payload)?;
+    conn.set_read_timeout(Some(READY_TIMEOUT))?;
+    let f = read_frame(&mut conn).with_context(|| format!("waiting for backup {} to get ready", spec.backup))?;
+    let ready: ReplicateReady = match f.kind {
+        FrameKind::ReplicateReady => f.parse()?,
+        FrameKind::Response => {
+            let r: rrc_wire::msg::Response = f.parse()?;
+            bail!("backup {} refused: {}", spec.backup, r.error.unwrap_or_default());
+        }
+        k => bail!("backup {} answered with a {k:?} frame", spec.backup),
+    };
+    conn.set_read_timeout(None)?;
+    let abort = |conn: &mut TcpStream, why: &str| {
+        let _ = write_frame(conn, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: why.into() }).payload);
+    };
+
+    let dir = agent.service_dir(&spec.name);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let index = agent.next_index();
+    let netns = format!("{}{}-{}", agent.cfg.netns_prefix, agent.cfg.name, spec.name);
+    let net = match ContainerNet::create(&netns, index, &spec.service_ip, &ready.backup_addr, &agent.cfg.repl_if) {
+        Ok(n) => n,
+        Err(e) => {
+            abort(&mut conn, "primary network set-up failed");
+            return Err(e.context("setting up the container's network"));
+        }
+    };
+    let ccfg = ContainerConfig { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) };
+    let mut env: Vec<(OsString, OsString)> = vec![("PATH".into(), DEFAULT_PATH.into()), ("HOME".into(), "/root".into())];
+    for (k, v) in &spec.env {
+        env.push((k.into(), v.into()));
+    }
+    env.push(("LD_PRELOAD".into(), agent.cfg.librrc.clone().into_os_string()));
+    env.push(("RRC_CONTROL".into(), format!("{CONTAINER_RUN_DIR}/{CONTROL_SOCKET_NAME}").into()));
+    // The data directory: this host's copy, seen by the command at the
+    // path it asked for; the library journals writes below it (DESIGN §5).
+    let mut binds = Vec::new();
+    if let Some(d) = &spec.data_dir {
+        let host_dir = dir.join("data");
+        if let Err(e) = std::fs::create_dir_all(&host_dir) {
+            net.destroy();
+            abort(&mut conn, "primary set-up failed");
+            return Err(anyhow::Error::new(e).context(format!("creating {}", host_dir.display())));
+        }
+        // Its content before the start reaches the backup first; from then
+        // on every change travels in the checkpoint of its epoch.
+        let init = rrc_store::datadir::snapshot_ops(&host_dir)
+            .map(|ops| rrc_image::fileops::encode_fileops(&ops))
+            .context("reading the data directory's initial content")
+            .and_then(|p| write_frame(&mut conn, FrameKind::DataDirInit, &p).context("sending the data directory's initial content"));
+        if let Err(e) = init {
+            net.destroy();
+            abort(&mut conn, "primary set-up failed");
+            return Err(e);
+        }
+        binds.push(rrc_container::Bind { host: host_dir, target: d.into() });
+        env.push(("RRC_DATA_DIR".into(), d.into()));
+    }
+    let cspec = Spec {
+        argv: spec.argv.iter().map(OsString::from).collect(),
+        env,
+        netns: Some(netns.clone()),
+        log: Some(dir.join("app.log")),
+        pass_fd: None,
+        restored_from: None,
+        binds,
+    };
+    let container = match rrc_container::spawn(&ccfg, cspec) {
+        Ok(c) => c,
+        Err(e) => {
+            net.destroy();
+            abort(&mut conn, "the service did not start");
+            return Err(anyhow::Error::new(e).context("starting the service's container"));
+        }
+    };
+    let record = container.record.clone();
+    if let Err(e) = wait_for_library(&record) {
+        let _ = rrc_container::kill(&ccfg, &record);
+        net.destroy();
+        abort(&mut conn, "the service did not start");
+        return Err(e);
+    }
+    Ok(Primary {
+        host: agent.cfg.name.clone(),
+        pid: record.pid,
+        backup_addr: ready.backup_addr.clone(),
+        queue_num: ready.queue_num,
+        spec,
+        record,
+        ccfg,
+        net,
+        shared: Mutex::new(Shared {
+            stats: PrimaryStats { state: "starting".into(), ..Default::default() },
+            arrival: 0,
+            acks: Vec::new(),
+            backup_lost: None,
+            corrupt_next: false,
+            last_commit_at: None,
+            pauses: Vec::new(),
+            carried_ops: Vec::new(),
+        }),
+        wake: Condvar::new(),
+        stopping: AtomicBool::new(false),
+        conn_ctl: conn.try_clone().context("cloning the replication connection")?,
+        conn: Mutex::new(conn),
+        threads: Mutex::new(Vec::new()),
+    })
+}
+
+fn wait_for_library(rec: &Record) -> Result<()> {
+    let deadline = Instant::now() + PING_TIMEOUT;
+    let sock = control_socket_of(rec.pid);
+    loop {
+        if !rrc_container::is_running(rec) {
+            bail!("the service exited during start-up; see {}", rec.log.display());
+        }
+        match rrc_control::ping(&sock, Duration::from_secs(1)) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(anyhow::Error::new(e).context(format!("librrc in pid {} did not answer within {PING_TIMEOUT:?}", rec.pid)))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+fn random_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut id);
+    }
+    if id == [0; 16] {
+        id[0] = 1;
+    }
+    id
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn percentile(v: &[u64], p: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s[((s.len() - 1) as f64 * p).round() as usize]
+}
+
+impl Primary {
+    pub fn status(&self) -> serde_json::Value {
+        let sh = lock(&self.shared);
+        let mut st = sh.stats.clone();
+        st.since_last_commit_ms = sh.last_commit_at.map(|t| t.elapsed().as_millis() as u64);
+        st.pause_us_p50 = percentile(&sh.pauses, 0.5);
+        st.pause_us_p99 = percentile(&sh.pauses, 0.99);
+        serde_json::json!({
+            "name": self.spec.name,
+            "role": "primary",
+            "host": self.host,
+            "service_ip": self.spec.service_ip,
+            "primary": self.spec.primary,
+            "backup": self.spec.backup,
+            "mode": self.spec.mode.as_str(),
+            "epoch_ms": self.spec.epoch_ms,
+            "command": self.spec.argv,
+            "data_dir": self.spec.data_dir,
+            "pid": self.pid,
+            "netns": self.net.netns,
+            "backup_addr": self.backup_addr,
+            "queue_num": self.queue_num,
+            "checkpoints_committed": st.checkpoints_committed,
+            "protected": st.protected,
+            "stats": st,
+        })
+    }
+
+    pub fn fault(&self, f: Fault) -> Result<serde_json::Value> {
+        match f {
+            Fault::CorruptNextCheckpoint => {
+                lock(&self.shared).corrupt_next = true;
+                Ok(serde_json::json!({"armed": "corrupt-next-checkpoint"}))
+            }
+            other => bail!("fault {other:?} is injected at the backup, not the primary"),
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Ends the service: epochs, container, backup, network.
+    pub fn stop(&self, reason: &str) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.wake.notify_all();
+        if let Ok(mut c) = self.conn.try_lock() {
+            let _ = write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload);
+        }
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        let me = std::thread::current().id();
+        for t in lock(&self.threads).drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        if let Err(e) = rrc_container::kill(&self.ccfg, &self.record) {
+            tracing::warn!(service = %self.spec.name, "removing the container: {e}");
+        }
+        self.net.destroy();
+        tracing::info!(service = %self.spec.name, reason, "service stopped");
+    }
+
+    /// Keeps the file operations of a rejected checkpoint to send again.
+    fn carry_fileops(&self, image: &[u8], epoch: u64) -> Result<()> {
+        let label = std::path::PathBuf::from(format!("{}:epoch-{epoch}", self.spec.name));
+        let img = rrc_image::Image::from_bytes(&label, image, rrc_image::VerifyPages::No)
+            .context("re-reading a rejected checkpoint for its file operations")?;
+        if let Some(f) = img.fileops.as_ref().filter(|f| !f.ops.is_empty()) {
+            tracing::info!(service = %self.spec.name, epoch, ops = f.ops.len(), "file operations of the rejected checkpoint will be sent again");
+            lock(&self.shared).carried_ops.push(rrc_image::fileops::encode_fileops(&f.ops));
+        }
+        Ok(())
+    }
+
+    /// Reads acks and heartbeats from the backup until the connection ends.
+    fn read_backup(&self) {
+        let mut c = match lock(&self.conn).try_clone() {
+            Ok(c) => c,
+            Err(e) => {
+                self.backup_lost(format!("cloning the backup connection: {e}"));
+                return;
+            }
+        };
+        loop {
+            let f = match read_frame(&mut c) {
+                Ok(f) => f,
+                Err(e) => {
+                    if !self.stopping() {
+                        let why = match e {
+                            WireError::Closed => "the backup closed the replication connection".to_string(),
+                            e => format!("replication connection: {e}"),
+                        };
+                        self.backup_lost(why);
+                    }
+                    return;
+                }
+            };
+            match f.kind {
+                FrameKind::Ack => match f.parse::<Ack>() {
+                    Ok(a) => {
+                        let mut sh = lock(&self.shared);
+                        sh.arrival = sh.arrival.max(a.arrival);
+                        sh.acks.push(a);
+                        drop(sh);
+                        self.wake.notify_all();
+                    }
+                    Err(e) => tracing::warn!(service = %self.spec.name, "bad ack: {e}"),
+                },
+                FrameKind::Heartbeat => {
+                    if let Ok(h) = f.parse::<Heartbeat>() {
+                        let mut sh = lock(&self.shared);
+                        sh.arrival = sh.arrival.max(h.arrival);
+                    }
+                }
+                FrameKind::Stop => {
+                    let s: Stop = f.parse().unwrap_or(Stop { reason: "?".into() });
+                    self.backup_lost(format!("the backup ended replication: {}", s.reason));
+                    return;
+                }
+                k => tracing::warn!(service = %self.spec.name, "unexpected {k:?} frame from the backup"),
+            }
+        }
+    }
+
+    fn backup_lost(&self, why: String) {
+        tracing::error!(service = %self.spec.name, "backup lost: {why}; the service is UNPROTECTED");
+        let mut sh = lock(&self.shared);
+        sh.backup_lost = Some(why.clone());
+        sh.stats.protected = false;
+        sh.stats.state = "unprotected".into();
+        sh.stats.last_error = Some(why);
+        drop(sh);
+        self.wake.notify_all();
+    }
+
+    /// The epoch loop.
+    fn epochs(&self) {
+        let staging = match Staging::new(&self.spec.name) {
+            Ok(s) => s,
+            Err(e) => {
+                self.backup_lost(format!("{e:#}"));
+                return;
+            }
+        };
+        let period = Duration::from_millis(self.spec.epoch_ms);
+        let mut parent: Option<[u8; 16]> = None;
+        let mut epoch: u64 = 0;
+        lock(&self.shared).stats.state = "replicating".into();
+        while !self.stopping() {
+            if lock(&self.shared).backup_lost.is_some() {
+                return;
+            }
+            let started = Instant::now();
+            epoch += 1;
+            match self.one_epoch(&staging, epoch, parent) {
+                Ok(Some(id)) => parent = Some(id),
+                Ok(None) => parent = None, // rejected: resynchronise with a full checkpoint
+                Err(e) => {
+                    if self.stopping() {
+                        return;
+                    }
+                    if !rrc_container::is_running(&self.record) {
+                        let why = format!("the service process exited ({e:#})");
+                        tracing::error!(service = %self.spec.name, "{why}");
+                        let mut sh = lock(&self.shared);
+                        sh.stats.state = "exited".into();
+                        sh.stats.protected = false;
+                        sh.stats.last_error = Some(why);
+                        return;
+                    }
+                    tracing::error!(service = %self.spec.name, epoch, "checkpoint failed: {e:#}");
+                    let mut sh = lock(&self.shared);
+                    sh.stats.last_error = Some(format!("epoch {epoch}: {e:#}"));
+                    parent = None;
+                }
+            }
+            let spent = started.elapsed();
+            if spent < period {
+                let sh = lock(&self.shared);
+                let _ = self.wake.wait_timeout_while(sh, period - spent, |_| !self.stopping());
+            }
+        }
+    }
+
+    /// Takes, sends and waits for the commit of one checkpoint. Returns the
+    /// image id when committed, None when the backup rejected it.
+    fn one_epoch(&self, staging: &Staging, epoch: u64, parent: Option<[u8; 16]>) -> Result<Option<[u8; 16]>> {
+        let arrival_bound = lock(&self.shared).arrival;
+        staging.reset()?;
+        let image_id = random_id();
+        let req = match parent {
+            Some(p) => DumpRequest { flags: DUMP_F_INCREMENTAL, image_id, parent_id: p },
+            None => DumpRequest { flags: 0, image_id, parent_id: [0; 16] },
+        };
+        let sock = control_socket_of(self.pid);
+        let snap_t = Instant::now();
+        let mut session = rrc_control::dump(&sock, &req, staging.fd(), PAUSE_TIMEOUT).context("sending DUMP")?;
+        let paused = session.wait_paused(PAUSE_TIMEOUT).context("checkpoint")?;
+        let done = session.wait_done(WRITE_TIMEOUT).context("checkpoint (the service runs on)")?;
+        let image = staging.take(done.bytes)?;
+        let pause_us = paused.pause_ns / 1000;
+        let carried: Vec<Vec<u8>>;
+        let mut damaged: Option<Vec<u8>> = None;
+        {
+            let mut sh = lock(&self.shared);
+            carried = sh.carried_ops.clone();
+            if sh.corrupt_next {
+                sh.corrupt_next = false;
+                // A byte in the middle of the sent copy: inside some
+                // section's payload, never in the frames, which stay sound.
+                let mut d = image.clone();
+                let i = d.len() / 2;
+                d[i] ^= 0xff;
+                tracing::warn!(service = %self.spec.name, epoch, offset = i, "fault injected: checkpoint image corrupted");
+                damaged = Some(d);
+            }
+            sh.pauses.push(pause_us);
+            if sh.pauses.len() > 4096 {
+                sh.pauses.drain(..2048);
+            }
+        }
+        let begin = CheckpointBegin {
+            epoch,
+            image_id: hex(&image_id),
+            full: parent.is_none(),
+            bytes: image.len() as u64,
+            arrival_bound,
+            pause_us,
+        };
+        let sent = damaged.as_ref().unwrap_or(&image);
+        let end = CheckpointEnd { epoch, bytes: sent.len() as u64, crc32c: crc32c::crc32c(sent) };
+        {
+            let mut c = lock(&self.conn);
+            let c = &mut *c;
+            for ops in &carried {
+                write_frame(c, FrameKind::DataDirInit, ops)?;
+            }
+            write_frame(c, FrameKind::CheckpointBegin, &Frame::json(FrameKind::CheckpointBegin, &begin).payload)?;
+            for chunk in sent.chunks(CHUNK) {
+                write_frame(c, FrameKind::CheckpointData, chunk)?;
+            }
+            write_frame(c, FrameKind::CheckpointEnd, &Frame::json(FrameKind::CheckpointEnd, &end).payload)?;
+            c.flush()?;
+        }
+        // Wait for this epoch's ack.
+        let mut sh = lock(&self.shared);
+        loop {
+            if let Some(i) = sh.acks.iter().position(|a| a.epoch == epoch) {
+                let a = sh.acks.remove(i);
+                sh.acks.retain(|x| x.epoch > epoch);
+                let st = &mut sh.stats;
+                st.last_epoch = epoch;
+                st.last_pause_us = pause_us;
+                st.last_checkpoint_bytes = image.len() as u64;
+                st.last_checkpoint_pages = done.pages;
+                if a.committed {
+                    st.checkpoints_committed += 1;
+                    if parent.is_none() {
+                        st.full_checkpoints += 1;
+                    }
+                    st.protected = true;
+                    st.state = "replicating".into();
+                    st.replication_lag_ms = snap_t.elapsed().as_secs_f64() * 1000.0;
+                    sh.last_commit_at = Some(Instant::now());
+                    sh.carried_ops.drain(..carried.len());
+                    return Ok(Some(image_id));
+                }
+                st.checkpoints_rejected += 1;
+                let why = a.error.unwrap_or_default();
+                tracing::warn!(service = %self.spec.name, epoch, "backup rejected the checkpoint: {why}; next one is full");
+                st.last_error = Some(format!("epoch {epoch} rejected by the backup: {why}"));
+                drop(sh);
+                self.carry_fileops(&image, epoch)?;
+                return Ok(None);
+            }
+            if let Some(why) = &sh.backup_lost {
+                bail!("backup lost while waiting for epoch {epoch}'s ack: {why}");
+            }
+            if self.stopping() {
+                bail!("stopping");
+            }
+            sh = self.wake.wait_timeout(sh, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+

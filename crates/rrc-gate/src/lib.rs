@@ -1,0 +1,30 @@
+//! The backup agent's packet gate (DESIGN.md §2.3 "gate"; RRC §3 and §4.3
+//! PackRec/PackGate; NiLiCon §II-A/§IV output commit). See docs/gate.md.
+//!
+//! The backup routes the service's traffic; iptables sends every forwarded
+//! packet to or from the service IP to an NFQUEUE. The gate
+//! * records what clients send, per TCP stream (ISNs, SYN options, every
+//!   payload byte the server app has not yet read, the client's ACK), and
+//!   lets it through at once;
+//! * holds what the service sends (data, FIN, RST, non-TCP) until a commit
+//!   of a checkpoint taken after it was produced covers it, then lets it
+//!   through in arrival order; pure ACKs and SYN-ACKs pass at once;
+//! * keeps released server bytes until the client acknowledges them.
+//!
+//! Layers: `packet` (parsing), `record` (sequence arithmetic, byte
+//! records), `stream` and `core` (the decisions, no I/O: `GateCore`),
+//! `nfqueue` (netlink), `gate` (`Gate`: the reader thread and the handle).
+
+pub mod core;
+pub mod error;
+pub mod gate;
+pub mod nfqueue;
+pub mod packet;
+pub mod record;
+pub mod stream;
+
+pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream};
+pub use crate::error::GateError;
+pub use crate::gate::{Gate, GateConfig};
+pub use crate::packet::TcpOptions;
+pub use crate::stream::{PacketId, StreamData, StreamSnapshot};

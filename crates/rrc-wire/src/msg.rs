@@ -1,0 +1,171 @@
+//! The JSON payloads of control frames. Field names are part of the
+//! protocol (docs/protocol.md); add fields with `#[serde(default)]` so an
+//! older peer's message still parses, bump `frame::VERSION` otherwise.
+
+use serde::{Deserialize, Serialize};
+
+/// Replication mode. Only checkpoint-only exists so far (NiLiCon/Remus
+/// semantics, issue 3); record/replay (RRC) comes later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Checkpoint,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+/// Everything needed to run a service: what `rrc run` asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceSpec {
+    pub name: String,
+    /// IPv4 address clients use; held by the container's namespace.
+    pub service_ip: String,
+    pub primary: String,
+    pub backup: String,
+    pub mode: Mode,
+    pub epoch_ms: u64,
+    pub argv: Vec<String>,
+    /// Extra environment for the command (the agent adds rrc's own).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Data directory as the application sees it (bind-mounted from the
+    /// host's copy); its writes travel with the checkpoints.
+    #[serde(default)]
+    pub data_dir: Option<String>,
+}
+
+/// Fault injection, for tests and demos (`rrc fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// Backup: stop committing (and so releasing) checkpoints; they queue.
+    StallCommits,
+    /// Backup: commit the queued checkpoints and carry on.
+    ResumeCommits,
+    /// Primary: flip one byte of the next checkpoint's image before it is
+    /// framed, so that the frames are sound and the image is not.
+    CorruptNextCheckpoint,
+}
+
+/// CLI -> agent (and agent -> agent for admin verbs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Request {
+    Ping,
+    /// Sent to the primary's agent.
+    Run { spec: ServiceSpec },
+    Status { name: Option<String> },
+    /// Sent to every agent; each ends its part.
+    Stop { name: String },
+    Fault { name: String, fault: Fault },
+    /// Backup: write the committed state as an image `rrc restore` accepts
+    /// (DIR/checkpoint.rrc) and the data directory as DIR/data.
+    Export { name: String, dir: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub data: serde_json::Value,
+}
+
+impl Response {
+    pub fn ok(data: serde_json::Value) -> Response {
+        Response { ok: true, error: None, data }
+    }
+    pub fn err(e: impl std::fmt::Display) -> Response {
+        Response { ok: false, error: Some(e.to_string()), data: serde_json::Value::Null }
+    }
+}
+
+/// Primary -> backup: first frame of a service's replication connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replicate {
+    pub spec: ServiceSpec,
+    /// The primary agent's address on the replication network: the backup
+    /// routes the service IP there.
+    pub primary_addr: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicateReady {
+    pub backup: String,
+    /// The backup's address on the replication network: the primary sends
+    /// the service's replies there.
+    pub backup_addr: String,
+    pub queue_num: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointBegin {
+    pub epoch: u64,
+    pub image_id: String,
+    pub full: bool,
+    pub bytes: u64,
+    /// The newest gate arrival number the primary had from the backup
+    /// before it asked for this snapshot: every packet the gate numbered up
+    /// to it was produced before the snapshot (docs/gate.md, rule 2).
+    pub arrival_bound: u64,
+    pub pause_us: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointEnd {
+    pub epoch: u64,
+    pub bytes: u64,
+    /// CRC32C of the whole image as sent.
+    pub crc32c: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    pub epoch: u64,
+    pub committed: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The gate's newest arrival number when the ack was sent.
+    pub arrival: u64,
+    pub apply_us: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub seq: u64,
+    /// Backup -> primary: the gate's newest arrival number.
+    #[serde(default)]
+    pub arrival: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stop {
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_have_stable_json() {
+        let r = Request::Status { name: Some("kv".into()) };
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"op":"status","name":"kv"}"#);
+        let r = Request::Fault { name: "kv".into(), fault: Fault::StallCommits };
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"op":"fault","name":"kv","fault":"stall-commits"}"#);
+        let back: Request = serde_json::from_str(r#"{"op":"ping"}"#).unwrap();
+        assert_eq!(back, Request::Ping);
+    }
+
+    #[test]
+    fn unknown_op_is_an_error() {
+        assert!(serde_json::from_str::<Request>(r#"{"op":"format-disk"}"#).is_err());
+    }
+}

@@ -1,0 +1,70 @@
+//! `rrc agent`: the per-host daemon (crates/rrc-agent).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rrc_agent::AgentConfig;
+
+use crate::locate;
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// This host's name, as `rrc run --primary/--backup` name it.
+    #[arg(long)]
+    pub name: String,
+    /// Directory for services' data, logs and the container registry.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/rrc")]
+    pub state_dir: PathBuf,
+    /// The CLI's Unix socket.
+    #[arg(long, value_name = "PATH", default_value = crate::agents::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Address:port for peers (on the replication network).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:7400")]
+    pub listen: SocketAddr,
+    /// Another agent: NAME=ADDR:PORT (repeatable).
+    #[arg(long = "peer", value_name = "NAME=ADDR:PORT")]
+    pub peers: Vec<String>,
+    /// Client-facing interface (service IPs are advertised there when this
+    /// host is a backup).
+    #[arg(long, value_name = "IF", default_value = "eth0")]
+    pub front_if: String,
+    /// Replication interface (towards the peers).
+    #[arg(long, value_name = "IF", default_value = "eth1")]
+    pub repl_if: String,
+    /// cgroup v2 directory for the services' containers.
+    #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup/unified/rrc/services")]
+    pub cgroup_root: PathBuf,
+    /// Prefix of the network namespaces made for services.
+    #[arg(long, default_value = "rrc-")]
+    pub netns_prefix: String,
+}
+
+pub fn run(a: AgentArgs) -> Result<ExitCode> {
+    let mut peers = BTreeMap::new();
+    for p in &a.peers {
+        let (n, addr) = p.split_once('=').with_context(|| format!("--peer {p:?}: expected NAME=ADDR:PORT"))?;
+        let addr: SocketAddr = addr.parse().with_context(|| format!("--peer {p:?}: bad address"))?;
+        if n == a.name {
+            bail!("--peer {p:?} names this host itself");
+        }
+        peers.insert(n.to_string(), addr);
+    }
+    let cfg = AgentConfig {
+        name: a.name,
+        state_dir: a.state_dir,
+        socket: a.socket,
+        listen: a.listen,
+        peers,
+        front_if: a.front_if,
+        repl_if: a.repl_if,
+        librrc: locate::find(locate::LIBRRC)?,
+        cgroup_root: a.cgroup_root,
+        netns_prefix: a.netns_prefix,
+    };
+    rrc_agent::run(cfg)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,163 @@
+"""The TCP stream table (image section TCP, runtime/lib/sk-diag.c).
+
+1. runtime/build/sk_diag_check: librrc's own table reader against byte
+   counts the program produces itself, in every TCP state it can make
+   (acked, unacked, unsent, FIN queued/acked, not accepted, orphaned,
+   SYN_SENT, TIME_WAIT; IPv4 and IPv6). Its output is the evidence for the
+   formula stated in sk-diag.c.
+2. A real server (redis) under `rrc exec` with a client that pipelines big
+   replies and stops reading: the table of a full and of an incremental
+   dump (`rrc inspect --json`) must say that the server wrote exactly what
+   the client has read plus what is still in flight (the client's receive
+   queue, measured by the client with SIOCINQ, plus the server's unacked
+   and unsent bytes), and read exactly what the client sent.
+"""
+import json
+import subprocess
+import sys
+import time
+
+from conftest import RUNTIME_BUILD, need, netns_exec, run, wait_until
+from test_servers import start_redis
+
+VALUE = 1 << 20           # bytes of the big value
+GETS = 16                 # pipelined GETs of it: far more than the socket buffers hold
+REPLY = len(f"${VALUE}\r\n") + VALUE + 2
+
+
+def test_sk_diag_formula():
+    prog = need(RUNTIME_BUILD / "sk_diag_check")
+    p = run([prog], timeout=120, check=False)
+    assert p.returncode == 0, f"sk_diag_check failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}"
+    assert "0 of " in p.stdout.splitlines()[-1], p.stdout
+    cases = [l for l in p.stdout.splitlines() if l.startswith("CASE ")]
+    assert len(cases) >= 50 and all(l.endswith("ok") for l in cases), p.stdout
+
+
+# The client: one connection, driven line by line over stdin/stdout.
+CLIENT = r"""
+import fcntl, socket, struct, sys, termios
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+sent = read = 0
+def send(b):
+    global sent
+    s.sendall(b); sent += len(b)
+def cmd(*a):
+    return b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
+for line in sys.stdin:
+    w = line.split()
+    if w[0] == "set":
+        send(cmd(b"SET", b"big", b"x" * int(w[1])))
+        r = s.recv(5)
+        assert r == b"+OK\r\n", r
+        read += len(r)
+    elif w[0] == "gets":
+        send(cmd(b"GET", b"big") * int(w[1]))
+    elif w[0] == "read":
+        n = int(w[1])
+        while n:
+            b = s.recv(min(n, 65536))
+            assert b
+            n -= len(b); read += len(b)
+    elif w[0] == "state":
+        inq = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+        print("%d %d %d %d" % (sent, read, inq, s.getsockname()[1]), flush=True)
+    elif w[0] == "exit":
+        break
+"""
+
+
+class Client:
+    def __init__(self, netns, port):
+        self.p = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-u", "-c", CLIENT, str(port)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def do(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+
+    def state(self):
+        self.do("state")
+        line = self.p.stdout.readline()
+        assert line, "the client died"
+        sent, read, inq, port = map(int, line.split())
+        return {"sent": sent, "read": read, "inq": inq, "port": port}
+
+    def settled(self):
+        """Waits until nothing moves any more (the client's window is closed)."""
+        last = [None]
+
+        def same():
+            time.sleep(0.1)
+            s = self.state()
+            ok = s == last[0]
+            last[0] = s
+            return ok
+        return wait_until(same, 30, "the connection to settle") and last[0]
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.do("exit")
+                self.p.wait(timeout=10)
+            except Exception:
+                self.p.kill()
+                self.p.wait()
+
+
+def stream(table, lport, rport):
+    found = [t for t in table if t["local"].endswith(f":{lport}") and t["remote"].endswith(f":{rport}")]
+    assert len(found) == 1, f"no single record {lport} -> {rport} in {json.dumps(table, indent=1)}"
+    return found[0]
+
+
+def check_table(image, server_port, c):
+    table = image["tcp"]
+    listen = [t for t in table if t["state_name"] == "LISTEN" and t["local"].endswith(f":{server_port}")]
+    assert listen and not listen[0]["flags"] & 2, table
+    srv = stream(table, server_port, c["port"])   # the server's end (redis holds its fd)
+    cli = stream(table, c["port"], server_port)   # the client's end, same namespace
+    assert srv["state_name"] == cli["state_name"] == "ESTABLISHED"
+    assert srv["inode"] != 0 and not srv["flags"] & 4, srv            # passive: no SYN correction
+    assert cli["flags"] & 4, cli                                     # active open
+    # redis read every request byte the client sent; the client's counters likewise
+    assert srv["read_seq_rel"] == c["sent"], (srv, c)
+    assert cli["write_seq_rel"] == c["sent"], (cli, c)
+    assert cli["read_seq_rel"] == c["read"], (cli, c)
+    assert cli["rqueue"] == c["inq"], (cli, c)
+    # what redis wrote = what the client read + its receive queue + the server's unacked/unsent bytes
+    assert srv["wqueue"] > 0, f"nothing in flight: the test does not exercise unsent data {srv}"
+    assert srv["write_seq_rel"] == c["read"] + c["inq"] + srv["wqueue"], (srv, c)
+    assert srv["write_seq_rel"] <= 5 + GETS * REPLY, srv
+    return srv
+
+
+def test_tcp_table_of_a_server(rrc, tmp_path, netns):
+    port, log, pid, cli = start_redis(rrc, tmp_path, netns)
+    c = Client(netns, port)
+    try:
+        c.do(f"set {VALUE}")
+        c.do(f"gets {GETS}")
+        c.do("read 100000")
+        s0 = c.settled()
+        full = tmp_path / "img0"
+        rrc.dump(pid, full, leave_running=True)
+        assert c.state() == s0, "the connection moved while it was settled"
+        chain = rrc.inspect(full)
+        check_table(chain["images"][-1], port, s0)
+
+        # read more: redis writes more; an incremental image has its own table
+        c.do(f"read {3 * VALUE}")
+        s1 = c.settled()
+        incr = tmp_path / "img1"
+        rrc.dump(pid, incr, parent=full, leave_running=True)
+        chain = rrc.inspect(incr)
+        assert [i["full"] for i in chain["images"]] == [True, False]
+        srv0 = check_table(chain["images"][0], port, s0)
+        srv1 = check_table(chain["images"][1], port, s1)
+        assert srv1["write_seq_rel"] >= srv0["write_seq_rel"] + 3 * VALUE, (srv0, srv1)
+        text = rrc.run("inspect", "--images", incr).stdout
+        assert f"ESTABLISHED 127.0.0.1:{port} -> 127.0.0.1:{s1['port']}" in text, text
+        assert f"written {srv1['write_seq_rel']} read {s1['sent']}" in text, text
+    finally:
+        c.close()
