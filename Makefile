@@ -32,12 +32,17 @@ test: setup all
 demo: setup all
 	bash scripts/demo.sh
 
+# The checkpoint/restore demo of issue 2 (one process, no lab).
+demo-checkpoint: setup all
+	bash scripts/demo-checkpoint.sh
+
 # Benchmarks are not tests: they measure and write bench/results/*.json|png.
 bench: setup all
 	python3 bench/checkpoint_pause.py
+	python3 bench/replication.py
 
 clean:
 	$(MAKE) -C runtime clean
 	$(CARGO) clean
 
-.PHONY: all runtime rust setup install test demo bench clean
+.PHONY: all runtime rust setup install test demo demo-checkpoint bench clean

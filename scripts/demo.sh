@@ -1,96 +1,84 @@
 #!/usr/bin/env bash
-# rrc demo: checkpoint a live redis-server, kill it, restore it, and show
-# that every key is back and that it serves new clients.
+# rrc demo: a replicated redis-server in the lab, a client that checks every
+# reply, the primary host killed, the client carrying on.
 #
-# (This is the checkpoint/restore demo of issue 2. The failover demo of
-# issue 4, primary and backup hosts with clients that keep their
-# connections, will replace it.)
+#   1. `rrc lab up`: hosts client, a, b, c as network namespaces, an agent on
+#      each of a, b, c;
+#   2. `rrc run`: redis on a, its backup on b (checkpoint every 30 ms, every
+#      reply held at b until the checkpoint covering it is committed);
+#   3. rrc-check on `client`: 8 threads, each on one long-lived connection,
+#      writing values and reading them back, flagging any difference, any
+#      lost acknowledged write, any reset connection;
+#   4. `rrc lab kill a` while it runs: every process of a killed, its links cut;
+#   5. b detects the silence, restores the last committed checkpoint, repairs
+#      the client connections, and goes live: the client carries on;
+#   6. `rrc status` prints the failover's timeline.
 #
-# Run as root after `make` (or simply `make demo`). Everything it creates,
-# the network namespace, the container, the images, is removed at the end,
-# on failure too.
+# Run as root after `make` (or simply `make demo`). The lab and everything in
+# it is removed at the end, on failure too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RRC=${RRC:-target/release/rrc}
-NS=rrc-demo-$$
-PORT=6379
+RRC=${RRC:-$PWD/target/release/rrc}
+CHECK=${CHECK:-$PWD/target/release/rrc-check}
 WORK=$(mktemp -d /tmp/rrc-demo.XXXXXX)
-PID=
+chmod 755 "$WORK"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
-cli() { ip netns exec "$NS" redis-cli -p "$PORT" "$@"; }
 
 cleanup() {
 	set +e
-	if [ -n "$PID" ]; then "$RRC" kill --pid "$PID" >/dev/null 2>&1; fi
-	ip netns del "$NS" 2>/dev/null
+	"$RRC" lab down >/dev/null 2>&1
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (namespaces, cgroups)" >&2; exit 1; }
-[ -x "$RRC" ] || { echo "demo: $RRC not found: run make first" >&2; exit 1; }
+[ -x "$RRC" ] && [ -x "$CHECK" ] || { echo "demo: $RRC or $CHECK not found: run make first" >&2; exit 1; }
+if [ -e /run/rrc-lab/lab.json ]; then
+	echo "demo: a lab is already up (rrc lab status); take it down with 'rrc lab down' first" >&2
+	trap - EXIT
+	exit 1
+fi
 
-step "1. A network namespace for the demo: $NS"
-show ip netns add "$NS"
-show ip -n "$NS" link set lo up
+step "1. The lab: client, a, b, c on this machine, one agent per server host"
+show "$RRC" lab up
 
-step "2. Start redis-server protected by rrc (pid 1 of its own container, librrc.so preloaded)"
-PID=$("$RRC" exec --netns "$NS" --log "$WORK/redis.log" -- \
-	redis-server --save '' --appendonly no --port "$PORT" --bind 127.0.0.1 | tail -1)
-echo "redis-server runs as pid $PID"
-for _ in $(seq 100); do cli ping >/dev/null 2>&1 && break; sleep 0.05; done
-cli ping
-
-step "3. Load 10000 keys with redis-cli"
-for i in $(seq 1 10000); do printf 'SET key:%d value-%d\n' "$i" "$i"; done | cli --pipe
-cli dbsize
-
-step "4. Full checkpoint, the server keeps running"
-show "$RRC" dump --pid "$PID" --images "$WORK/ck0" --leave-running --json
-
-step "5. Write more: 5000 new keys, 1000 overwritten"
-for i in $(seq 10001 15000); do printf 'SET key:%d value-%d\n' "$i" "$i"; done | cli --pipe
-for i in $(seq 1 1000); do printf 'SET key:%d changed-%d\n' "$i" "$i"; done | cli --pipe
-cli dbsize
-
-step "6. Incremental checkpoint (only the pages written since step 4); the process is then killed"
-show "$RRC" dump --pid "$PID" --images "$WORK/ck1" --parent "$WORK/ck0" --json
-for _ in $(seq 100); do [ -d "/proc/$PID" ] || break; sleep 0.05; done
-PID=
-echo "redis-server is gone:"
-cli ping 2>&1 || true
-
-step "7. The chain on disk"
-show "$RRC" inspect --images "$WORK/ck1"
-
-step "8. Restore it"
-PID=$("$RRC" restore --images "$WORK/ck1" --netns "$NS" | tail -1)
-echo "restored redis-server runs as pid $PID"
-for _ in $(seq 100); do cli ping >/dev/null 2>&1 && break; sleep 0.05; done
-
-step "9. Every key is back"
-cli dbsize
-bad=0
-for i in 1 500 1000 1001 5000 10000 10001 15000; do
-	want="value-$i"; [ "$i" -le 1000 ] && want="changed-$i"
-	got=$(cli get "key:$i")
-	printf 'key:%-6s %-14s %s\n' "$i" "$got" "$([ "$got" = "$want" ] && echo ok || echo "WRONG (want $want)")"
-	[ "$got" = "$want" ] || bad=1
+step "2. redis-server protected: primary a, backup b, a checkpoint every 30 ms"
+show "$RRC" run --name kv --primary a --backup b --epoch 30ms -- \
+	redis-server --save '' --appendonly no --port 6379 --protected-mode no
+for _ in $(seq 100); do
+	"$RRC" status kv --json 2>/dev/null | grep -q '"protected":true' && break
+	sleep 0.1
 done
-n=$(cli dbsize)
-[ "$n" = 15000 ] || { echo "expected 15000 keys, found $n"; bad=1; }
+show "$RRC" status kv
+IP=$("$RRC" status kv --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["service_ip"])')
 
-step "10. It answers new clients"
-show ip netns exec "$NS" redis-cli -p "$PORT" set hello "from after the restore"
-show ip netns exec "$NS" redis-cli -p "$PORT" get hello
-ip netns exec "$NS" redis-benchmark -p "$PORT" -n 10000 -t set,get -q
+step "3. The checking client on host 'client': 8 connections to $IP:6379 for 12 s"
+"$RRC" lab exec client -- "$CHECK" redis --server "$IP:6379" --threads 8 --duration 12s --rate 400 \
+	--state "$WORK/state" --progress >"$WORK/check.out" 2>"$WORK/check.err" &
+CLIENT=$!
+sleep 4
+tail -n 2 "$WORK/check.err" || true
 
-if [ "$bad" = 0 ]; then
-	step "Done: redis-server was checkpointed, killed and restored with all its data."
+step "4. Power off host a (the primary): rrc lab kill a"
+show "$RRC" lab kill a
+
+step "5. The client carries on (its progress, one line per second)"
+wait "$CLIENT" && ok=1 || ok=0
+cat "$WORK/check.err"
+cat "$WORK/check.out"
+
+step "6. The failover, as host b's agent saw it"
+show "$RRC" status kv
+
+step "7. Every acknowledged write is there, on the same service IP"
+show "$RRC" lab exec client -- "$CHECK" verify redis --server "$IP:6379" --state "$WORK/state"
+
+if [ "$ok" = 1 ]; then
+	printf '\n\033[1mThe client saw no error across the failover.\033[0m\n'
 else
-	step "FAILED: data differs after the restore"
+	printf '\n\033[1mThe client saw errors (above).\033[0m\n'
 	exit 1
 fi

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-RRC_BIN = REPO / "target" / "release" / "rrc"
+# $RRC_TEST_BIN: another build of rrc (e.g. a private CARGO_TARGET_DIR).
+RRC_BIN = Path(os.environ["RRC_TEST_BIN"]) if os.environ.get("RRC_TEST_BIN") else REPO / "target" / "release" / "rrc"
 RUNTIME_BUILD = REPO / "runtime" / "build"
 ZDTM_DIR = RUNTIME_BUILD / "zdtm"
 TOOLS = Path(__file__).resolve().parent / "tools"

@@ -112,7 +112,7 @@ void fds_prepare(struct fd_ctx *x, int *own, int nr_own)
 	}
 }
 
-static const char *kind_name(uint32_t kind)
+const char *fd_kind_name(uint32_t kind)
 {
 	switch (kind) {
 	case RRC_FD_REG: return "REG";
@@ -203,6 +203,8 @@ void fds_restore(struct fd_ctx *x)
 	for (size_t i = 0; i < c->nr_fds; i++)
 		if (c->fds[i].f->kind == RRC_FD_EPOLL)
 			restore_epoll_entries(x, &c->fds[i]);
+	/* every listener is bound: the handed-in connections can go live */
+	repaired_leave_repair(x);
 	for (size_t i = 0; i < c->nr_fds; i++) {
 		struct rfd *r = &c->fds[i];
 
@@ -210,7 +212,7 @@ void fds_restore(struct fd_ctx *x)
 			continue;
 		set_flags(r);
 		restored++;
-		rst_log("fd %d: %s %s%s", r->f->fd, kind_name(r->f->kind), r->path,
+		rst_log("fd %d: %s %s%s", r->f->fd, fd_kind_name(r->f->kind), r->path,
 			(r->f->fd_flags & FD_CLOEXEC) ? " (cloexec)" : "");
 	}
 	rst_log("%zu fds restored", restored);

@@ -2,14 +2,16 @@
  *
  * rrc-restore: build a process again from a checkpoint chain.
  *
- *   rrc-restore --status-fd N [--log-fd M] IMAGE...
+ *   rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] IMAGE...
  *
  * IMAGE... is the chain, from the full image to the newest. `rrc restore`
  * starts this program as pid 1 of fresh pid, mount, uts and ipc namespaces
  * (and the chosen network namespace), /proc remounted, a private tmpfs on
  * /run/rrc-container, inside the container's cgroup, with $RRC_CONTROL the
  * control socket path to bind. One struct rrc_restore_status record goes
- * to fd N (include/rrc/restore-status.h).
+ * to fd N (include/rrc/restore-status.h). Fd R, if given, is a socket on
+ * which TCP connections rebuilt with TCP_REPAIR arrive, each for an fd
+ * number of the image (sk-repaired.c).
  *
  * Phase 1 (this program, ordinary C): verify the chain, resolve pages,
  * recreate fds at their numbers, cwd/umask/comm/personality/rlimits, then
@@ -32,7 +34,7 @@
 
 static void usage(void)
 {
-	rst_fail(RRC_RST_USAGE, 0, 0, "usage: rrc-restore --status-fd N [--log-fd M] IMAGE...");
+	rst_fail(RRC_RST_USAGE, 0, 0, "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] IMAGE...");
 }
 
 static int parse_fd(const char *s)
@@ -82,7 +84,7 @@ int main(int argc, char **argv)
 	struct chain c;
 	struct fd_ctx x;
 	struct blob_plan_in in;
-	int nimg, *own, nr_own = 0, i;
+	int nimg, *own, nr_own = 0, i, repaired_fd = -1;
 	const char *control;
 
 	rst_t0_ns = rrc_mono_ns();
@@ -91,6 +93,8 @@ int main(int argc, char **argv)
 			rst_status_fd = parse_fd(argv[++i]);
 		else if (!strcmp(argv[i], "--log-fd") && i + 1 < argc)
 			rst_log_fd = parse_fd(argv[++i]);
+		else if (!strcmp(argv[i], "--repaired-fds") && i + 1 < argc)
+			repaired_fd = parse_fd(argv[++i]);
 		else if (!strcmp(argv[i], "--"))
 			{ i++; break; }
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -113,6 +117,10 @@ int main(int argc, char **argv)
 	if (!control || !*control)
 		control = RRC_CTL_DEFAULT_PATH;
 	rst_log("restoring a chain of %d image(s), control socket %s", nimg, control);
+	memset(&x, 0, sizeof(x));
+	/* first: the launcher blocks until they are read */
+	if (repaired_fd >= 0)
+		repaired_receive(&x, repaired_fd);
 
 	chain_load(&c, nimg, argv + i);
 	if (c.proc->pid != 1)
@@ -123,18 +131,23 @@ int main(int argc, char **argv)
 	mem_check_vmas(&c);
 	mem_check_vdso(&c);
 
-	/* fds: ours (images, status, log) move above the image's numbers */
-	own = xcalloc((size_t)nimg + 2, sizeof(int));
+	/* fds: ours (images, status, log, repaired sockets) move above the
+	 * image's numbers */
+	x.c = &c;
+	x.control_path = control;
+	repaired_check(&x);
+	own = xcalloc((size_t)nimg + 2 + x.nr_rep, sizeof(int));
 	for (int k = 0; k < nimg; k++)
 		own[nr_own++] = c.imgs[k].fd;
 	own[nr_own++] = rst_status_fd;
 	own[nr_own++] = rst_log_fd;
-	memset(&x, 0, sizeof(x));
-	x.c = &c;
-	x.control_path = control;
+	for (size_t k = 0; k < x.nr_rep; k++)
+		own[nr_own++] = x.rep[k].fd;
 	fds_prepare(&x, own, nr_own);
 	for (int k = 0; k < nimg; k++)
 		c.imgs[k].fd = own[k];
+	for (size_t k = 0; k < x.nr_rep; k++)
+		x.rep[k].fd = own[nimg + 2 + (int)k];
 	fds_restore(&x);
 
 	memset(&in, 0, sizeof(in));

@@ -90,16 +90,23 @@ void chain_load(struct chain *c, int n, char **paths);
 void chain_resolve_pages(struct chain *c);
 
 /* ---- fds.c and one file per kind ---- */
+struct repaired {               /* a TCP connection handed in (sk-repaired.c) */
+	int target;                /* its fd number in the image */
+	int fd;                    /* where it is until placed */
+};
 struct fd_ctx {
 	struct chain *c;
 	int max_target;            /* highest fd number of the image */
 	const char *control_path;  /* $RRC_CONTROL */
+	struct repaired *rep;      /* --repaired-fds: sockets received */
+	size_t nr_rep;
 };
 void fds_prepare(struct fd_ctx *x, int *own, int nr_own);
 void fds_restore(struct fd_ctx *x);
 int  fd_high(struct fd_ctx *x, int fd);             /* move above the image's fds */
 void fd_place(struct fd_ctx *x, int tmp, const struct rfd *r); /* dup3 to its number */
 struct rfd *fd_find(struct fd_ctx *x, int fd);
+const char *fd_kind_name(uint32_t kind);
 
 void restore_reg(struct fd_ctx *x, struct rfd *r);      /* files-reg.c: REG, DIR, CHR */
 void restore_pipe(struct fd_ctx *x, struct rfd *r);     /* pipes.c */
@@ -109,6 +116,11 @@ void restore_epoll_entries(struct fd_ctx *x, struct rfd *r); /* epoll.c: after a
 void restore_timerfd(struct fd_ctx *x, struct rfd *r);  /* timerfd.c */
 void restore_inet(struct fd_ctx *x, struct rfd *r);     /* sk-inet.c */
 void restore_unix(struct fd_ctx *x, struct rfd *r);     /* sk-unix.c: UNIX_*, LIB_CONTROL */
+/* sk-repaired.c: connections rebuilt with TCP_REPAIR, handed in */
+void repaired_receive(struct fd_ctx *x, int chan);   /* all of them, until EOF */
+void repaired_check(struct fd_ctx *x);               /* before any fd is placed */
+struct repaired *repaired_for(struct fd_ctx *x, int target);
+void repaired_leave_repair(struct fd_ctx *x);        /* after every fd is placed */
 
 /* ---- mem-plan.c: the blob, its arguments, the jump ---- */
 struct blob_plan_in {

@@ -35,9 +35,10 @@ socklen_t sk_addr(const struct rrc_sockaddr *ra, struct sockaddr_storage *ss)
 
 const char *sk_addr_str(const struct rrc_sockaddr *ra)
 {
-	static char buf[2][160];
+	/* four in use at once: a message may name two address pairs */
+	static char buf[4][160];
 	static int which;
-	char *b = buf[which ^= 1], ip[INET6_ADDRSTRLEN];
+	char *b = buf[which = (which + 1) & 3], ip[INET6_ADDRSTRLEN];
 	struct sockaddr_storage ss;
 	socklen_t len = sk_addr(ra, &ss);
 

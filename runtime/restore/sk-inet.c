@@ -3,10 +3,11 @@
  * rrc-restore phase 1: TCP and UDP sockets. Listening sockets get their
  * options (SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY), their address and
  * their backlog back; UDP sockets their local (and connected peer)
- * address. Established TCP connections are not carried over yet
- * (docs/architecture.md): they become TCP sockets that are not connected,
- * so the application sees ENOTCONN / EPOLLHUP and closes them, and the
- * client's next segment is answered with a reset.
+ * address. An established TCP connection gets the socket handed in for
+ * its fd, rebuilt with TCP_REPAIR (sk-repaired.c); without one it becomes
+ * a TCP socket that is not connected, so the application sees ENOTCONN /
+ * EPOLLHUP and closes it, and the client's next segment is answered with
+ * a reset.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -49,11 +50,21 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 	int type = f->u.sock.type & 0xf;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int fd;
+	int fd, force_reuse;
 
 	if (family != AF_INET && family != AF_INET6)
 		rst_fail(RRC_RST_FD, 0, (uint32_t)f->fd, "fd %d: inet socket of family %d", f->fd, family);
 	if (f->kind == RRC_FD_INET_CONN) {
+		struct repaired *p = repaired_for(x, f->fd);
+
+		if (p) {
+			/* checked against the record by repaired_check */
+			rst_log("fd %d: TCP connection %s <-> %s: repaired socket placed", f->fd,
+				sk_addr_str(&f->u.sock.local), sk_addr_str(&f->u.sock.peer));
+			fd_place(x, p->fd, r);
+			p->fd = f->fd;
+			return;
+		}
 		/* not connected: the connection reads as closed */
 		fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 		if (fd < 0)
@@ -71,7 +82,11 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 		rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: socket(%d, %d, %d) failed: %s", f->fd,
 			 family, type, f->u.sock.protocol, rst_strerror(errno));
 	fd = fd_high(x, fd);
-	if (f->u.sock.reuseaddr)
+	/* A listener sharing its port with handed-in connections needs
+	 * SO_REUSEADDR at bind and at listen (the connections, in repair mode,
+	 * have SK_FORCE_REUSE); it gets its recorded value after listen. */
+	force_reuse = f->kind == RRC_FD_INET_LISTEN && x->nr_rep > 0 && !f->u.sock.reuseaddr;
+	if (f->u.sock.reuseaddr || force_reuse)
 		setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
 	if (f->u.sock.reuseport)
 		setopt(r, fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
@@ -88,6 +103,8 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 		if (listen(fd, f->u.sock.backlog > 0 ? f->u.sock.backlog : 128) < 0)
 			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot listen on %s %s: %s", f->fd,
 				 sk_proto_str(f), sk_addr_str(&f->u.sock.local), rst_strerror(errno));
+		if (force_reuse)
+			setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 0, "SO_REUSEADDR");
 	} else if (f->u.sock.peer.family == family) {
 		struct sockaddr_storage ps;
 		socklen_t plen = sk_addr(&f->u.sock.peer, &ps);

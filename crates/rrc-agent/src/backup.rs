@@ -66,6 +66,7 @@ pub struct Backup {
     pub spec: ServiceSpec,
     pub host: String,
     pub primary_addr: String,
+    pub primary_hb_port: u16,
     pub queue_num: u16,
     dir: PathBuf,
     store: Mutex<Store>,
@@ -79,6 +80,7 @@ pub struct Backup {
     writer: Mutex<TcpStream>,
     conn_ctl: TcpStream,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    hb: Mutex<Option<crate::heartbeat::Heartbeat>>,
 }
 
 fn refuse(c: &mut TcpStream, e: &anyhow::Error) {
@@ -108,7 +110,37 @@ pub fn serve(agent: &Arc<Agent>, mut c: TcpStream, first: Frame) {
         refuse(&mut c, &e);
         return;
     }
-    let ready = ReplicateReady { backup: agent.cfg.name.clone(), backup_addr: c.local_addr().map(|a| a.ip().to_string()).unwrap_or_default(), queue_num: b.queue_num };
+    let my_ip = match c.local_addr() {
+        Ok(a) => a.ip(),
+        Err(e) => {
+            agent.remove(&name);
+            b.teardown();
+            refuse(&mut c, &anyhow::Error::new(e));
+            return;
+        }
+    };
+    let hb = crate::heartbeat::bind(my_ip).and_then(|sock| {
+        let port = sock.local_addr()?.port();
+        let peer = std::net::SocketAddr::new(b.primary_addr.parse().context("the primary's address")?, b.primary_hb_port);
+        let (a2, b2) = (agent.clone(), b.clone());
+        let every = Duration::from_millis(b.spec.heartbeat_ms);
+        let fail_after = Duration::from_millis(b.spec.failure_ms);
+        let hb = crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &name, move |s| crate::failover::primary_failed(&a2, &b2, s))?;
+        Ok((hb, port))
+    });
+    let hb_port = match hb {
+        Ok((hb, port)) => {
+            *lock(&b.hb) = Some(hb);
+            port
+        }
+        Err(e) => {
+            agent.remove(&name);
+            b.teardown();
+            refuse(&mut c, &e);
+            return;
+        }
+    };
+    let ready = ReplicateReady { backup: agent.cfg.name.clone(), backup_addr: my_ip.to_string(), queue_num: b.queue_num, backup_hb_port: hb_port };
     if let Err(e) = write_frame(&mut c, FrameKind::ReplicateReady, &Frame::json(FrameKind::ReplicateReady, &ready).payload) {
         tracing::error!(service = %name, "sending ReplicateReady: {e}");
         agent.remove(&name);
@@ -167,6 +199,7 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
         data: Mutex::new(data),
         host: agent.cfg.name.clone(),
         primary_addr: rep.primary_addr,
+        primary_hb_port: rep.primary_hb_port,
         queue_num,
         dir,
         store: Mutex::new(Store::new()),
@@ -178,6 +211,7 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
         writer: Mutex::new(c.try_clone().context("cloning the replication connection")?),
         conn_ctl: c.try_clone().context("cloning the replication connection")?,
         threads: Mutex::new(Vec::new()),
+        hb: Mutex::new(None),
         spec,
     })
 }
@@ -213,6 +247,65 @@ fn server_streams(table: &[rrc_image::sections::TcpStream]) -> Vec<rrc_gate::Ser
 impl Backup {
     fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Relaxed)
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping()
+    }
+
+    pub fn route(&self) -> &BackupRoute {
+        &self.route
+    }
+
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        lock(&self.store)
+    }
+
+    pub fn last_committed_epoch(&self) -> u64 {
+        lock(&self.shared).stats.last_committed_epoch
+    }
+
+    /// The data directory copy's root, if the service has one and it is
+    /// consistent.
+    pub fn data_root(&self) -> Option<PathBuf> {
+        lock(&self.data).as_ref().filter(|c| c.check().is_ok()).map(|c| c.root().to_path_buf())
+    }
+
+    /// Failover: replication ends here (threads, connection, heartbeats);
+    /// the store, the gate's recording and the routes stay for the restore.
+    pub fn halt(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.wake.notify_all();
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        if let Some(mut hb) = lock(&self.hb).take() {
+            hb.stop();
+        }
+        let me = std::thread::current().id();
+        for t in lock(&self.threads).drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
+
+    pub fn close_gate(&self) {
+        if let Err(e) = self.gate.shutdown() {
+            tracing::warn!(service = %self.spec.name, "closing the gate: {e}");
+        }
+    }
+
+    pub fn set_failed(&self, why: String) {
+        let mut sh = lock(&self.shared);
+        sh.stats.state = "failover failed".into();
+        sh.stats.last_error = Some(why);
     }
 
     pub fn status(&self) -> serde_json::Value {
@@ -471,15 +564,7 @@ impl Backup {
 
     /// Ends the backup's part: threads, gate rules, routes, gate.
     pub fn stop(&self, reason: &str) {
-        self.stopping.store(true, Ordering::Relaxed);
-        self.wake.notify_all();
-        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
-        let me = std::thread::current().id();
-        for t in lock(&self.threads).drain(..) {
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
-        }
+        self.halt();
         self.teardown();
         let _ = Stop { reason: reason.into() };
         tracing::info!(service = %self.spec.name, reason, "backup stopped");

@@ -9,6 +9,8 @@
 
 pub mod backup;
 mod cli;
+pub mod failover;
+pub mod heartbeat;
 pub mod net;
 pub mod primary;
 pub mod staging;
@@ -30,6 +32,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+pub use rrc_container::now_rfc3339;
+
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// This host's name (what `--primary`/`--backup` name).
@@ -48,6 +52,8 @@ pub struct AgentConfig {
     pub repl_if: String,
     /// librrc.so, preloaded into every service.
     pub librrc: PathBuf,
+    /// rrc-restore, for failovers.
+    pub restorer: PathBuf,
     /// cgroup v2 directory under which service containers get their group.
     pub cgroup_root: PathBuf,
     /// Prefix of the network namespaces this agent creates (the lab uses
@@ -58,6 +64,8 @@ pub struct AgentConfig {
 pub enum Service {
     Primary(Arc<primary::Primary>),
     Backup(Arc<backup::Backup>),
+    /// Running here after a failover, with no backup.
+    Live(Arc<failover::Live>),
 }
 
 pub struct Agent {
@@ -95,6 +103,11 @@ impl Agent {
         }
         m.insert(name.to_string(), s);
         Ok(())
+    }
+
+    /// Swaps a service's part (a backup that became the live service).
+    pub fn replace(&self, name: &str, s: Service) {
+        self.lock().insert(name.to_string(), s);
     }
 
     pub fn remove(&self, name: &str) -> Option<Service> {
@@ -138,6 +151,7 @@ impl Agent {
                     let v = match s {
                         Service::Primary(p) => p.status(),
                         Service::Backup(b) => b.status(),
+                        Service::Live(l) => l.status(),
                     };
                     (n.clone(), v)
                 })
@@ -169,6 +183,10 @@ impl Agent {
             Some(Service::Backup(b)) => {
                 b.stop(reason);
                 Ok(serde_json::json!({"host": self.cfg.name, "role": "backup", "stopped": name}))
+            }
+            Some(Service::Live(l)) => {
+                l.stop(reason);
+                Ok(serde_json::json!({"host": self.cfg.name, "role": "primary", "stopped": name}))
             }
             None => Ok(serde_json::json!({"host": self.cfg.name, "role": null, "stopped": null})),
         }

@@ -15,6 +15,8 @@
 
 use std::process::Command;
 
+use std::os::fd::{AsRawFd, FromRawFd};
+
 use anyhow::{bail, Context, Result};
 
 /// The container's gateway: link-local, the same on every host.
@@ -72,16 +74,19 @@ pub struct ContainerNet {
 impl ContainerNet {
     /// Creates the namespace and the veth pair; replies are routed via
     /// `backup_addr` on `repl_if`.
-    pub fn create(netns: &str, index: u32, service_ip: &str, backup_addr: &str, repl_if: &str) -> Result<ContainerNet> {
+    /// With `reply_via` = (backup address, replication interface), replies
+    /// are policy-routed there (the primary of a protected service); with
+    /// None they follow the host's routes (a service live after failover).
+    pub fn create(netns: &str, index: u32, service_ip: &str, reply_via: Option<(&str, &str)>) -> Result<ContainerNet> {
         let n = ContainerNet { netns: netns.into(), host_if: format!("rrcsvc{index}"), service_ip: service_ip.into(), table: 1000 + index };
-        if let Err(e) = n.build(backup_addr, repl_if) {
+        if let Err(e) = n.build(reply_via) {
             n.destroy();
             return Err(e);
         }
         Ok(n)
     }
 
-    fn build(&self, backup_addr: &str, repl_if: &str) -> Result<()> {
+    fn build(&self, reply_via: Option<(&str, &str)>) -> Result<()> {
         let ns = self.netns.as_str();
         let hif = self.host_if.as_str();
         let svc = self.service_ip.as_str();
@@ -101,18 +106,32 @@ impl ContainerNet {
         ip(&["-n", ns, "route", "add", "default", "via", GATEWAY, "dev", "eth0"])?;
         ip(&["addr", "add", &format!("{GATEWAY}/32"), "dev", hif])?;
         ip(&["link", "set", hif, "up"])?;
-        ip(&["route", "add", &format!("{svc}/32"), "dev", hif])?;
-        host_forwarding(&[hif, repl_if])?;
+        // replace: after a failover the service IP was routed to the
+        // primary until this moment.
+        ip(&["route", "replace", &format!("{svc}/32"), "dev", hif])?;
+        host_forwarding(&[hif])?;
+        if let Some((backup_addr, repl_if)) = reply_via {
+            host_forwarding(&[repl_if])?;
+            let table = self.table.to_string();
+            ip(&["route", "add", "default", "via", backup_addr, "dev", repl_if, "table", &table])?;
+            ip(&["rule", "add", "from", svc, "iif", hif, "lookup", &table, "pref", &table])?;
+        }
+        Ok(())
+    }
+
+    /// The backup is gone: replies leave by the host's own routes (the
+    /// client-facing network) instead of through the backup.
+    pub fn drop_reply_route(&self) -> Result<()> {
         let table = self.table.to_string();
-        ip(&["route", "add", "default", "via", backup_addr, "dev", repl_if, "table", &table])?;
-        ip(&["rule", "add", "from", svc, "iif", hif, "lookup", &table, "pref", &table])?;
+        ip(&["rule", "del", "pref", &table])?;
+        quietly("table", ip(&["route", "flush", "table", &table]));
         Ok(())
     }
 
     /// Removes everything `create` made (each step independent).
     pub fn destroy(&self) {
         let table = self.table.to_string();
-        quietly("rule", ip(&["rule", "del", "pref", &table]));
+        while ip(&["rule", "del", "pref", &table]).is_ok() {}
         quietly("table", ip(&["route", "flush", "table", &table]));
         quietly("veth", ip(&["link", "del", &self.host_if]));
         quietly("netns", ip(&["netns", "del", &self.netns]));
@@ -153,6 +172,27 @@ impl BackupRoute {
         Ok(())
     }
 
+    /// Failover, first step (NiLiCon §III): no client packet reaches the
+    /// half-restored service, so its kernel never answers one with a RST.
+    /// What the service side sends passes, past the gate: the repaired
+    /// sockets' window probes and write queues must reach the clients at
+    /// once, and nothing it sends is held any more.
+    pub fn block(&self) -> Result<()> {
+        let svc = self.service_ip.as_str();
+        iptables(&["-I", &self.chain, "1", "-d", svc, "-j", "DROP"])?;
+        iptables(&["-I", &self.chain, "2", "-s", svc, "-j", "ACCEPT"])?;
+        Ok(())
+    }
+
+    /// Failover, last step: the service runs here now; its traffic no
+    /// longer goes through the gate (nor the block). The proxy ARP entry
+    /// stays: clients keep reaching the service IP at this host.
+    pub fn unhook(&self) {
+        quietly("jump", iptables(&["-D", "FORWARD", "-j", &self.chain]));
+        quietly("flush", iptables(&["-F", &self.chain]));
+        quietly("chain", iptables(&["-X", &self.chain]));
+    }
+
     pub fn destroy(&self) {
         let svc = self.service_ip.as_str();
         quietly("proxy arp", ip(&["neigh", "del", "proxy", svc, "dev", &self.front_if]));
@@ -161,4 +201,71 @@ impl BackupRoute {
         quietly("flush", iptables(&["-F", &self.chain]));
         quietly("chain", iptables(&["-X", &self.chain]));
     }
+}
+
+/// Answers ARP for `svc` on `front_if` (the host advertises the service).
+pub fn advertise(svc: &str, front_if: &str) -> Result<()> {
+    host_forwarding(&[front_if])?;
+    ip(&["neigh", "replace", "proxy", svc, "dev", front_if])?;
+    Ok(())
+}
+
+pub fn unadvertise(svc: &str, front_if: &str) {
+    quietly("proxy arp", ip(&["neigh", "del", "proxy", svc, "dev", front_if]));
+}
+
+/// Sends a gratuitous ARP request for `ip` from `ifname`'s MAC address so
+/// that neighbours update their caches at once (the service IP moved to
+/// this host); Linux overrides an existing entry on a gratuitous ARP.
+pub fn gratuitous_arp(ifname: &str, ip: std::net::Ipv4Addr) -> Result<()> {
+    let cname = std::ffi::CString::new(ifname).context("interface name")?;
+    // SAFETY: if_nametoindex reads a C string.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("interface {ifname}"));
+    }
+    // SAFETY: plain socket/ioctl/sendto on an fd owned here; the structs
+    // are zeroed and filled within their sizes.
+    unsafe {
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (libc::ETH_P_ARP as u16).to_be() as i32);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("AF_PACKET socket for the gratuitous ARP");
+        }
+        let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in ifname.bytes().take(libc::IFNAMSIZ - 1).enumerate() {
+            ifr.ifr_name[i] = b as libc::c_char;
+        }
+        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("MAC address of {ifname}"));
+        }
+        let mac: [u8; 6] = std::array::from_fn(|i| ifr.ifr_ifru.ifru_hwaddr.sa_data[i] as u8);
+        let mut f = Vec::with_capacity(42);
+        f.extend_from_slice(&[0xff; 6]);
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&0x0806u16.to_be_bytes());
+        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]); // Ethernet, IPv4, request
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&ip.octets());
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&ip.octets());
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ARP as u16).to_be();
+        sll.sll_ifindex = index as i32;
+        sll.sll_halen = 6;
+        sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
+        let r = libc::sendto(
+            fd.as_raw_fd(),
+            f.as_ptr() as *const libc::c_void,
+            f.len(),
+            0,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        );
+        if r < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("sending the gratuitous ARP for {ip} on {ifname}"));
+        }
+    }
+    Ok(())
 }

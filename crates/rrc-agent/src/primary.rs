@@ -72,6 +72,8 @@ struct Shared {
     /// sent again (DataDirInit frames) ahead of every checkpoint until one
     /// commits (docs/protocol.md).
     carried_ops: Vec<Vec<u8>>,
+    /// Failovers this service went through (timelines for `rrc status`).
+    failovers: Vec<serde_json::Value>,
 }
 
 pub struct Primary {
@@ -91,6 +93,10 @@ pub struct Primary {
     /// for a writer blocked on a full socket buffer.
     conn_ctl: TcpStream,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The heartbeat socket and the backup's heartbeat address until
+    /// started, then the running heartbeat.
+    hb: Mutex<(Option<(std::net::UdpSocket, std::net::SocketAddr)>, Option<crate::heartbeat::Heartbeat>)>,
+    front_if: String,
 }
 
 /// `rrc run` arrives here, at the primary's agent.
@@ -107,6 +113,11 @@ pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value>
     let reader = std::thread::Builder::new().name(format!("acks-{}", spec.name)).spawn(move || a.read_backup())?;
     let epochs = std::thread::Builder::new().name(format!("epochs-{}", spec.name)).spawn(move || b.epochs())?;
     lock(&p.threads).extend([reader, epochs]);
+    if let Err(e) = p.start_heartbeat() {
+        agent.remove(&spec.name);
+        p.stop("the heartbeat did not start");
+        return Err(e);
+    }
     tracing::info!(service = %spec.name, pid = p.pid, backup = %spec.backup, "service running, replication started");
     Ok(p.status())
 }
@@ -142,8 +153,9 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         .with_context(|| format!("host {} does not know a peer named {:?} (its peers: {:?})", agent.cfg.name, spec.backup, agent.cfg.peers.keys().collect::<Vec<_>>()))?;
     let mut conn = TcpStream::connect_timeout(&backup_at, CONNECT_TIMEOUT).with_context(|| format!("connecting to the backup's agent {} at {backup_at}", spec.backup))?;
     conn.set_nodelay(true)?;
-    let my_addr = conn.local_addr()?.ip().to_string();
-    let rep = Replicate { spec: spec.clone(), primary_addr: my_addr };
+    let my_ip = conn.local_addr()?.ip();
+    let hb_sock = crate::heartbeat::bind(my_ip)?;
+    let rep = Replicate { spec: spec.clone(), primary_addr: my_ip.to_string(), primary_hb_port: hb_sock.local_addr()?.port() };
     write_frame(&mut conn, FrameKind::Replicate, &Frame::json(FrameKind::Replicate, &rep).payload)?;
     conn.set_read_timeout(Some(READY_TIMEOUT))?;
     let f = read_frame(&mut conn).with_context(|| format!("waiting for backup {} to get ready", spec.backup))?;
@@ -164,7 +176,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let index = agent.next_index();
     let netns = format!("{}{}-{}", agent.cfg.netns_prefix, agent.cfg.name, spec.name);
-    let net = match ContainerNet::create(&netns, index, &spec.service_ip, &ready.backup_addr, &agent.cfg.repl_if) {
+    let net = match ContainerNet::create(&netns, index, &spec.service_ip, Some((&ready.backup_addr, &agent.cfg.repl_if))) {
         Ok(n) => n,
         Err(e) => {
             abort(&mut conn, "primary network set-up failed");
@@ -207,7 +219,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         env,
         netns: Some(netns.clone()),
         log: Some(dir.join("app.log")),
-        pass_fd: None,
+        pass_fds: Vec::new(),
         restored_from: None,
         binds,
     };
@@ -226,7 +238,10 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         abort(&mut conn, "the service did not start");
         return Err(e);
     }
+    let hb_peer = std::net::SocketAddr::new(ready.backup_addr.parse().context("the backup's address")?, ready.backup_hb_port);
     Ok(Primary {
+        hb: Mutex::new((Some((hb_sock, hb_peer)), None)),
+        front_if: agent.cfg.front_if.clone(),
         host: agent.cfg.name.clone(),
         pid: record.pid,
         backup_addr: ready.backup_addr.clone(),
@@ -244,6 +259,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
             last_commit_at: None,
             pauses: Vec::new(),
             carried_ops: Vec::new(),
+            failovers: Vec::new(),
         }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
@@ -301,6 +317,7 @@ impl Primary {
         st.since_last_commit_ms = sh.last_commit_at.map(|t| t.elapsed().as_millis() as u64);
         st.pause_us_p50 = percentile(&sh.pauses, 0.5);
         st.pause_us_p99 = percentile(&sh.pauses, 0.99);
+        let failovers = sh.failovers.clone();
         serde_json::json!({
             "name": self.spec.name,
             "role": "primary",
@@ -318,8 +335,62 @@ impl Primary {
             "queue_num": self.queue_num,
             "checkpoints_committed": st.checkpoints_committed,
             "protected": st.protected,
+            "failovers": failovers,
             "stats": st,
         })
+    }
+
+    fn start_heartbeat(self: &Arc<Self>) -> Result<()> {
+        let mut hb = lock(&self.hb);
+        let Some((sock, peer)) = hb.0.take() else { return Ok(()) };
+        let me = self.clone();
+        let every = Duration::from_millis(self.spec.heartbeat_ms);
+        let fail_after = Duration::from_millis(self.spec.failure_ms);
+        hb.1 = Some(crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &self.spec.name, move |s| me.backup_failed(s))?);
+        Ok(())
+    }
+
+    /// The backup host fell silent (RRC §3): the primary takes the service
+    /// IP on its own client-facing side and serves clients directly, with
+    /// no output held any more. Established connections carry on: their
+    /// packets now reach this host directly, and replies leave it directly.
+    fn backup_failed(&self, s: crate::heartbeat::Silence) {
+        if self.stopping() {
+            return;
+        }
+        let detected = s.declared_at;
+        tracing::error!(service = %self.spec.name, silent_ms = s.silent_for.as_millis() as u64, "backup {} silent: taking over the service IP", self.spec.backup);
+        self.backup_lost(format!("backup {} silent for {} ms", self.spec.backup, s.silent_for.as_millis()));
+        let mut steps = Vec::new();
+        let mut err = None;
+        if let Err(e) = self.net.drop_reply_route() {
+            err = Some(format!("{e:#}"));
+        }
+        steps.push(("replies routed out of this host", detected.elapsed()));
+        if let Err(e) = crate::net::advertise(&self.spec.service_ip, &self.front_if) {
+            err = Some(format!("{e:#}"));
+        }
+        if let Ok(ip) = self.spec.service_ip.parse() {
+            if let Err(e) = crate::net::gratuitous_arp(&self.front_if, ip) {
+                err = Some(format!("{e:#}"));
+            }
+        }
+        steps.push(("service IP advertised here", detected.elapsed()));
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let timeline = serde_json::json!({
+            "kind": "backup failure",
+            "failed_host": self.spec.backup,
+            "at": crate::now_rfc3339(),
+            "detection_ms": ms(s.silent_for),
+            "steps": steps.iter().map(|(n, d)| serde_json::json!({"step": n, "at_ms": ms(*d)})).collect::<Vec<_>>(),
+            "total_ms": ms(s.silent_for) + ms(detected.elapsed()),
+            "error": err,
+        });
+        tracing::info!(service = %self.spec.name, %timeline, "serving clients directly, UNPROTECTED");
+        let mut sh = lock(&self.shared);
+        sh.stats.state = "unprotected: backup failed, serving directly".into();
+        sh.stats.protected = false;
+        sh.failovers.push(timeline);
     }
 
     pub fn fault(&self, f: Fault) -> Result<serde_json::Value> {
@@ -340,6 +411,9 @@ impl Primary {
     pub fn stop(&self, reason: &str) {
         self.stopping.store(true, Ordering::Relaxed);
         self.wake.notify_all();
+        if let Some(mut hb) = lock(&self.hb).1.take() {
+            hb.stop();
+        }
         if let Ok(mut c) = self.conn.try_lock() {
             let _ = write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload);
         }
@@ -354,6 +428,9 @@ impl Primary {
             tracing::warn!(service = %self.spec.name, "removing the container: {e}");
         }
         self.net.destroy();
+        if !lock(&self.shared).failovers.is_empty() {
+            crate::net::unadvertise(&self.spec.service_ip, &self.front_if);
+        }
         tracing::info!(service = %self.spec.name, reason, "service stopped");
     }
 

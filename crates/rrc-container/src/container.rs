@@ -55,9 +55,10 @@ pub struct Spec {
     pub netns: Option<String>,
     /// Stdout and stderr (O_APPEND|O_CREAT); None = /dev/null.
     pub log: Option<PathBuf>,
-    /// An fd to install at a fixed number in the container (e.g. the
-    /// restorer's status pipe at 3). The target must be in 3..=9.
-    pub pass_fd: Option<(OwnedFd, RawFd)>,
+    /// Fds to install at fixed numbers in the container (e.g. the
+    /// restorer's status pipe at 3 and its repaired-socket channel at 4).
+    /// Each target must be in 3..=9, no target twice.
+    pub pass_fds: Vec<(OwnedFd, RawFd)>,
     pub restored_from: Option<PathBuf>,
     /// Host directories bind-mounted into the container's mount namespace
     /// before exec (e.g. the service's data directory, `--data-dir`).
@@ -243,25 +244,28 @@ pub fn spawn(cfg: &Config, spec: Spec) -> Result<Container, ContainerError> {
         None => None,
     };
     std::fs::create_dir_all(CONTAINER_RUN_DIR).map_err(setup(format!("creating the mount point {CONTAINER_RUN_DIR}")))?;
-    let pass_fd = match &spec.pass_fd {
-        Some((fd, target)) => {
-            if !(3..=9).contains(target) {
-                return Err(ContainerError::Setup {
-                    what: format!("passing an fd at {target}"),
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "target must be in 3..=9"),
-                });
-            }
-            // Move it above the targets so the dup2 in the child cannot clobber it.
-            // SAFETY: plain fcntl on an fd we own.
-            let hi = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-            if hi < 0 {
-                return Err(setup("duplicating the fd to pass")(std::io::Error::last_os_error()));
-            }
-            // SAFETY: hi is a fresh fd we own.
-            Some((unsafe { OwnedFd::from_raw_fd(hi) }, *target))
+    let mut pass_fds: Vec<(OwnedFd, RawFd)> = Vec::with_capacity(spec.pass_fds.len());
+    for (fd, target) in &spec.pass_fds {
+        let invalid = |why: &str| ContainerError::Setup {
+            what: format!("passing an fd at {target}"),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string()),
+        };
+        if !(3..=9).contains(target) {
+            return Err(invalid("target must be in 3..=9"));
         }
-        None => None,
-    };
+        if pass_fds.iter().any(|(_, t)| t == target) {
+            return Err(invalid("another fd is passed at the same number"));
+        }
+        // Move it above the targets so no dup2 in the child can clobber it.
+        // SAFETY: plain fcntl on an fd we own.
+        let hi = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        if hi < 0 {
+            return Err(setup("duplicating the fd to pass")(std::io::Error::last_os_error()));
+        }
+        // SAFETY: hi is a fresh fd we own.
+        pass_fds.push((unsafe { OwnedFd::from_raw_fd(hi) }, *target));
+    }
+    let pass_fd_pairs: Vec<(RawFd, RawFd)> = pass_fds.iter().map(|(fd, t)| (fd.as_raw_fd(), *t)).collect();
 
     // Binds: the host directory must exist; the target is created here
     // (not in the async-signal-safe child) with its parents.
@@ -327,7 +331,7 @@ pub fn spawn(cfg: &Config, spec: Spec) -> Result<Container, ContainerError> {
         cgroup_procs_fd: procs.as_raw_fd(),
         stdin_fd: stdin.as_raw_fd(),
         log_fd: log.as_raw_fd(),
-        pass_fd: pass_fd.as_ref().map(|(fd, t)| (fd.as_raw_fd(), *t)),
+        pass_fds: &pass_fd_pairs,
         binds: &bind_ptrs,
         program: &c_program,
         argv: &argv_p,

@@ -67,7 +67,7 @@ impl Stage {
             Stage::MountTmpfs => "mounting a tmpfs on /run/rrc-container",
             Stage::CgroupJoin => "joining the container's cgroup",
             Stage::Stdio => "redirecting stdio to the log",
-            Stage::PassFd => "installing the status fd",
+            Stage::PassFd => "installing a passed fd at its number",
             Stage::Signals => "resetting signal mask and dispositions",
             Stage::Exec => "execve() of the command",
             Stage::CloseRange => "marking inherited fds close-on-exec",
@@ -83,7 +83,8 @@ pub(crate) struct InitPlan<'a> {
     pub cgroup_procs_fd: RawFd,
     pub stdin_fd: RawFd,
     pub log_fd: RawFd,
-    pub pass_fd: Option<(RawFd, RawFd)>,
+    /// (source, target) pairs; every source is above every target.
+    pub pass_fds: &'a [(RawFd, RawFd)],
     /// (host dir, target) pairs, both NUL-terminated, target existing.
     pub binds: &'a [(*const c_char, *const c_char)],
     pub program: &'a CStr,
@@ -191,7 +192,7 @@ fn container_init(plan: &InitPlan<'_>) -> ! {
         if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) < 0 {
             fail(plan, Stage::CloseRange);
         }
-        if let Some((src, target)) = plan.pass_fd {
+        for &(src, target) in plan.pass_fds {
             // dup2 clears FD_CLOEXEC on the new descriptor.
             if libc::dup2(src, target) < 0 {
                 fail(plan, Stage::PassFd);

@@ -15,4 +15,4 @@ pub use container::{
 };
 pub use error::ContainerError;
 pub use init::Stage;
-pub use registry::{Record, Registry, DEFAULT_REGISTRY_DIR};
+pub use registry::{now_rfc3339, Record, Registry, DEFAULT_REGISTRY_DIR};

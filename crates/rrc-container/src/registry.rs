@@ -103,7 +103,7 @@ impl Registry {
 }
 
 /// Current time as RFC 3339 UTC with microseconds.
-pub(crate) fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));

@@ -39,7 +39,7 @@ fn spec(argv: &[&str]) -> Spec {
         env: vec![("PATH".into(), "/usr/bin:/bin:/usr/sbin:/sbin".into())],
         netns: None,
         log: None,
-        pass_fd: None,
+        pass_fds: Vec::new(),
         restored_from: None,
         binds: Vec::new(),
     }
@@ -137,20 +137,35 @@ fn stdio_env_pid1_and_no_leaked_fds() {
     std::fs::remove_file(&log).unwrap();
 }
 
-#[test]
-fn pass_fd_lands_at_its_number() {
-    let cfg = cfg("passfd");
+fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let mut s = spec(&["sh", "-c", "echo status-record >&3"]);
-    s.pass_fd = Some((w, 3));
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+#[test]
+fn passed_fds_land_at_their_numbers() {
+    let cfg = cfg("passfd");
+    let (r3, w3) = pipe();
+    let (r4, w4) = pipe();
+    let mut s = spec(&["sh", "-c", "echo status-record >&3; echo second >&4"]);
+    s.pass_fds = vec![(w3, 3), (w4, 4)];
     let c = spawn(&cfg, s).unwrap();
-    let mut got = String::new();
-    std::fs::File::from(r).read_to_string(&mut got).unwrap(); // EOF once the container closed it
-    assert_eq!(got, "status-record\n");
+    for (r, want) in [(r3, "status-record\n"), (r4, "second\n")] {
+        let mut got = String::new();
+        std::fs::File::from(r).read_to_string(&mut got).unwrap(); // EOF once the container closed it
+        assert_eq!(got, want);
+    }
     kill(&cfg, &c.record).unwrap();
     assert_gone(&cfg, &c.record);
+
+    // Two fds at one number: refused before anything starts.
+    let (_r, w) = pipe();
+    let (_r2, w2) = pipe();
+    let mut s = spec(&["true"]);
+    s.pass_fds = vec![(w, 5), (w2, 5)];
+    let err = spawn(&cfg, s).unwrap_err();
+    assert!(err.to_string().contains("passing an fd at 5"), "{err}");
 }
 
 fn rrc_cgroups() -> Vec<String> {

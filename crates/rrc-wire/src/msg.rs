@@ -38,6 +38,20 @@ pub struct ServiceSpec {
     /// host's copy); its writes travel with the checkpoints.
     #[serde(default)]
     pub data_dir: Option<String>,
+    /// Heartbeat period between the two agents.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// Silence after which the peer is declared failed.
+    #[serde(default = "default_failure_ms")]
+    pub failure_ms: u64,
+}
+
+fn default_heartbeat_ms() -> u64 {
+    30
+}
+
+fn default_failure_ms() -> u64 {
+    90
 }
 
 /// Fault injection, for tests and demos (`rrc fault`).
@@ -94,6 +108,9 @@ pub struct Replicate {
     /// The primary agent's address on the replication network: the backup
     /// routes the service IP there.
     pub primary_addr: String,
+    /// UDP port of the primary's heartbeats (on `primary_addr`).
+    #[serde(default)]
+    pub primary_hb_port: u16,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +120,9 @@ pub struct ReplicateReady {
     /// the service's replies there.
     pub backup_addr: String,
     pub queue_num: u16,
+    /// UDP port of the backup's heartbeats (on `backup_addr`).
+    #[serde(default)]
+    pub backup_hb_port: u16,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

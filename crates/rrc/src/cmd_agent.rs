@@ -62,6 +62,7 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         front_if: a.front_if,
         repl_if: a.repl_if,
         librrc: locate::find(locate::LIBRRC)?,
+        restorer: locate::find(locate::RESTORER)?,
         cgroup_root: a.cgroup_root,
         netns_prefix: a.netns_prefix,
     };

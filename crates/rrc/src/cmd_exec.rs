@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use rrc_container::{spawn, Bind, Config, Container, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
 
-use crate::{locate, wait, JsonFlag};
+use crate::{locate, JsonFlag};
 
 #[derive(Args, Debug)]
 pub struct ExecArgs {
@@ -76,9 +76,9 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
     }
     let cfg = Config::default();
     let binds: Vec<Bind> = a.data_dir.into_iter().collect();
-    let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fd: None, restored_from: None, binds };
+    let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fds: Vec::new(), restored_from: None, binds };
     let c = spawn(&cfg, spec).context("rrc exec")?;
-    match wait::wait_for_pong(&c, false) {
+    match rrc_launch::wait_for_pong(&c, false) {
         Ok(pong) => {
             tracing::info!(pid = c.pid(), id = %c.record.id, threads = pong.nr_threads, "library answered PING");
             print_started(&c, a.json.json, serde_json::json!({ "library": lib, "threads": pong.nr_threads }))?;

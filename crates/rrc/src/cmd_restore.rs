@@ -1,25 +1,18 @@
-//! `rrc restore`: verify a chain, start rrc-restore as pid 1 of a new
-//! container, wait for its status and for the restored library.
+//! `rrc restore`: the command-line front of rrc_launch::restore (verify a
+//! chain, start rrc-restore as pid 1 of a new container, hand it repaired
+//! sockets, wait for its status and for the restored library).
 
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use rrc_container::{liveness, spawn, Bind, Config, Container, Liveness, Spec};
-use rrc_image::Chain;
+use rrc_container::{Bind, Config};
+use rrc_launch::RestoreRequest;
 
-use crate::cmd_exec::{base_env, control_env, print_started};
-use crate::restore_status::{self, RestoreStatus};
-use crate::{locate, wait, JsonFlag};
-
-/// rrc-restore maps and fills the whole chain before it reports.
-const STATUS_TIMEOUT: Duration = Duration::from_secs(120);
-/// The fd number rrc-restore finds its status pipe at.
-const STATUS_FD: i32 = 3;
+use crate::cmd_exec::print_started;
+use crate::{locate, JsonFlag};
 
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
@@ -39,96 +32,82 @@ pub struct RestoreArgs {
     /// files. PATH must be the one given to `rrc exec --data-dir`.
     #[arg(long, value_name = "HOSTDIR:PATH")]
     pub data_dir: Option<Bind>,
+    /// Give the restored process, as its fd N, the TCP socket this command
+    /// inherited at fd M: a connection rebuilt with TCP_REPAIR in the
+    /// restore's network namespace, with the local and peer addresses the
+    /// image records for fd N (else the restore fails). Repeatable.
+    #[arg(long = "repaired-fd", value_name = "N=M")]
+    pub repaired_fd: Vec<RepairedFd>,
     #[command(flatten)]
     pub json: JsonFlag,
 }
 
-/// Reads the one status record; EOF first means the restorer died.
-fn read_status(r: OwnedFd, c: &Container) -> Result<RestoreStatus> {
-    let mut f = std::fs::File::from(r);
-    let mut buf = [0u8; restore_status::SIZE];
-    let mut got = 0;
-    let deadline = Instant::now() + STATUS_TIMEOUT;
-    while got < buf.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!("rrc-restore (pid {}) sent no status within {STATUS_TIMEOUT:?}; {}", c.pid(), wait::log_tail(&c.record.log));
-        }
-        let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd on the stack.
-        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(1000) as i32) };
-        if n <= 0 {
-            continue;
-        }
-        match f.read(&mut buf[got..]) {
-            Ok(0) => {
-                // Give the exit status a moment to be collectable.
-                let mut l = liveness(c.pid());
-                let t = Instant::now();
-                while l == Liveness::Running && t.elapsed() < Duration::from_secs(2) {
-                    std::thread::sleep(Duration::from_millis(10));
-                    l = liveness(c.pid());
-                }
-                bail!(
-                    "rrc-restore (pid {}) closed its status fd without reporting ({}); {}",
-                    c.pid(),
-                    match l {
-                        Liveness::Exited(s) => format!("exited with status {s}"),
-                        Liveness::Signaled(s) => format!("killed by signal {s}"),
-                        Liveness::Running => "still running".into(),
-                        Liveness::Gone => "gone".into(),
-                    },
-                    wait::log_tail(&c.record.log)
-                );
-            }
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(anyhow!(e).context("reading rrc-restore's status")),
-        }
+/// `N=M`: fd N in the restored process, inherited fd M here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairedFd {
+    pub target: i32,
+    pub inherited: i32,
+}
+
+impl std::str::FromStr for RepairedFd {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RepairedFd, String> {
+        let (n, m) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected N=M (fd N in the process, inherited fd M)"))?;
+        let num = |v: &str| v.parse::<i32>().ok().filter(|&v| v >= 0).ok_or_else(|| format!("{s:?}: {v:?} is not an fd number"));
+        Ok(RepairedFd { target: num(n)?, inherited: num(m)? })
     }
-    restore_status::parse(&buf).map_err(|m| anyhow!("rrc-restore: {m}"))
+}
+
+/// Takes ownership of the inherited sockets, refusing what is not one.
+fn take_inherited(args: &[RepairedFd]) -> Result<Vec<(i32, OwnedFd)>> {
+    let mut out: Vec<(i32, OwnedFd)> = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        if a.inherited <= 2 {
+            bail!("--repaired-fd {}={}: fd {} is stdin/stdout/stderr", a.target, a.inherited, a.inherited);
+        }
+        if args[..i].iter().any(|b| b.inherited == a.inherited) {
+            bail!("--repaired-fd: inherited fd {} given twice", a.inherited);
+        }
+        // SAFETY: fstat into a zeroed struct on the stack.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(a.inherited, &mut st) } < 0 {
+            return Err(anyhow!(std::io::Error::last_os_error()).context(format!("--repaired-fd {}={}: fd {} is not open", a.target, a.inherited, a.inherited)));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            bail!("--repaired-fd {}={}: fd {} is not a socket", a.target, a.inherited, a.inherited);
+        }
+        // SAFETY: an open fd of ours that nothing else owns (checked distinct above).
+        out.push((a.target, unsafe { OwnedFd::from_raw_fd(a.inherited) }));
+    }
+    Ok(out)
 }
 
 pub fn run(a: RestoreArgs) -> Result<ExitCode> {
-    let dir = std::fs::canonicalize(&a.images).with_context(|| format!("image directory {}", a.images.display()))?;
-    // Nothing is touched before the whole chain is verified.
-    let chain = Chain::load(&dir).context("verifying the checkpoint chain")?;
-    let restorer = locate::find(locate::RESTORER)?;
-    tracing::info!(images = chain.images.len(), dir = %dir.display(), "chain verified");
-
-    let mut fds = [0; 2];
-    // SAFETY: plain syscall writing two fds.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(anyhow!(std::io::Error::last_os_error()).context("creating the status pipe"));
-    }
-    // SAFETY: fresh fds we own.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-
-    let mut argv: Vec<std::ffi::OsString> = vec![restorer.clone().into(), "--status-fd".into(), STATUS_FD.to_string().into()];
-    argv.extend(chain.images.iter().map(|i| i.path.clone().into_os_string()));
-    let mut env = base_env();
-    env.push(control_env());
-    let cfg = Config::default();
-    let binds: Vec<Bind> = a.data_dir.into_iter().collect();
-    let spec = Spec { argv, env, netns: a.netns, log: a.log, pass_fd: Some((w, STATUS_FD)), restored_from: Some(dir.clone()), binds };
-    let c = spawn(&cfg, spec).context("starting rrc-restore")?;
-
-    let res = read_status(r, &c).and_then(|st| {
-        if st.code != 0 {
-            bail!("rrc-restore failed: {st}");
-        }
-        wait::wait_for_pong(&c, true).context("the restored process")
-    });
-    match res {
-        Ok(pong) => {
-            print_started(&c, a.json.json, serde_json::json!({ "threads": pong.nr_threads, "images": chain.images.len() }))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            if let Err(k) = rrc_container::kill(&cfg, &c.record) {
-                tracing::error!("removing the failed container: {k}");
-            }
-            Err(e.context(format!("rrc restore {} (container {} removed)", dir.display(), c.record.id)))
-        }
-    }
+    let repaired = take_inherited(&a.repaired_fd)?;
+    let req = RestoreRequest {
+        images: a.images,
+        netns: a.netns,
+        log: a.log,
+        binds: a.data_dir.into_iter().collect(),
+        repaired,
+        restorer: locate::find(locate::RESTORER)?,
+        container: Config::default(),
+        verify_chain: true,
+    };
+    let r = rrc_launch::restore(&req).map_err(|e| e.context("rrc restore"))?;
+    let t = &r.timings;
+    let c = rrc_container::Container { record: r.record };
+    print_started(
+        &c,
+        a.json.json,
+        serde_json::json!({
+            "threads": r.pong.nr_threads,
+            "images": r.images,
+            "repaired": r.repaired,
+            "verify_us": t.verify.as_micros() as u64,
+            "spawn_to_status_us": t.spawn_to_status.as_micros() as u64,
+            "status_to_pong_us": t.status_to_pong.as_micros() as u64,
+        }),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

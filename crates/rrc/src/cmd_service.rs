@@ -45,6 +45,12 @@ pub struct RunArgs {
     /// Epoch length: a checkpoint every DURATION (e.g. 30ms, 0.1s, 1s).
     #[arg(long, value_name = "DURATION", default_value = "30ms", value_parser = parse_duration)]
     pub epoch: Duration,
+    /// Heartbeat period between the primary's and the backup's agents.
+    #[arg(long, value_name = "DURATION", default_value = "30ms", value_parser = parse_duration)]
+    pub heartbeat: Duration,
+    /// Silence after which an agent declares its peer failed and fails over.
+    #[arg(long, value_name = "DURATION", default_value = "90ms", value_parser = parse_duration)]
+    pub failure_timeout: Duration,
     /// The service's IPv4 address (default in the lab: the first free one
     /// of 198.18.0.100-199).
     #[arg(long, value_name = "IP")]
@@ -228,7 +234,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         argv: a.cmd,
         env,
         data_dir: a.data_dir,
+        heartbeat_ms: a.heartbeat.as_millis().max(1) as u64,
+        failure_ms: a.failure_timeout.as_millis().max(1) as u64,
     };
+    if spec.failure_ms <= spec.heartbeat_ms {
+        bail!("--failure-timeout ({} ms) must be longer than --heartbeat ({} ms)", spec.failure_ms, spec.heartbeat_ms);
+    }
     let v = request(&primary, &Request::Run { spec })?;
     if a.json.json {
         println!("{}", serde_json::to_string(&v)?);
@@ -291,6 +302,23 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
         );
         if !g.is_null() {
             println!("    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded", g["streams"], g["held_packets"], g["held_bytes"], g["packets_released"], g["recorded_client_bytes"]);
+        }
+        for f in s["primary_view"]["failovers"].as_array().into_iter().flatten() {
+            println!(
+                "    failover ({}) at {}: {} failed, detected after {:.0} ms, live {:.0} ms after the failure",
+                f["kind"].as_str().unwrap_or("?"),
+                f["at"].as_str().unwrap_or("?"),
+                f["failed_host"].as_str().unwrap_or("?"),
+                f["detection_ms"].as_f64().unwrap_or(0.0),
+                f["total_ms"].as_f64().unwrap_or(0.0)
+            );
+            for st in f["steps"].as_array().into_iter().flatten() {
+                println!("        +{:>7.1} ms  {}", st["at_ms"].as_f64().unwrap_or(0.0), st["step"].as_str().unwrap_or("?"));
+            }
+            if let Some(c) = f["connections"].as_array() {
+                let ok = c.iter().filter(|x| x["repaired"].as_bool() == Some(true)).count();
+                println!("        connections repaired: {ok} of {}", c.len());
+            }
         }
         for v in [&s["primary_view"], &s["backup_view"]] {
             if let Some(e) = v["stats"]["last_error"].as_str() {

@@ -15,8 +15,6 @@ mod cmd_ps;
 mod cmd_restore;
 mod cmd_service;
 mod locate;
-mod restore_status;
-mod wait;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

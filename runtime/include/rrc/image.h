@@ -192,7 +192,7 @@ enum rrc_fd_kind {
 	RRC_FD_TIMERFD    = 7,
 	RRC_FD_INET_LISTEN = 8, /* TCP listening socket */
 	RRC_FD_INET_DGRAM = 9,  /* UDP socket, bound */
-	RRC_FD_INET_CONN  = 10, /* TCP connection: restored not connected (closed) */
+	RRC_FD_INET_CONN  = 10, /* TCP connection: restored closed, or as the repaired socket handed in */
 	RRC_FD_UNIX_LISTEN = 11,
 	RRC_FD_UNIX_OTHER = 12, /* other unix socket: restored as a closed pair end */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */

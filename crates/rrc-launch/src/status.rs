@@ -1,5 +1,6 @@
 //! `struct rrc_restore_status` (runtime/include/rrc/restore-status.h),
-//! the one record rrc-restore writes on its status fd.
+//! the one record rrc-restore writes on its status fd. Mirrors the header
+//! byte for byte; the C side writes tests/vectors/restore-status.bin.
 
 use std::fmt;
 

@@ -1,14 +1,22 @@
-//! Waiting for a container's library to answer PING, with a useful
-//! diagnosis when it does not.
+//! Waiting for what a started container reports: rrc-restore's status
+//! record, then the library's PONG; with a useful diagnosis (how the
+//! process ended, the end of its log) when it does not come.
 
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rrc_container::{liveness, Container, Liveness};
 use rrc_control::{ControlError, Pong};
 
+use crate::status::{self, RestoreStatus};
+
+/// How long the library may take to answer PING once the process runs.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// rrc-restore maps and fills the whole chain before it reports.
+pub const STATUS_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The last lines of the log, for error messages.
 pub fn log_tail(log: &Path) -> String {
@@ -35,8 +43,51 @@ fn describe_exit(l: Liveness) -> String {
     match l {
         Liveness::Exited(c) => format!("exited with status {c}"),
         Liveness::Signaled(s) => format!("was killed by signal {s}"),
-        _ => "exited".into(),
+        Liveness::Running => "is still running".into(),
+        Liveness::Gone => "is gone".into(),
     }
+}
+
+/// Reads the one status record rrc-restore writes on the pipe whose read
+/// end is `r`; EOF first means the restorer died without reporting.
+pub fn read_status(r: OwnedFd, c: &Container) -> Result<RestoreStatus> {
+    let mut f = std::fs::File::from(r);
+    let mut buf = [0u8; status::SIZE];
+    let mut got = 0;
+    let deadline = Instant::now() + STATUS_TIMEOUT;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!("rrc-restore (pid {}) sent no status within {STATUS_TIMEOUT:?}; {}", c.pid(), log_tail(&c.record.log));
+        }
+        let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd on the stack.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(1000) as i32) };
+        if n <= 0 {
+            continue;
+        }
+        match f.read(&mut buf[got..]) {
+            Ok(0) => {
+                // Give the exit status a moment to be collectable.
+                let mut l = liveness(c.pid());
+                let t = Instant::now();
+                while l == Liveness::Running && t.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(10));
+                    l = liveness(c.pid());
+                }
+                bail!(
+                    "rrc-restore (pid {}) closed its status fd without reporting (it {}); {}",
+                    c.pid(),
+                    describe_exit(l),
+                    log_tail(&c.record.log)
+                );
+            }
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(anyhow!(e).context("reading rrc-restore's status")),
+        }
+    }
+    status::parse(&buf).map_err(|m| anyhow!("rrc-restore: {m}")).context("reading rrc-restore's status")
 }
 
 /// Whether librrc.so is mapped in the process.

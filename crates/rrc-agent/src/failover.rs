@@ -1,0 +1,257 @@
+//! Failover at the backup when the primary fails (issue 4 §2; NiLiCon
+//! §III, §V-E; RRC §3, §4.3–4.4; docs/failover.md).
+//!
+//! The sequence, each step timed for `rrc status`:
+//!  1. detected: the primary's heartbeats stopped (heartbeat.rs);
+//!  2. blocked: the service's traffic stops at this host (DROP ahead of
+//!     the gate): nothing reaches a half-restored service and no RST of
+//!     its kernel escapes; the gate stops releasing, its held replies
+//!     (never committed) are never released;
+//!  3. restored: the store's committed state is written as one full image
+//!     and restored in a container network namespace of this host that
+//!     holds the service IP, with this host's copy of the data directory;
+//!  4. repaired: before that, every client connection of the checkpoint is
+//!     rebuilt with TCP_REPAIR from the checkpoint's TCP table and the
+//!     gate's recording (crates/rrc-repair), and handed to the restorer at
+//!     its fd number;
+//!  5. live: the service IP is routed to the local container and the gate
+//!     is unhooked; leaving repair mode sent each client a window probe.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rrc_image::sections::{FdDetail, FdKind, TcpStream};
+use serde::Serialize;
+
+use crate::backup::Backup;
+use crate::heartbeat::Silence;
+use crate::net::ContainerNet;
+use crate::{Agent, Service};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnOutcome {
+    pub fd: i32,
+    pub client: String,
+    pub repaired: bool,
+    pub reason: Option<String>,
+}
+
+/// A service that runs on this host after a failover, with no backup.
+pub struct Live {
+    pub spec: rrc_wire::msg::ServiceSpec,
+    pub host: String,
+    pub pid: i32,
+    record: rrc_container::Record,
+    ccfg: rrc_container::Config,
+    net: ContainerNet,
+    front_if: String,
+    /// The service's directory on this host (data directory copy, image).
+    dir: std::path::PathBuf,
+    timeline: serde_json::Value,
+}
+
+impl Live {
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.spec.name,
+            "role": "primary",
+            "host": self.host,
+            "service_ip": self.spec.service_ip,
+            "primary": self.host,
+            "backup": null,
+            "mode": self.spec.mode.as_str(),
+            "epoch_ms": self.spec.epoch_ms,
+            "command": self.spec.argv,
+            "pid": self.pid,
+            "netns": self.net.netns,
+            "checkpoints_committed": 0,
+            "protected": false,
+            "failovers": [self.timeline],
+            "stats": {"state": "unprotected: live after failover", "protected": false},
+        })
+    }
+
+    pub fn stop(&self, reason: &str) {
+        if let Err(e) = rrc_container::kill(&self.ccfg, &self.record) {
+            tracing::warn!(service = %self.spec.name, "removing the container: {e}");
+        }
+        self.net.destroy();
+        crate::net::unadvertise(&self.spec.service_ip, &self.front_if);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        tracing::info!(service = %self.spec.name, reason, "service stopped");
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The socket address of an image's sockaddr bytes (IPv4, or IPv4-mapped
+/// IPv6).
+fn v4_of(a: &rrc_image::sections::SockAddr) -> Option<std::net::SocketAddrV4> {
+    let b = &a.addr;
+    match a.family as i32 {
+        libc::AF_INET if b.len() >= 8 => Some(std::net::SocketAddrV4::new([b[4], b[5], b[6], b[7]].into(), u16::from_be_bytes([b[2], b[3]]))),
+        libc::AF_INET6 if b.len() >= 24 => {
+            let ip = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&b[8..24]).ok()?);
+            ip.to_ipv4_mapped().map(|v4| std::net::SocketAddrV4::new(v4, u16::from_be_bytes([b[2], b[3]])))
+        }
+        _ => None,
+    }
+}
+
+/// Runs `f` on a thread that joined network namespace `netns` (the
+/// repaired sockets must be created there).
+fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    let path = format!("/run/netns/{netns}");
+    let ns = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+    std::thread::spawn(move || {
+        // SAFETY: setns on this thread only (CLONE_NEWNET is per thread).
+        if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
+            return Err(anyhow::Error::new(std::io::Error::last_os_error()).context("setns into the container's namespace"));
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the repair thread panicked"))?
+}
+
+/// Entry point, on the heartbeat monitor's thread.
+pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
+    if b.is_stopping() {
+        return;
+    }
+    let name = b.spec.name.clone();
+    tracing::error!(service = %name, silent_ms = s.silent_for.as_millis() as u64, "primary {} silent: failing over to this host", b.spec.primary);
+    match fail_over(agent, b, &s) {
+        Ok(live) => {
+            let live = Arc::new(live);
+            agent.replace(&name, Service::Live(live.clone()));
+            tracing::info!(service = %name, timeline = %live.timeline, "service live on this host, UNPROTECTED");
+        }
+        Err(e) => {
+            tracing::error!(service = %name, "failover FAILED: {e:#}");
+            b.set_failed(format!("failover failed: {e:#}"));
+        }
+    }
+}
+
+fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
+    let t0 = s.declared_at;
+    let mut steps: Vec<(&str, f64)> = Vec::new();
+    // 2. Block, and stop replication.
+    b.route().block().context("blocking the service's traffic")?;
+    b.halt();
+    steps.push(("traffic blocked, gate stopped releasing", ms(t0.elapsed())));
+
+    // 3a. The committed state as an image.
+    let dir = b.dir().join("failover");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (table, conns, epoch) = {
+        let store = b.store();
+        let img = store.image().context("no checkpoint was ever committed: nothing to fail over to")?;
+        let conns: Vec<(i32, std::net::SocketAddrV4, std::net::SocketAddrV4, u64)> = img
+            .fds
+            .iter()
+            .filter(|f| f.kind == FdKind::InetConn)
+            .filter_map(|f| match &f.detail {
+                FdDetail::Socket { local, peer, .. } => Some((f.fd, v4_of(local)?, v4_of(peer)?, f.ino)),
+                _ => None,
+            })
+            .collect();
+        store.write_image(&dir.join(rrc_image::IMAGE_FILE_NAME)).context("writing the committed state")?;
+        (store.tcp_streams().to_vec(), conns, b.last_committed_epoch())
+    };
+    steps.push(("committed state written", ms(t0.elapsed())));
+
+    // 3b. The container's network namespace, holding the service IP.
+    let index = agent.next_index();
+    let netns = format!("{}{}-{}", agent.cfg.netns_prefix, agent.cfg.name, b.spec.name);
+    let net = ContainerNet::create(&netns, index, &b.spec.service_ip, None).context("the container's network")?;
+
+    // 4. Repair every client connection the checkpoint holds.
+    let mut outcomes = Vec::new();
+    let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
+    for (fd, local, peer, ino) in conns {
+        let entry: Option<&TcpStream> = table.iter().find(|t| t.inode == ino && ino != 0);
+        let data = b.gate().stream_data(peer, local);
+        let r = match (entry, data) {
+            (None, _) => Err(anyhow::anyhow!("not in the checkpoint's TCP table")),
+            (_, None) => Err(anyhow::anyhow!("the gate has no record of this connection")),
+            (Some(t), Some(d)) => rrc_repair::spec_from_gate(&d, t).map_err(anyhow::Error::new).and_then(|spec| {
+                in_netns(&netns, move || rrc_repair::repair(&spec))?.map_err(anyhow::Error::new)
+            }),
+        };
+        match r {
+            Ok(sock) => {
+                repaired.push((fd, sock));
+                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: true, reason: None });
+            }
+            Err(e) => {
+                tracing::warn!(service = %b.spec.name, fd, client = %peer, "connection not repaired, restored closed: {e:#}");
+                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: false, reason: Some(format!("{e:#}")) });
+            }
+        }
+    }
+    steps.push(("connections repaired", ms(t0.elapsed())));
+
+    // 3c. Restore.
+    let ccfg = rrc_container::Config { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) };
+    let mut binds = Vec::new();
+    if let (Some(target), Some(root)) = (&b.spec.data_dir, b.data_root()) {
+        binds.push(rrc_container::Bind { host: root, target: target.into() });
+    }
+    let req = rrc_launch::RestoreRequest {
+        images: dir.clone(),
+        netns: Some(netns.clone()),
+        log: Some(b.dir().join("app.log")),
+        binds,
+        repaired,
+        restorer: agent.cfg.restorer.clone(),
+        container: ccfg.clone(),
+        verify_chain: false,
+    };
+    let restored = match rrc_launch::restore(&req) {
+        Ok(r) => r,
+        Err(e) => {
+            net.destroy();
+            return Err(e.context("restoring the committed state"));
+        }
+    };
+    steps.push(("restored, library answered", ms(t0.elapsed())));
+
+    // 5. Live: unhook the gate (and the block), the route already points
+    // to the container.
+    b.route().unhook();
+    b.close_gate();
+    steps.push(("live: traffic to the local container", ms(t0.elapsed())));
+    let total = ms(s.silent_for) + ms(t0.elapsed());
+    if outcomes.iter().any(|o| !o.repaired) && outcomes.iter().all(|o| !o.repaired) && !outcomes.is_empty() {
+        tracing::warn!(service = %b.spec.name, "no connection could be repaired");
+    }
+    let timeline = serde_json::json!({
+        "kind": "primary failure",
+        "failed_host": b.spec.primary,
+        "at": crate::now_rfc3339(),
+        "epoch_restored": epoch,
+        "detection_ms": ms(s.silent_for),
+        "steps": steps.iter().map(|(n, t)| serde_json::json!({"step": n, "at_ms": t})).collect::<Vec<_>>(),
+        "total_ms": total,
+        "connections": outcomes,
+    });
+    Ok(Live {
+        spec: b.spec.clone(),
+        host: agent.cfg.name.clone(),
+        pid: restored.record.pid,
+        record: restored.record,
+        ccfg,
+        net,
+        front_if: agent.cfg.front_if.clone(),
+        dir: b.dir().to_path_buf(),
+        timeline,
+    })
+}
+

@@ -1,0 +1,44 @@
+//! Launching restores (docs/restore.md): `rrc restore` and the agent's
+//! failover both call [`restore`].
+//!
+//! [`restore`] finds the checkpoint chain (and verifies it when asked),
+//! starts `rrc-restore` as pid 1 of a new container (rrc-container: fresh
+//! pid/mount/uts/ipc namespaces, the chosen network namespace, its cgroup,
+//! the bind mounts) with its status pipe at fd 3, hands it the repaired TCP
+//! sockets over a socketpair at fd 4 (`--repaired-fds 4`, one SCM_RIGHTS
+//! message per socket whose data is the target fd number), reads its one
+//! status record and waits until the restored library answers PING with
+//! restored=1. It returns the container's record, the status, the PONG and
+//! the timings of each step. On failure the container is removed; a
+//! failure reported by rrc-restore itself is a [`RestorerFailed`] in the
+//! error chain (`err.downcast_ref::<RestorerFailed>()`).
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! let req = rrc_launch::RestoreRequest {
+//!     images: "/var/lib/rrc/svc/committed".into(),
+//!     netns: Some("svc".into()),
+//!     log: Some("/var/lib/rrc/svc/app.log".into()),
+//!     binds: vec![],
+//!     repaired: vec![], // (fd number in the process, socket made with TCP_REPAIR in netns "svc")
+//!     restorer: "/usr/lib/rrc/rrc-restore".into(),
+//!     container: rrc_container::Config::default(),
+//!     verify_chain: false,
+//! };
+//! let r = rrc_launch::restore(&req)?;
+//! println!("pid {} restored in {:?}", r.record.pid, r.timings);
+//! # Ok(()) }
+//! ```
+//!
+//! Also here, for other launchers: [`wait_for_pong`] (`rrc exec` uses it),
+//! [`read_status`], [`log_tail`], and the status record [`RestoreStatus`].
+
+mod launch;
+mod repaired;
+pub mod status;
+mod wait;
+
+pub use launch::{chain_images, restore, RestoreRequest, Restored, RestorerFailed, Timings, STATUS_FD};
+pub use repaired::REPAIRED_FD;
+pub use status::RestoreStatus;
+pub use wait::{log_tail, read_status, wait_for_pong, PING_TIMEOUT, STATUS_TIMEOUT};

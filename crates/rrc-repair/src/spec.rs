@@ -1,0 +1,539 @@
+//! What one connection needs to be rebuilt (`RepairSpec`), and how it is
+//! derived from the backup gate's recording of the stream plus the
+//! committed checkpoint's TCP table entry (`spec_from_gate`).
+//!
+//! Sequence numbers: the gate reports offsets relative to ISN + 1,
+//! truncated to 32 bits; the checkpoint's table reports 64-bit relative
+//! counts. Each gate value is first unwrapped to the 64-bit offset nearest
+//! to the table's (the kernel's before()/after() rule, `rrc_gate::record::to_abs`),
+//! then all comparisons are on plain integers; only the final absolute
+//! sequence numbers wrap (ISN + 1 + offset, mod 2^32).
+
+use std::net::{SocketAddr, SocketAddrV4};
+
+use rrc_gate::record::to_abs;
+use rrc_gate::StreamData;
+use rrc_image::sections::TcpStream;
+
+use crate::error::{RepairError, Unsupported};
+
+/// The receive window the repaired socket starts with when nothing tells
+/// the real one (the gate does not record the server's advertised window).
+/// The kernel never shrinks a window it advertised, and grows it from here
+/// as the restored application reads; a client that had been offered more
+/// and sends beyond it retransmits once the window opens.
+pub const DEFAULT_RCV_WND: u32 = 65535;
+
+/// The MSS TCP assumes when the peer announced none (RFC 1122).
+const DEFAULT_MSS: u16 = 536;
+
+/// Timestamps in effect (both SYNs carried the option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TsSpec {
+    /// The newest TSval our side (the server) sent: the repaired socket's
+    /// clock continues past it, so the client's PAWS check accepts it.
+    pub our_last_tsval: u32,
+    /// The newest TSval the client sent. The kernel offers no way to set
+    /// `ts_recent`; it learns it from the client's next segment (which the
+    /// window probe prompts). Kept for diagnostics.
+    pub peer_last_tsval: u32,
+}
+
+/// One established connection to rebuild on the local (service) side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairSpec {
+    /// The service IP and port (the address must exist in the netns).
+    pub local: SocketAddrV4,
+    pub remote: SocketAddrV4,
+    /// Absolute sequence number of the first byte of `write_queue`
+    /// (= snd_una: the client has acknowledged everything before it).
+    pub send_seq: u32,
+    /// Bytes the application had written that the client has not
+    /// acknowledged (the client may or may not have them).
+    pub write_queue: Vec<u8>,
+    /// Absolute sequence number of the first byte of `recv_queue` (the
+    /// application's read point); rcv_nxt = recv_seq + recv_queue.len().
+    pub recv_seq: u32,
+    /// Client bytes the application has not read yet.
+    pub recv_queue: Vec<u8>,
+    /// The peer's MSS (from its SYN): the socket's mss_clamp.
+    pub mss: u16,
+    /// The peer's window scale (applies to windows it advertises).
+    pub snd_wscale: Option<u8>,
+    /// Our window scale (applies to windows we advertise). Window scaling
+    /// is in effect only if both are Some.
+    pub rcv_wscale: Option<u8>,
+    pub sack: bool,
+    pub timestamps: Option<TsSpec>,
+    /// The peer's advertised window, scaled (bytes beyond send_seq).
+    pub snd_wnd: u32,
+    /// Our receive window (bytes beyond rcv_nxt).
+    pub rcv_wnd: u32,
+}
+
+impl RepairSpec {
+    /// rcv_nxt: the sequence number just past the receive queue.
+    pub fn rcv_nxt(&self) -> u32 {
+        self.recv_seq.wrapping_add(self.recv_queue.len() as u32)
+    }
+    /// write_seq: the sequence number just past the write queue.
+    pub fn write_seq(&self) -> u32 {
+        self.send_seq.wrapping_add(self.write_queue.len() as u32)
+    }
+}
+
+/// Linux TCP_ESTABLISHED.
+const TCP_ESTABLISHED: u8 = 1;
+
+/// Builds the spec of one connection from the gate's recording of its
+/// stream (`Gate::stream_data(client, server)`) and the committed
+/// checkpoint's table entry for the same socket.
+///
+/// * send_seq = server ISN + 1 + the client's latest ACK; the write queue
+///   is the gate's released-but-unacknowledged server bytes from there up
+///   to the table's `write_seq_rel`. Bytes the application had written
+///   beyond what the gate ever released were never transmitted and exist
+///   nowhere any more: `WriteQueueGap`.
+/// * recv_seq = client ISN + 1 + the table's `read_seq_rel`; the receive
+///   queue is the gate's contiguous recording from there to its end.
+/// * MSS, window scales, SACK and timestamps from the SYN and SYN-ACK;
+///   snd_wnd = the client's latest window << its scale.
+pub fn spec_from_gate(data: &StreamData, table: &TcpStream) -> Result<RepairSpec, RepairError> {
+    let s = &data.snapshot;
+    let (client, server) = (s.client, s.server);
+    let unsupported = |reason| RepairError::Unsupported {
+        client,
+        server,
+        reason,
+    };
+    let inconsistent = |what: String| RepairError::Inconsistent {
+        client,
+        server,
+        what,
+    };
+
+    // The table entry must be this stream's socket.
+    let (SocketAddr::V4(local), SocketAddr::V4(remote)) = (table.local, table.remote) else {
+        return Err(unsupported(Unsupported::NotIpv4));
+    };
+    if local != server || remote != client {
+        return Err(inconsistent(format!(
+            "the table entry is {local} -> {remote}, not this stream"
+        )));
+    }
+    let (Some(client_isn), Some(server_isn)) = (s.client_isn, s.server_isn) else {
+        return Err(unsupported(Unsupported::NoIsns));
+    };
+    if s.reset {
+        return Err(unsupported(Unsupported::Reset));
+    }
+    if s.client_fin {
+        return Err(unsupported(Unsupported::ClientFin));
+    }
+    if s.server_fin {
+        return Err(unsupported(Unsupported::ServerFin));
+    }
+    if table.state != TCP_ESTABLISHED {
+        return Err(unsupported(Unsupported::State(table.state)));
+    }
+    let (Some(written), Some(read)) = (table.write_seq_rel, table.read_seq_rel) else {
+        return Err(unsupported(Unsupported::NoSequence));
+    };
+
+    // ---- the write queue: [client ACK, written) ----
+    let released_end = unwrap_near(s.server_released_end_rel, written);
+    let Some(ack_rel) = s.client_ack_rel else {
+        return Err(inconsistent(
+            "the gate never saw the client acknowledge anything".into(),
+        ));
+    };
+    let acked = unwrap_near(ack_rel, written);
+    if released_end < written {
+        return Err(RepairError::WriteQueueGap {
+            client,
+            server,
+            have: released_end,
+            need: written,
+        });
+    }
+    if released_end > written {
+        // In checkpoint-only mode a commit releases only what its
+        // checkpoint's application had written; anything beyond would
+        // have to come from replaying a log (not built).
+        return Err(inconsistent(format!(
+            "the gate released server bytes up to offset {released_end}, beyond the {written} the checkpoint's application had written"
+        )));
+    }
+    if acked > written {
+        return Err(inconsistent(format!(
+            "the client acknowledged offset {acked}, beyond the {written} bytes written"
+        )));
+    }
+    let kept_from = unwrap_near(s.server_unacked_from_rel, written);
+    let kept_to = kept_from + data.server_unacked.len() as u64;
+    if kept_from > acked {
+        return Err(inconsistent(format!("the gate keeps unacknowledged server bytes from offset {kept_from}, after the client's ACK {acked}")));
+    }
+    if kept_to < written {
+        // Released but not retained (a hole in the gate's record): just as lost.
+        return Err(RepairError::WriteQueueGap {
+            client,
+            server,
+            have: kept_to,
+            need: written,
+        });
+    }
+    let write_queue =
+        data.server_unacked[(acked - kept_from) as usize..(written - kept_from) as usize].to_vec();
+
+    // ---- the receive queue: [read, end of the contiguous recording) ----
+    let recorded_from = unwrap_near(s.client_base_rel, read);
+    let recorded_to = recorded_from + data.client_unread.len() as u64;
+    if recorded_from > read || recorded_to < read {
+        return Err(RepairError::RecordingGap {
+            client,
+            server,
+            read,
+            recorded_from,
+            recorded_to,
+        });
+    }
+    let recv_queue = data.client_unread[(read - recorded_from) as usize..].to_vec();
+
+    // ---- options: the client's SYN is the peer's, the SYN-ACK ours ----
+    let peer = s.client_syn_options.unwrap_or_default();
+    let ours = s.server_syn_options.unwrap_or_default();
+    let (snd_wscale, rcv_wscale) = match (peer.window_scale, ours.window_scale) {
+        (Some(p), Some(o)) => (Some(p), Some(o)),
+        _ => (None, None), // scaling is on only if both SYNs offered it
+    };
+    let sack = peer.sack_permitted && ours.sack_permitted;
+    let timestamps = match (peer.timestamps, ours.timestamps) {
+        (Some(peer_syn), Some(our_syn)) => Some(TsSpec {
+            our_last_tsval: s.server_timestamps.unwrap_or(our_syn).0,
+            peer_last_tsval: s.client_timestamps.unwrap_or(peer_syn).0,
+        }),
+        _ => None,
+    };
+    let mss = peer.mss.unwrap_or(DEFAULT_MSS);
+    let snd_wnd =
+        u32::from(s.client_window) << snd_wscale.unwrap_or(0).min(crate::sys::TCP_MAX_WSCALE);
+
+    // The checkpoint's kernel reported the same options (tcp_info) if it
+    // reported any: a disagreement means the two describe different
+    // connections.
+    const TCPI_OPT_WSCALE: u8 = 4;
+    let table_reports_wscale =
+        table.flags & rrc_image::sections::TCP_F_INFO != 0 && table.options & TCPI_OPT_WSCALE != 0;
+    if table_reports_wscale
+        && (Some(table.snd_wscale), Some(table.rcv_wscale)) != (snd_wscale, rcv_wscale)
+    {
+        return Err(inconsistent(format!(
+            "window scales: checkpoint snd {} rcv {}, handshake {:?} {:?}",
+            table.snd_wscale, table.rcv_wscale, snd_wscale, rcv_wscale
+        )));
+    }
+
+    Ok(RepairSpec {
+        local,
+        remote,
+        send_seq: server_isn.wrapping_add(1).wrapping_add(acked as u32),
+        write_queue,
+        recv_seq: client_isn.wrapping_add(1).wrapping_add(read as u32),
+        recv_queue,
+        mss,
+        snd_wscale,
+        rcv_wscale,
+        sack,
+        timestamps,
+        snd_wnd,
+        rcv_wnd: DEFAULT_RCV_WND,
+    })
+}
+
+/// The 64-bit offset whose low 32 bits are `rel`, nearest to `reference`
+/// (clamped at 0: nothing precedes the first data byte here).
+fn unwrap_near(rel: u32, reference: u64) -> u64 {
+    to_abs(rel, reference).max(0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rrc_gate::{StreamSnapshot, TcpOptions};
+    use std::net::Ipv4Addr;
+
+    const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 40000);
+    const SERVER: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 100), 8080);
+
+    fn syn(wscale: u8, ts: u32) -> TcpOptions {
+        TcpOptions {
+            mss: Some(1460),
+            window_scale: Some(wscale),
+            sack_permitted: true,
+            timestamps: Some((ts, 0)),
+        }
+    }
+
+    /// A stream: the server released `released` bytes of which the client
+    /// acked `acked`; the client sent `client_bytes`, recorded from `base`.
+    fn stream(
+        client_isn: u32,
+        server_isn: u32,
+        acked: u64,
+        released: u64,
+        base: u64,
+        client_bytes: u64,
+    ) -> StreamData {
+        let snapshot = StreamSnapshot {
+            client: CLIENT,
+            server: SERVER,
+            client_isn: Some(client_isn),
+            server_isn: Some(server_isn),
+            client_syn_options: Some(syn(7, 1000)),
+            server_syn_options: Some(syn(9, 5000)),
+            client_base_rel: base as u32,
+            client_recorded_len: client_bytes - base,
+            client_out_of_order_bytes: 0,
+            client_fin: false,
+            client_ack_rel: Some(acked as u32),
+            client_window: 500,
+            client_timestamps: Some((1111, 5555)),
+            server_unacked_from_rel: acked as u32,
+            server_unacked_to_rel: released as u32,
+            server_retained_bytes: released - acked,
+            server_released_end_rel: released as u32,
+            server_fin: false,
+            server_ack_rel: Some(client_bytes as u32),
+            server_timestamps: Some((6666, 1111)),
+            held_packets: 0,
+            committed_write_rel: Some(released as u32),
+            committed_read_rel: Some(base as u32),
+            last_state: Some(1),
+            reset: false,
+        };
+        StreamData {
+            snapshot,
+            client_unread: (base..client_bytes).map(|i| i as u8).collect(),
+            server_unacked: (acked..released).map(|i| (i as u8) ^ 0x55).collect(),
+        }
+    }
+
+    fn table(written: u64, read: u64) -> TcpStream {
+        TcpStream {
+            family: libc::AF_INET as u16,
+            state: 1,
+            state_name: "ESTABLISHED",
+            options: 1 | 2 | 4,
+            snd_wscale: 7,
+            rcv_wscale: 9,
+            flags: rrc_image::sections::TCP_F_INFO | rrc_image::sections::TCP_F_SEQ,
+            local: SERVER.into(),
+            remote: CLIENT.into(),
+            snd_mss: 1448,
+            inode: 1,
+            cookie: 1,
+            rqueue: 0,
+            wqueue: 0,
+            bytes_acked: 0,
+            bytes_received: 0,
+            write_seq_rel: Some(written),
+            read_seq_rel: Some(read),
+            ifindex: 0,
+        }
+    }
+
+    #[test]
+    fn queues_sequences_and_options() {
+        let d = stream(1000, 2000, 30, 100, 40, 90);
+        let s = spec_from_gate(&d, &table(100, 40)).expect("spec");
+        assert_eq!(s.local, SERVER);
+        assert_eq!(s.remote, CLIENT);
+        assert_eq!(s.send_seq, 2000 + 1 + 30);
+        assert_eq!(
+            s.write_queue,
+            (30u64..100).map(|i| (i as u8) ^ 0x55).collect::<Vec<_>>()
+        );
+        assert_eq!(s.write_seq(), 2000 + 1 + 100);
+        assert_eq!(s.recv_seq, 1000 + 1 + 40);
+        assert_eq!(
+            s.recv_queue,
+            (40u64..90).map(|i| i as u8).collect::<Vec<_>>()
+        );
+        assert_eq!(s.rcv_nxt(), 1000 + 1 + 90);
+        assert_eq!(
+            (s.mss, s.snd_wscale, s.rcv_wscale, s.sack),
+            (1460, Some(7), Some(9), true)
+        );
+        assert_eq!(
+            s.timestamps,
+            Some(TsSpec {
+                our_last_tsval: 6666,
+                peer_last_tsval: 1111
+            })
+        );
+        assert_eq!(s.snd_wnd, 500 << 7);
+        assert_eq!(s.rcv_wnd, DEFAULT_RCV_WND);
+    }
+
+    #[test]
+    fn the_app_had_read_part_of_the_recording() {
+        // A commit trims the recording to read_seq_rel; one older than the
+        // table (base below read) is cut here.
+        let d = stream(1000, 2000, 0, 0, 10, 90);
+        let s = spec_from_gate(&d, &table(0, 25)).expect("spec");
+        assert_eq!(s.recv_seq, 1000 + 1 + 25);
+        assert_eq!(
+            s.recv_queue,
+            (25u64..90).map(|i| i as u8).collect::<Vec<_>>()
+        );
+        assert!(s.write_queue.is_empty());
+        assert_eq!(s.send_seq, 2001);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_around() {
+        // ISNs just below 2^32: ISN + 1 + offset wraps.
+        let d = stream(u32::MAX - 5, u32::MAX - 2, 10, 20, 3, 30);
+        let s = spec_from_gate(&d, &table(20, 3)).expect("spec");
+        assert_eq!(s.send_seq, 10 - 2); // (2^32 - 3) + 1 + 10
+        assert_eq!(s.recv_seq, u32::MAX - 1); // (2^32 - 6) + 1 + 3
+        assert_eq!(s.rcv_nxt(), (u32::MAX - 5).wrapping_add(1 + 30));
+        assert_eq!(s.write_seq(), (u32::MAX - 2).wrapping_add(1 + 20));
+    }
+
+    #[test]
+    fn relative_offsets_beyond_4_gib() {
+        // More than 2^32 bytes each way: the gate's u32 relative values
+        // are unwrapped against the table's u64 counts.
+        let four_gib = 1u64 << 32;
+        let (acked, written) = (four_gib * 3 + 100, four_gib * 3 + 160);
+        let (base, end) = (
+            four_gib + u64::from(u32::MAX) - 4,
+            four_gib + u64::from(u32::MAX) + 20,
+        ); // crosses a 2^32 boundary
+        let mut d = stream(7, 9, 0, 0, 0, 0);
+        d.snapshot.client_ack_rel = Some(acked as u32);
+        d.snapshot.server_unacked_from_rel = acked as u32;
+        d.snapshot.server_released_end_rel = written as u32;
+        d.server_unacked = vec![0xAB; (written - acked) as usize];
+        d.snapshot.client_base_rel = base as u32;
+        d.client_unread = vec![0xCD; (end - base) as usize];
+        let s = spec_from_gate(&d, &table(written, base + 2)).expect("spec");
+        assert_eq!(s.write_queue.len(), 60);
+        assert_eq!(s.send_seq, 9u32.wrapping_add(1).wrapping_add(acked as u32));
+        assert_eq!(s.recv_queue.len(), (end - base - 2) as usize);
+        assert_eq!(
+            s.recv_seq,
+            7u32.wrapping_add(1).wrapping_add((base + 2) as u32)
+        );
+    }
+
+    #[test]
+    fn bytes_written_but_never_released_are_a_gap() {
+        let d = stream(1000, 2000, 30, 100, 40, 90);
+        match spec_from_gate(&d, &table(150, 40)) {
+            Err(RepairError::WriteQueueGap {
+                have: 100,
+                need: 150,
+                ..
+            }) => {}
+            other => panic!("expected a write queue gap, got {other:?}"),
+        }
+        // released beyond what the checkpoint's app wrote: inconsistent
+        assert!(matches!(
+            spec_from_gate(&d, &table(80, 40)),
+            Err(RepairError::Inconsistent { .. })
+        ));
+    }
+
+    #[test]
+    fn recording_must_cover_the_read_point() {
+        let d = stream(1000, 2000, 30, 100, 40, 90);
+        match spec_from_gate(&d, &table(100, 35)) {
+            Err(RepairError::RecordingGap {
+                read: 35,
+                recorded_from: 40,
+                recorded_to: 90,
+                ..
+            }) => {}
+            other => panic!("expected a recording gap, got {other:?}"),
+        }
+        assert!(matches!(
+            spec_from_gate(&d, &table(100, 95)),
+            Err(RepairError::RecordingGap { .. })
+        ));
+    }
+
+    #[test]
+    fn unsupported_streams_name_the_reason() {
+        let reason = |d: &StreamData, t: &TcpStream| match spec_from_gate(d, t) {
+            Err(RepairError::Unsupported { reason, .. }) => reason,
+            other => panic!("expected unsupported, got {other:?}"),
+        };
+        let base = stream(1000, 2000, 30, 100, 40, 90);
+        let t = table(100, 40);
+        let mut d = base.clone();
+        d.snapshot.client_isn = None;
+        assert_eq!(reason(&d, &t), Unsupported::NoIsns);
+        let mut d = base.clone();
+        d.snapshot.client_fin = true;
+        assert_eq!(reason(&d, &t), Unsupported::ClientFin);
+        let mut d = base.clone();
+        d.snapshot.reset = true;
+        assert_eq!(reason(&d, &t), Unsupported::Reset);
+        let mut d = base.clone();
+        d.snapshot.server_fin = true;
+        assert_eq!(reason(&d, &t), Unsupported::ServerFin);
+        let mut t2 = table(100, 40);
+        t2.state = 8;
+        assert_eq!(reason(&base, &t2), Unsupported::State(8));
+        let msg = spec_from_gate(&base, &t2)
+            .expect_err("close-wait")
+            .to_string();
+        assert!(
+            msg.contains("CLOSE_WAIT") && msg.contains("not supported yet"),
+            "{msg}"
+        );
+        let mut t3 = table(100, 40);
+        t3.write_seq_rel = None;
+        assert_eq!(reason(&base, &t3), Unsupported::NoSequence);
+    }
+
+    #[test]
+    fn options_follow_both_syns() {
+        let mut d = stream(1000, 2000, 0, 0, 0, 0);
+        d.snapshot.server_syn_options = Some(TcpOptions {
+            mss: Some(1400),
+            window_scale: None,
+            sack_permitted: false,
+            timestamps: None,
+        });
+        let mut t = table(0, 0);
+        t.options = 0;
+        let s = spec_from_gate(&d, &t).expect("spec");
+        assert_eq!(
+            (s.mss, s.snd_wscale, s.rcv_wscale, s.sack, s.timestamps),
+            (1460, None, None, false, None)
+        );
+        assert_eq!(
+            s.snd_wnd, 500,
+            "no scaling without both window-scale options"
+        );
+        // a checkpoint whose kernel reported other window scales is another connection
+        let d = stream(1000, 2000, 0, 0, 0, 0);
+        let mut t = table(0, 0);
+        t.snd_wscale = 3;
+        assert!(matches!(
+            spec_from_gate(&d, &t),
+            Err(RepairError::Inconsistent { .. })
+        ));
+        // the table entry must be this stream's
+        let mut t = table(0, 0);
+        t.remote = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 3), 40000).into();
+        assert!(matches!(
+            spec_from_gate(&d, &t),
+            Err(RepairError::Inconsistent { .. })
+        ));
+    }
+}
