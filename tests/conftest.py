@@ -189,6 +189,13 @@ class Rrc:
         self.pids.append(pid)
         return pid
 
+    def restore_with_data(self, images: Path, host_dir: Path, path: str, netns: str) -> int:
+        """Restores with HOST_DIR bind-mounted at PATH (the data directory)."""
+        p = self.run("restore", "--images", str(images), "--netns", netns, "--data-dir", f"{host_dir}:{path}")
+        pid = last_line_int(p.stdout, "rrc restore")
+        self.pids.append(pid)
+        return pid
+
     def inspect(self, images: Path) -> dict:
         p = self.run("inspect", "--images", str(images), "--json")
         try:

@@ -11,6 +11,7 @@ import json
 import random
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,8 +31,8 @@ def lab():
         yield
 
 
-def run_service(name, cmd, epoch="30ms"):
-    out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--epoch", epoch, "--json", "--", *cmd).stdout
+def run_service(name, cmd, epoch="30ms", extra=()):
+    out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--epoch", epoch, "--json", *extra, "--", *cmd).stdout
     info = json.loads(out)
     wait_until(lambda: status(name).get("checkpoints_committed", 0) > 2, 30, f"{name} protected")
     return info["service_ip"]
@@ -56,14 +57,14 @@ def finish(p, timeout=120) -> dict:
     return json.loads(out)
 
 
-def verify(kind, server, state):
-    p = cli("lab", "exec", "client", "--", str(need(CHECK_BIN)), "verify", kind, "--server", server, "--state", str(state),
+def verify(kind, server, state, on_host="client"):
+    p = cli("lab", "exec", on_host, "--", str(need(CHECK_BIN)), "verify", kind, "--server", server, "--state", str(state),
             check=False, timeout=120)
     assert p.returncode == 0, f"verify after failover: {p.stdout}\n{p.stderr}"
 
 
-def fail_primary_under_load(kind, cmd, port, tmp_path, name):
-    ip = run_service(name, cmd)
+def fail_primary_under_load(kind, cmd, port, tmp_path, name, extra=()):
+    ip = run_service(name, cmd, extra=extra)
     state = tmp_path / "state"
     p = checker(kind, f"{ip}:{port}", 8, state)
     time.sleep(random.uniform(1.5, 3.5))
@@ -86,6 +87,29 @@ def test_primary_failure_redis(lab, tmp_path):
     steps = [s["step"] for s in fo["steps"]]
     assert steps[0].startswith("traffic blocked") and steps[-1].startswith("live"), steps
     assert fo["detection_ms"] >= 90
+
+
+def test_primary_failure_redis_with_its_append_only_file(lab, tmp_path):
+    """The restored redis writes on into the backup's copy of its data
+    directory: memory and AOF agree (a plain redis loading that AOF has every
+    acknowledged write)."""
+    cmd = ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", "/data",
+           "--port", "6379", "--protected-mode", "no"]
+    fail_primary_under_load("redis", cmd, 6379, tmp_path, "aofkv", extra=("--data-dir", "/data"))
+    # a plain redis started on a copy of the live AOF holds what the live one holds
+    live = Path("/var/lib/rrc-lab/b/services/aofkv/data")
+    copy = tmp_path / "aof"
+    subprocess.run(["cp", "-a", str(live), str(copy)], check=True)
+    ns = "rrc-lab-b"
+    srv = subprocess.Popen(["ip", "netns", "exec", ns, "redis-server", "--port", "6391", "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "yes", "--dir", str(copy)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: subprocess.run(["ip", "netns", "exec", ns, "redis-cli", "-p", "6391", "ping"],
+                                          capture_output=True, text=True).stdout.strip() == "PONG", 20, "redis on the AOF copy")
+        verify("redis", "127.0.0.1:6391", tmp_path / "state", on_host="b")
+    finally:
+        srv.kill()
+        srv.wait()
 
 
 def test_primary_failure_memcached(lab, tmp_path):

@@ -262,3 +262,49 @@ def test_lab_down_leaves_the_machine_as_found(replab):
     no_lab_left()
     assert machine_state() == replab
     cli("lab", "up")  # the module fixture's finalizer takes it down again
+
+
+# ---------------------------------------------------------------- data directory
+
+def test_data_directory_travels_with_the_checkpoints(service, rrc, tmp_path):
+    """redis with an append-only file in its data directory: the backup's copy of
+    the directory, exported with the committed state, holds an AOF that agrees
+    with the committed memory: both have every acknowledged write."""
+    s = service("aof", ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                        "--dir", "/data", "--port", "6379", "--protected-mode", "no"], extra=["--data-dir", "/data"])
+    s.wait_committed()
+    keys = {f"aof:{i}": f"v{i}" for i in range(300)}
+    script = "".join(f"SET {k} {v}\n" for k, v in keys.items())
+    out = client("sh", "-c", f"printf '%s' '{script}' | redis-cli -h {s.ip}").stdout
+    assert out.split().count("OK") == len(keys), out[:300]
+    s.wait_committed(s.status()["checkpoints_committed"])
+    images = tmp_path / "export"
+    exp = json.loads(cli("export", s.name, "--images", str(images), "--json").stdout)
+    data = Path(exp["data_dir"])
+    aofs = sorted(p for p in data.rglob("*") if p.is_file() and "aof" in p.name)
+    assert aofs, f"no AOF in the exported data directory: {sorted(data.rglob('*'))}"
+    # the AOF alone is sound and holds every key (a plain redis loads it)
+    ns = f"{NETNS_PREFIX}aofck"
+    run(["ip", "netns", "add", ns])
+    try:
+        run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        copy = tmp_path / "aofcopy"
+        run(["cp", "-a", str(data), str(copy)])
+        srv = subprocess.Popen(["ip", "netns", "exec", ns, "redis-server", "--port", "6390", "--save", "",
+                                "--appendonly", "yes", "--dir", str(copy)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: run(["ip", "netns", "exec", ns, "redis-cli", "-p", "6390", "ping"], check=False)
+                       .stdout.strip() == "PONG", 20, "plain redis on the exported AOF")
+            vals = run(["ip", "netns", "exec", ns, "redis-cli", "-p", "6390", "--raw", "MGET", *keys]).stdout.split()
+            assert vals == list(keys.values()), "the exported AOF lacks acknowledged writes"
+        finally:
+            srv.kill()
+            srv.wait()
+        # and the committed memory restores with its data directory and agrees
+        pid = rrc.restore_with_data(images, data, "/data", ns)
+        vals = run(["ip", "netns", "exec", ns, "redis-cli", "--raw", "MGET", *keys]).stdout.split()
+        assert vals == list(keys.values())
+        rrc.kill(pid)
+    finally:
+        delete_netns(ns)

@@ -15,6 +15,7 @@ same connection, not a new one. Then the refusals: a socket whose addresses
 are not the record's, and sockets for fd numbers that are not connections.
 """
 import ctypes
+import json
 import os
 import socket
 import struct
@@ -30,6 +31,8 @@ from conftest import CMD_TIMEOUT, last_line_int, pid_alive, read_text, wait_unti
 from test_servers import KVTOOL, wait_serving
 
 PORT = 7000
+OTHER_PORT = 7100
+REGISTRY = Path("/run/rrc/containers")
 
 # linux/tcp.h
 TCP_REPAIR = 19
@@ -214,6 +217,29 @@ class Served:
         assert check, f"rrc restore succeeded but must fail:\n{out}"
         return pid, out
 
+    @contextmanager
+    def unrelated_connection(self):
+        """Kills the server; yields a connection of the netns that is not
+        the image's."""
+        self.kill()
+        with in_netns(self.netns):
+            lsn = socket.create_server(("127.0.0.1", OTHER_PORT))
+            conn = socket.create_connection(("127.0.0.1", OTHER_PORT), timeout=10)
+        with lsn, conn:
+            yield conn
+
+    def restored_containers(self) -> list:
+        """Registry entries of containers restored from our images."""
+        out = []
+        for f in REGISTRY.glob("*.json"):
+            try:
+                rec = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if rec.get("restored_from") == str(self.images.resolve()):
+                out.append(rec)
+        return out
+
     def close(self):
         for s in (self.client, self.server_end):
             try:
@@ -251,6 +277,7 @@ def test_connection_continues_after_restore(served, leave_repair):
     assert request(served.client, "GET before") == "VALUE dump", read_text(served.log)
     assert request(served.client, "SET after restore") == "OK"
     assert request(served.client, "GET after") == "VALUE restore"
+    assert served.restored_containers(), "the restored container is not registered"
     # the restored process has the connection at the image's number
     assert os.readlink(f"/proc/{rpid}/fd/{served.conn_fd}").startswith("socket:")
     # and its listener shares the port with it
@@ -264,35 +291,29 @@ def test_connection_continues_after_restore(served, leave_repair):
 def test_address_mismatch_is_refused(served):
     """A socket whose addresses are not the record's: the restore fails
     naming the fd and both address pairs, and leaves nothing running."""
-    served.kill()
-    with in_netns(served.netns):
-        lsn = socket.create_server(("127.0.0.1", 7100))
-        wrong = socket.create_connection(("127.0.0.1", 7100), timeout=10)
-    with lsn, wrong:
+    with served.unrelated_connection() as wrong:
         _, out = served.restore([(served.conn_fd, wrong)], check=False)
         mine = wrong.getsockname()
     peer = served.client.getsockname()
-    want = (f"fd {served.conn_fd}: repaired socket is 127.0.0.1:{mine[1]} <-> 127.0.0.1:7100, "
+    want = (f"fd {served.conn_fd}: repaired socket is 127.0.0.1:{mine[1]} <-> 127.0.0.1:{OTHER_PORT}, "
             f"the image has 127.0.0.1:{PORT} <-> 127.0.0.1:{peer[1]}")
     assert want in out, out
     assert "code 3 FD" in out and "removed" in out, out
+    assert not served.restored_containers(), out
 
 
 def test_socket_for_a_non_connection_is_refused(served):
-    """Sockets for the listener's fd number and for a number the image does
-    not have are refused before anything is placed."""
-    served.kill()
-    with in_netns(served.netns):
-        lsn = socket.create_server(("127.0.0.1", 7100))
-        any_conn = socket.create_connection(("127.0.0.1", 7100), timeout=10)
-    with lsn, any_conn:
-        _, out = served.restore([(served.listen_fd, any_conn)], check=False)
+    """Sockets for the listener's fd number, for a number the image does
+    not have, and one that is not TCP are refused before anything is
+    placed."""
+    with served.unrelated_connection() as conn:
+        _, out = served.restore([(served.listen_fd, conn)], check=False)
         assert (f"repaired socket for fd {served.listen_fd}: the image's fd {served.listen_fd} is "
                 f"INET_LISTEN (TCP 127.0.0.1:{PORT}), not a TCP connection") in out, out
-        _, out = served.restore([(77, any_conn)], check=False)
+        _, out = served.restore([(77, conn)], check=False)
         assert "repaired socket for fd 77: the image has no fd 77" in out, out
-        # and one that is not a TCP socket at all
-        a, b = socket.socketpair()
-        with a, b:
-            _, out = served.restore([(served.conn_fd, a)], check=False)
-            assert f"repaired socket for fd {served.conn_fd}: not a TCP socket" in out, out
+    a, b = socket.socketpair()
+    with a, b:
+        _, out = served.restore([(served.conn_fd, a)], check=False)
+        assert f"repaired socket for fd {served.conn_fd}: not a TCP socket" in out, out
+    assert not served.restored_containers(), out
