@@ -128,3 +128,47 @@ def test_backup_failure_redis(lab, tmp_path):
     assert st["primary"] == "a" and st["protected"] is False, st
     assert st["primary_view"]["failovers"][0]["kind"] == "backup failure"
     verify("redis", f"{ip}:6379", state)
+
+
+def test_primary_failure_lighttpd(lab, tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "blob.bin").write_bytes(random.randbytes(200_000))
+    conf = tmp_path / "lighttpd.conf"
+    conf.write_text(f'server.document-root = "{root}"\nserver.port = 80\nserver.bind = "0.0.0.0"\n'
+                    'server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\n')
+    tmp_path.chmod(0o755)
+    ip = run_service("www", ["lighttpd", "-D", "-f", str(conf)])
+    p = subprocess.Popen(
+        [str(need(RRC_BIN)), "lab", "exec", "client", "--", str(need(CHECK_BIN)), "http", "--url", f"http://{ip}/blob.bin",
+         "--file", str(root / "blob.bin"), "--threads", "4", "--duration", "8s", "--rate", "100", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(random.uniform(1.5, 3.5))
+    cli("lab", "kill", "a")
+    rep = finish(p)
+    st = status("www")
+    assert rep["ok"] and rep["ops"] > 0, json.dumps(rep, indent=1) + "\n" + json.dumps(st, indent=1)[:3000]
+    fo = st["primary_view"]["failovers"]
+    assert st["primary"] == "b" and fo[0]["kind"] == "primary failure", st
+
+
+def test_failure_while_a_checkpoint_is_in_flight(lab, tmp_path):
+    """A damaged checkpoint makes the primary send a full one next (about 50 MB
+    here); the primary dies while it is on its way: the backup restores the
+    last checkpoint it had committed, and the client loses nothing."""
+    ip = run_service("big", REDIS + ["--enable-debug-command", "yes"])
+    assert cli("lab", "exec", "client", "--", "redis-cli", "-h", ip, "DEBUG", "POPULATE", "50000", "big", "1000").stdout.strip() == "OK"
+    state = tmp_path / "state"
+    p = checker("redis", f"{ip}:6379", 8, state)
+    time.sleep(1.5)
+    before = status("big")["backup_view"]["stats"]["checkpoints_rejected"]
+    cli("fault", "big", "corrupt-next-checkpoint")
+    wait_until(lambda: status("big")["backup_view"]["stats"]["checkpoints_rejected"] > before, 20, "the damaged checkpoint rejected")
+    # the full checkpoint that follows is now being taken and sent
+    time.sleep(0.05)
+    cli("lab", "kill", "a")
+    rep = finish(p)
+    st = status("big")
+    assert rep["ok"], json.dumps(rep, indent=1) + "\n" + json.dumps(st, indent=1)[:3000]
+    assert st["primary"] == "b", st
+    verify("redis", f"{ip}:6379", state)
