@@ -232,7 +232,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_code = 0;
 	s->err_msg[0] = 0;
 	rrc_lib_ranges();
-	if (check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0) {
+	if (check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0 ||
+	    rrc_aq_check() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}

@@ -107,6 +107,7 @@ __attribute__((constructor)) static void rrc_init(void)
 {
 	rrc_guards_resolve();
 	rrc_wrap_files_resolve();
+	rrc_aq_resolve();
 	/* bind memcpy/memset through the PLT now: a lazy binding later, in
 	 * the pause, could wait on the dynamic linker's lock */
 	{

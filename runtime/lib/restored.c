@@ -72,6 +72,9 @@ void rrc_post_restore(void)
 			rrc_log("after restore: restore area names another image than the one "
 				"this memory was dumped into");
 	}
+	/* connections the primary's kernel had completed but the application
+	 * had not accepted: queued behind dummies before anything runs */
+	rrc_aq_restore();
 	rrc_g.restored = 1;
 	ra->magic = 0;
 	rrc_release();

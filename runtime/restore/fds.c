@@ -205,6 +205,8 @@ void fds_restore(struct fd_ctx *x)
 			restore_epoll_entries(x, &c->fds[i]);
 	/* every listener is bound: the handed-in connections can go live */
 	repaired_leave_repair(x);
+	/* connections not yet accepted: the restored library's table */
+	repaired_write_accept_queue(x);
 	for (size_t i = 0; i < c->nr_fds; i++) {
 		struct rfd *r = &c->fds[i];
 

@@ -136,18 +136,22 @@ int main(int argc, char **argv)
 	x.c = &c;
 	x.control_path = control;
 	repaired_check(&x);
-	own = xcalloc((size_t)nimg + 2 + x.nr_rep, sizeof(int));
+	own = xcalloc((size_t)nimg + 2 + x.nr_rep + x.nr_pend, sizeof(int));
 	for (int k = 0; k < nimg; k++)
 		own[nr_own++] = c.imgs[k].fd;
 	own[nr_own++] = rst_status_fd;
 	own[nr_own++] = rst_log_fd;
 	for (size_t k = 0; k < x.nr_rep; k++)
 		own[nr_own++] = x.rep[k].fd;
+	for (size_t k = 0; k < x.nr_pend; k++) /* stay above the image's numbers */
+		own[nr_own++] = x.pend[k].fd;
 	fds_prepare(&x, own, nr_own);
 	for (int k = 0; k < nimg; k++)
 		c.imgs[k].fd = own[k];
 	for (size_t k = 0; k < x.nr_rep; k++)
 		x.rep[k].fd = own[nimg + 2 + (int)k];
+	for (size_t k = 0; k < x.nr_pend; k++)
+		x.pend[k].fd = own[nimg + 2 + (int)x.nr_rep + (int)k];
 	fds_restore(&x);
 
 	memset(&in, 0, sizeof(in));

@@ -94,12 +94,18 @@ struct repaired {               /* a TCP connection handed in (sk-repaired.c) */
 	int target;                /* its fd number in the image */
 	int fd;                    /* where it is until placed */
 };
+struct pending_accept {          /* a connection for accept() (sk-repaired.c) */
+	int listener;              /* its listener's fd number in the image */
+	int fd;                    /* where it is (above the image's numbers) */
+};
 struct fd_ctx {
 	struct chain *c;
 	int max_target;            /* highest fd number of the image */
 	const char *control_path;  /* $RRC_CONTROL */
 	struct repaired *rep;      /* --repaired-fds: sockets received */
 	size_t nr_rep;
+	struct pending_accept *pend; /* --repaired-fds: not yet accepted, in queue order */
+	size_t nr_pend;
 };
 void fds_prepare(struct fd_ctx *x, int *own, int nr_own);
 void fds_restore(struct fd_ctx *x);
@@ -121,6 +127,7 @@ void repaired_receive(struct fd_ctx *x, int chan);   /* all of them, until EOF *
 void repaired_check(struct fd_ctx *x);               /* before any fd is placed */
 struct repaired *repaired_for(struct fd_ctx *x, int target);
 void repaired_leave_repair(struct fd_ctx *x);        /* after every fd is placed */
+void repaired_write_accept_queue(struct fd_ctx *x);  /* then: the library's table */
 
 /* ---- mem-plan.c: the blob, its arguments, the jump ---- */
 struct blob_plan_in {

@@ -85,7 +85,7 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 	/* A listener sharing its port with handed-in connections needs
 	 * SO_REUSEADDR at bind and at listen (the connections, in repair mode,
 	 * have SK_FORCE_REUSE); it gets its recorded value after listen. */
-	force_reuse = f->kind == RRC_FD_INET_LISTEN && x->nr_rep > 0 && !f->u.sock.reuseaddr;
+	force_reuse = f->kind == RRC_FD_INET_LISTEN && x->nr_rep + x->nr_pend > 0 && !f->u.sock.reuseaddr;
 	if (f->u.sock.reuseaddr || force_reuse)
 		setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
 	if (f->u.sock.reuseport)

@@ -81,6 +81,11 @@ pub struct Backup {
     conn_ctl: TcpStream,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     hb: Mutex<Option<crate::heartbeat::Heartbeat>>,
+    /// Where the byte counts of connections repaired at an earlier failover
+    /// start: (write_base, read_base) by (client, server), from the seeds.
+    bases: std::collections::HashMap<(std::net::SocketAddrV4, std::net::SocketAddrV4), (u32, u32)>,
+    /// Connections already reported to the primary (Ack.new_streams).
+    reported: Mutex<std::collections::HashSet<(std::net::SocketAddrV4, std::net::SocketAddrV4)>>,
 }
 
 fn refuse(c: &mut TcpStream, e: &anyhow::Error) {
@@ -179,6 +184,20 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let queue_num = QUEUE_BASE + (agent.next_index() % 60000) as u16;
     let gate = Gate::open(GateConfig::new(queue_num, svc)).context("opening the gate")?;
+    let seeds: Vec<rrc_gate::StreamSeed> = rep.seeds.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    let bases = rep
+        .seeds
+        .iter()
+        .filter_map(|v| {
+            let key = (serde_json::from_value(v["client"].clone()).ok()?, serde_json::from_value(v["server"].clone()).ok()?);
+            Some((key, (v["write_base"].as_u64().unwrap_or(0) as u32, v["read_base"].as_u64().unwrap_or(0) as u32)))
+        })
+        .filter(|(_, b)| *b != (0, 0))
+        .collect();
+    if !seeds.is_empty() {
+        tracing::info!(service = %spec.name, connections = seeds.len(), "joining established connections");
+        gate.seed(&seeds);
+    }
     let route = match BackupRoute::create(&spec.service_ip, &rep.primary_addr, &agent.cfg.front_if, &agent.cfg.repl_if, queue_num) {
         Ok(r) => r,
         Err(e) => {
@@ -212,6 +231,8 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
         conn_ctl: c.try_clone().context("cloning the replication connection")?,
         threads: Mutex::new(Vec::new()),
         hb: Mutex::new(None),
+        reported: Mutex::new(std::collections::HashSet::new()),
+        bases,
         spec,
     })
 }
@@ -463,7 +484,7 @@ impl Backup {
             sh.stats.checkpoints_rejected += 1;
             sh.stats.last_error = Some(format!("epoch {epoch}: {why}"));
         }
-        let ack = Ack { epoch, committed: false, error: Some(why), arrival: self.gate.arrival_counter(), apply_us: 0 };
+        let ack = Ack { epoch, committed: false, error: Some(why), arrival: self.gate.arrival_counter(), apply_us: 0, new_streams: Vec::new() };
         self.send(FrameKind::Ack, &Frame::json(FrameKind::Ack, &ack).payload);
     }
 
@@ -510,7 +531,7 @@ impl Backup {
         let applied = applied.map_err(anyhow::Error::new).and_then(|_| self.commit_files(&r));
         match applied {
             Ok(_) => {
-                let streams = server_streams(lock(&self.store).tcp_streams());
+                let streams = server_streams(&self.corrected_table(lock(&self.store).tcp_streams()));
                 let commit = rrc_gate::Commit { epoch, arrival_bound: r.begin.arrival_bound, streams };
                 if let Err(e) = self.gate.commit(commit) {
                     // The store holds the epoch; the replies it covers stay
@@ -525,7 +546,7 @@ impl Backup {
                     sh.stats.last_apply_us = apply_us;
                     sh.stats.state = "protecting".into();
                 }
-                let ack = Ack { epoch, committed: true, error: None, arrival: self.gate.arrival_counter(), apply_us };
+                let ack = Ack { epoch, committed: true, error: None, arrival: self.gate.arrival_counter(), apply_us, new_streams: self.new_streams() };
                 self.send(FrameKind::Ack, &Frame::json(FrameKind::Ack, &ack).payload);
             }
             Err(e) => self.reject(epoch, format!("{e:#}")),
@@ -549,6 +570,53 @@ impl Backup {
             copy.commit(img)?;
         }
         Ok(())
+    }
+
+    /// The checkpoint's TCP table with the byte counts of connections that
+    /// were repaired at an earlier failover made whole again: the kernel
+    /// counts a repaired socket's bytes from its repair, the gate from the
+    /// connection's start.
+    pub fn corrected_table(&self, table: &[rrc_image::sections::TcpStream]) -> Vec<rrc_image::sections::TcpStream> {
+        let mut t = table.to_vec();
+        if self.bases.is_empty() {
+            return t;
+        }
+        for e in &mut t {
+            let key = match (e.remote, e.local) {
+                (std::net::SocketAddr::V4(r), std::net::SocketAddr::V4(l)) => (r, l),
+                _ => continue,
+            };
+            if let Some(&(w, r)) = self.bases.get(&key) {
+                e.write_seq_rel = e.write_seq_rel.map(|x| x + u64::from(w));
+                e.read_seq_rel = e.read_seq_rel.map(|x| x + u64::from(r));
+            }
+        }
+        t
+    }
+
+    /// Seeds of the connections the primary has not been told about yet.
+    fn new_streams(&self) -> Vec<serde_json::Value> {
+        let mut reported = lock(&self.reported);
+        let mut v = Vec::new();
+        for snap in self.gate.streams() {
+            let key = (snap.client, snap.server);
+            if reported.contains(&key) {
+                continue;
+            }
+            if let Some(seed) = rrc_gate::StreamSeed::of(&snap) {
+                if let Ok(j) = serde_json::to_value(&seed) {
+                    reported.insert(key);
+                    v.push(j);
+                }
+            }
+        }
+        v
+    }
+
+    /// The seeds of every connection the gate knows (failover: the new
+    /// primary hands them to its next backup).
+    pub fn all_seeds(&self) -> Vec<serde_json::Value> {
+        self.gate.streams().iter().filter_map(rrc_gate::StreamSeed::of).filter_map(|s| serde_json::to_value(s).ok()).collect()
     }
 
     fn heartbeats(&self) {

@@ -36,6 +36,10 @@ pub struct ConnOutcome {
     pub client: String,
     pub repaired: bool,
     pub reason: Option<String>,
+    /// Not yet accepted by the application at the checkpoint (in the
+    /// kernel's accept queue of the listener at `fd`): handed to its next
+    /// accept() (runtime/lib/accept-queue.c).
+    pub accept_queue: bool,
 }
 
 /// A service that runs on this host after a failover, with no backup.
@@ -50,6 +54,8 @@ pub struct Live {
     /// The service's directory on this host (data directory copy, image).
     dir: std::path::PathBuf,
     timeline: serde_json::Value,
+    /// ISNs and SYN options of the connections (for a new backup's gate).
+    seeds: Vec<serde_json::Value>,
 }
 
 impl Live {
@@ -102,6 +108,28 @@ fn v4_of(a: &rrc_image::sections::SockAddr) -> Option<std::net::SocketAddrV4> {
     }
 }
 
+/// The TCP table's connections still in a listener's accept queue at the
+/// checkpoint: inode 0 (no fd holds them), ESTABLISHED, passive, on the
+/// port of a listener of the image (bound to that address or the
+/// wildcard). Returns (listener fd, local, peer, entry) in the table's
+/// order (the kernel's hash order: the primary's queue order is not
+/// recorded; clients do not see the order in which they are accepted).
+fn accept_queue_of<'a>(table: &'a [TcpStream], listeners: &[(i32, std::net::SocketAddrV4)]) -> Vec<(i32, std::net::SocketAddrV4, std::net::SocketAddrV4, &'a TcpStream)> {
+    let v4 = |a: &std::net::SocketAddr| match a {
+        std::net::SocketAddr::V4(a) => Some(*a),
+        std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
+    };
+    table
+        .iter()
+        .filter(|t| t.inode == 0 && t.state == 1 && !t.is_active_open())
+        .filter_map(|t| {
+            let (local, peer) = (v4(&t.local)?, v4(&t.remote)?);
+            let (fd, _) = listeners.iter().find(|(_, l)| l.port() == local.port() && (l.ip().is_unspecified() || l.ip() == local.ip()))?;
+            Some((*fd, local, peer, t))
+        })
+        .collect()
+}
+
 /// Runs `f` on a thread that joined network namespace `netns` (the
 /// repaired sockets must be created there).
 fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
@@ -118,6 +146,22 @@ fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'stat
     .map_err(|_| anyhow::anyhow!("the repair thread panicked"))?
 }
 
+/// Rebuilds one connection in `netns`; returns the socket and where its
+/// byte counts start (a repaired socket's kernel counters start at zero at
+/// the repair: the next checkpoint's TCP table counts from there).
+fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream) -> Result<(OwnedFd, serde_json::Value)> {
+    let spec = rrc_repair::spec_from_gate(d, t)?;
+    let (cisn, sisn) = (d.snapshot.client_isn.unwrap_or(0), d.snapshot.server_isn.unwrap_or(0));
+    let base = serde_json::json!({
+        "client": d.snapshot.client,
+        "server": d.snapshot.server,
+        "write_base": spec.send_seq.wrapping_sub(sisn.wrapping_add(1)),
+        "read_base": spec.recv_seq.wrapping_sub(cisn.wrapping_add(1)),
+    });
+    let sock = in_netns(netns, move || rrc_repair::repair(&spec))??;
+    Ok((sock, base))
+}
+
 /// Entry point, on the heartbeat monitor's thread.
 pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
     if b.is_stopping() {
@@ -127,6 +171,24 @@ pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
     tracing::error!(service = %name, silent_ms = s.silent_for.as_millis() as u64, "primary {} silent: failing over to this host", b.spec.primary);
     match fail_over(agent, b, &s) {
         Ok(live) => {
+            if live.spec.spare.is_some() {
+                let r = crate::primary::reprotect(
+                    agent,
+                    &live.spec,
+                    live.record.clone(),
+                    live.ccfg.clone(),
+                    live.net.clone(),
+                    live.seeds.clone(),
+                    vec![live.timeline.clone()],
+                );
+                match r {
+                    Ok(p) => {
+                        agent.replace(&name, Service::Primary(p));
+                        return;
+                    }
+                    Err(e) => tracing::error!(service = %name, "re-protection failed: {e:#}; the service stays UNPROTECTED"),
+                }
+            }
             let live = Arc::new(live);
             agent.replace(&name, Service::Live(live.clone()));
             tracing::info!(service = %name, timeline = %live.timeline, "service live on this host, UNPROTECTED");
@@ -150,7 +212,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let dir = b.dir().join("failover");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let (table, conns, epoch) = {
+    let (table, conns, listeners, epoch) = {
         let store = b.store();
         let img = store.image().context("no checkpoint was ever committed: nothing to fail over to")?;
         let conns: Vec<(i32, std::net::SocketAddrV4, std::net::SocketAddrV4, u64)> = img
@@ -162,8 +224,17 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                 _ => None,
             })
             .collect();
+        let listeners: Vec<(i32, std::net::SocketAddrV4)> = img
+            .fds
+            .iter()
+            .filter(|f| f.kind == FdKind::InetListen)
+            .filter_map(|f| match &f.detail {
+                FdDetail::Socket { local, .. } => Some((f.fd, v4_of(local)?)),
+                _ => None,
+            })
+            .collect();
         store.write_image(&dir.join(rrc_image::IMAGE_FILE_NAME)).context("writing the committed state")?;
-        (store.tcp_streams().to_vec(), conns, b.last_committed_epoch())
+        (b.corrected_table(store.tcp_streams()), conns, listeners, b.last_committed_epoch())
     };
     steps.push(("committed state written", ms(t0.elapsed())));
 
@@ -175,24 +246,47 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // 4. Repair every client connection the checkpoint holds.
     let mut outcomes = Vec::new();
     let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
+    let mut bases: Vec<serde_json::Value> = Vec::new();
     for (fd, local, peer, ino) in conns {
         let entry: Option<&TcpStream> = table.iter().find(|t| t.inode == ino && ino != 0);
         let data = b.gate().stream_data(peer, local);
         let r = match (entry, data) {
             (None, _) => Err(anyhow::anyhow!("not in the checkpoint's TCP table")),
             (_, None) => Err(anyhow::anyhow!("the gate has no record of this connection")),
-            (Some(t), Some(d)) => rrc_repair::spec_from_gate(&d, t).map_err(anyhow::Error::new).and_then(|spec| {
-                in_netns(&netns, move || rrc_repair::repair(&spec))?.map_err(anyhow::Error::new)
-            }),
+            (Some(t), Some(d)) => repair_conn(&netns, &d, t),
         };
         match r {
-            Ok(sock) => {
+            Ok((sock, base)) => {
+                bases.push(base);
                 repaired.push((fd, sock));
-                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: true, reason: None });
+                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: true, reason: None, accept_queue: false });
             }
             Err(e) => {
                 tracing::warn!(service = %b.spec.name, fd, client = %peer, "connection not repaired, restored closed: {e:#}");
-                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: false, reason: Some(format!("{e:#}")) });
+                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: false, reason: Some(format!("{e:#}")), accept_queue: false });
+            }
+        }
+    }
+    // 4b. Connections the primary's kernel had completed but the
+    // application had not accepted: in a listener's accept queue, so in the
+    // TCP table with inode 0 and in no fd. Same repair (the application
+    // had read and written nothing: the table says 0 and 0); the restored
+    // library hands them to the next accept() on that listener.
+    let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
+    for (fd, local, peer, t) in accept_queue_of(&table, &listeners) {
+        let r = match b.gate().stream_data(peer, local) {
+            None => Err(anyhow::anyhow!("the gate has no record of this connection")),
+            Some(d) => repair_conn(&netns, &d, t),
+        };
+        match r {
+            Ok((sock, base)) => {
+                bases.push(base);
+                pending_accept.push((fd, sock));
+                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: true, reason: None, accept_queue: true });
+            }
+            Err(e) => {
+                tracing::warn!(service = %b.spec.name, listener = fd, client = %peer, "connection not yet accepted, not repaired: {e:#}");
+                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: false, reason: Some(format!("{e:#}")), accept_queue: true });
             }
         }
     }
@@ -210,6 +304,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         log: Some(b.dir().join("app.log")),
         binds,
         repaired,
+        pending_accept,
         restorer: agent.cfg.restorer.clone(),
         container: ccfg.clone(),
         verify_chain: false,
@@ -226,6 +321,20 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // 5. Live: unhook the gate (and the block), the route already points
     // to the container.
     b.route().unhook();
+    // The new backup of a re-protection joins these connections; the
+    // repaired sockets count bytes from their repair on, so their seeds
+    // carry where each one started (see Backup::corrected_table).
+    let seeds: Vec<serde_json::Value> = b
+        .all_seeds()
+        .into_iter()
+        .map(|mut sd| {
+            if let Some(base) = bases.iter().find(|x| x["client"] == sd["client"] && x["server"] == sd["server"]) {
+                sd["write_base"] = base["write_base"].clone();
+                sd["read_base"] = base["read_base"].clone();
+            }
+            sd
+        })
+        .collect();
     b.close_gate();
     steps.push(("live: traffic to the local container", ms(t0.elapsed())));
     let total = ms(s.silent_for) + ms(t0.elapsed());
@@ -252,6 +361,57 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         front_if: agent.cfg.front_if.clone(),
         dir: b.dir().to_path_buf(),
         timeline,
+        seeds,
     })
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rrc_image::sections::{TCP_F_ACTIVE, TCP_F_SEQ};
+
+    fn entry(local: &str, remote: &str, state: u8, inode: u64, flags: u16) -> TcpStream {
+        TcpStream {
+            family: libc::AF_INET as u16,
+            state,
+            state_name: "",
+            options: 0,
+            snd_wscale: 0,
+            rcv_wscale: 0,
+            flags,
+            local: local.parse().unwrap(),
+            remote: remote.parse().unwrap(),
+            snd_mss: 1460,
+            inode,
+            cookie: 0,
+            rqueue: 0,
+            wqueue: 0,
+            bytes_acked: 0,
+            bytes_received: 0,
+            write_seq_rel: Some(0),
+            read_seq_rel: Some(0),
+            ifindex: 0,
+        }
+    }
+
+    /// Only passive, established, fd-less connections on a listener's port
+    /// (and address, unless the listener is the wildcard) are in an accept
+    /// queue.
+    #[test]
+    fn accept_queue_entries() {
+        let listeners = vec![(3, "0.0.0.0:7100".parse().unwrap()), (4, "198.18.0.100:7200".parse().unwrap())];
+        let table = vec![
+            entry("198.18.0.100:7100", "198.18.0.10:40000", 1, 0, TCP_F_SEQ), // queued on fd 3
+            entry("198.18.0.100:7100", "198.18.0.10:40001", 1, 77, TCP_F_SEQ), // accepted: has an fd
+            entry("198.18.0.100:7100", "198.18.0.10:40002", 8, 0, TCP_F_SEQ), // CLOSE_WAIT
+            entry("198.18.0.100:7100", "198.18.0.10:40003", 1, 0, TCP_F_SEQ | TCP_F_ACTIVE), // outgoing
+            entry("198.18.0.100:7200", "198.18.0.10:40004", 1, 0, TCP_F_SEQ), // queued on fd 4
+            entry("127.0.0.1:7200", "127.0.0.1:40005", 1, 0, TCP_F_SEQ), // other address than fd 4's
+            entry("198.18.0.100:7300", "198.18.0.10:40006", 1, 0, TCP_F_SEQ), // no listener
+            entry("0.0.0.0:0", "0.0.0.0:0", 10, 0, 0), // a listener itself
+        ];
+        let q: Vec<(i32, String)> = accept_queue_of(&table, &listeners).into_iter().map(|(fd, _, peer, _)| (fd, peer.to_string())).collect();
+        assert_eq!(q, vec![(3, "198.18.0.10:40000".to_string()), (4, "198.18.0.10:40004".to_string())]);
+    }
+}

@@ -119,6 +119,16 @@ impl ContainerNet {
         Ok(())
     }
 
+    /// Replies go through the backup at `backup_addr` (re-protection of a
+    /// service that ran unprotected).
+    pub fn add_reply_route(&self, backup_addr: &str, repl_if: &str) -> Result<()> {
+        host_forwarding(&[repl_if])?;
+        let table = self.table.to_string();
+        ip(&["route", "replace", "default", "via", backup_addr, "dev", repl_if, "table", &table])?;
+        ip(&["rule", "add", "from", &self.service_ip, "iif", &self.host_if, "lookup", &table, "pref", &table])?;
+        Ok(())
+    }
+
     /// The backup is gone: replies leave by the host's own routes (the
     /// client-facing network) instead of through the backup.
     pub fn drop_reply_route(&self) -> Result<()> {
@@ -169,6 +179,13 @@ impl BackupRoute {
         iptables(&["-I", "FORWARD", "-j", &self.chain])?;
         ip(&["route", "replace", &format!("{svc}/32"), "via", primary_addr, "dev", repl_if])?;
         ip(&["neigh", "replace", "proxy", svc, "dev", &self.front_if])?;
+        // Clients that knew the service IP at another host (re-protection:
+        // it was at the new primary) switch to this one at once.
+        if let Ok(addr) = svc.parse() {
+            if let Err(e) = gratuitous_arp(&self.front_if, addr) {
+                tracing::warn!("{e:#}");
+            }
+        }
         Ok(())
     }
 

@@ -74,6 +74,9 @@ struct Shared {
     carried_ops: Vec<Vec<u8>>,
     /// Failovers this service went through (timelines for `rrc status`).
     failovers: Vec<serde_json::Value>,
+    /// ISNs and SYN options of the service's connections, from the
+    /// backup's acks: a later backup joins them with these.
+    seeds: std::collections::HashMap<String, serde_json::Value>,
 }
 
 pub struct Primary {
@@ -97,6 +100,8 @@ pub struct Primary {
     /// started, then the running heartbeat.
     hb: Mutex<(Option<(std::net::UdpSocket, std::net::SocketAddr)>, Option<crate::heartbeat::Heartbeat>)>,
     front_if: String,
+    /// For re-protection after the backup fails.
+    agent: std::sync::Weak<Agent>,
 }
 
 /// `rrc run` arrives here, at the primary's agent.
@@ -109,13 +114,9 @@ pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value>
         p.stop("name taken");
         return Err(e);
     }
-    let (a, b) = (p.clone(), p.clone());
-    let reader = std::thread::Builder::new().name(format!("acks-{}", spec.name)).spawn(move || a.read_backup())?;
-    let epochs = std::thread::Builder::new().name(format!("epochs-{}", spec.name)).spawn(move || b.epochs())?;
-    lock(&p.threads).extend([reader, epochs]);
-    if let Err(e) = p.start_heartbeat() {
+    if let Err(e) = p.run_threads() {
         agent.remove(&spec.name);
-        p.stop("the heartbeat did not start");
+        p.stop("the replication threads did not start");
         return Err(e);
     }
     tracing::info!(service = %spec.name, pid = p.pid, backup = %spec.backup, "service running, replication started");
@@ -145,7 +146,9 @@ fn validate(agent: &Agent, spec: &ServiceSpec) -> Result<()> {
     Ok(())
 }
 
-fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
+/// The replication connection to `spec.backup`'s agent, ready: the
+/// backup has its gate, rules and routes in place.
+fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<serde_json::Value>) -> Result<(TcpStream, ReplicateReady, std::net::UdpSocket)> {
     let backup_at = *agent
         .cfg
         .peers
@@ -155,7 +158,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
     conn.set_nodelay(true)?;
     let my_ip = conn.local_addr()?.ip();
     let hb_sock = crate::heartbeat::bind(my_ip)?;
-    let rep = Replicate { spec: spec.clone(), primary_addr: my_ip.to_string(), primary_hb_port: hb_sock.local_addr()?.port() };
+    let rep = Replicate { spec: spec.clone(), primary_addr: my_ip.to_string(), primary_hb_port: hb_sock.local_addr()?.port(), seeds };
     write_frame(&mut conn, FrameKind::Replicate, &Frame::json(FrameKind::Replicate, &rep).payload)?;
     conn.set_read_timeout(Some(READY_TIMEOUT))?;
     let f = read_frame(&mut conn).with_context(|| format!("waiting for backup {} to get ready", spec.backup))?;
@@ -168,6 +171,11 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         k => bail!("backup {} answered with a {k:?} frame", spec.backup),
     };
     conn.set_read_timeout(None)?;
+    Ok((conn, ready, hb_sock))
+}
+
+fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
+    let (mut conn, ready, hb_sock) = connect_backup(agent, &spec, Vec::new())?;
     let abort = |conn: &mut TcpStream, why: &str| {
         let _ = write_frame(conn, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: why.into() }).payload);
     };
@@ -238,6 +246,22 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         abort(&mut conn, "the service did not start");
         return Err(e);
     }
+    assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, Vec::new())
+}
+
+/// The Primary of a running container with a ready backup connection.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    agent: &Arc<Agent>,
+    spec: ServiceSpec,
+    conn: TcpStream,
+    ready: ReplicateReady,
+    hb_sock: std::net::UdpSocket,
+    record: Record,
+    ccfg: ContainerConfig,
+    net: ContainerNet,
+    failovers: Vec<serde_json::Value>,
+) -> Result<Primary> {
     let hb_peer = std::net::SocketAddr::new(ready.backup_addr.parse().context("the backup's address")?, ready.backup_hb_port);
     Ok(Primary {
         hb: Mutex::new((Some((hb_sock, hb_peer)), None)),
@@ -259,14 +283,56 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
             last_commit_at: None,
             pauses: Vec::new(),
             carried_ops: Vec::new(),
-            failovers: Vec::new(),
+            failovers,
+            seeds: std::collections::HashMap::new(),
         }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
         conn_ctl: conn.try_clone().context("cloning the replication connection")?,
         conn: Mutex::new(conn),
         threads: Mutex::new(Vec::new()),
+        agent: Arc::downgrade(agent),
     })
+}
+
+/// Re-protection (issue 4 §4; Tardigrade §3.2): the service runs on this
+/// host without a backup (after a failover); `spec.spare`'s agent becomes
+/// its backup, joining the established connections (`seeds`), and the
+/// epochs start again with a full checkpoint. The service keeps running.
+#[allow(clippy::too_many_arguments)]
+pub fn reprotect(
+    agent: &Arc<Agent>,
+    old: &ServiceSpec,
+    record: Record,
+    ccfg: ContainerConfig,
+    net: ContainerNet,
+    seeds: Vec<serde_json::Value>,
+    mut failovers: Vec<serde_json::Value>,
+) -> Result<Arc<Primary>> {
+    let t0 = Instant::now();
+    let spare = old.spare.clone().context("no spare host was given (--spare)")?;
+    if spare == agent.cfg.name {
+        bail!("the spare {spare} is this host");
+    }
+    if old.data_dir.is_some() {
+        bail!("re-protection of a service with a data directory is not supported yet: its files cannot be shipped consistently while it runs");
+    }
+    let mut spec = old.clone();
+    spec.primary = agent.cfg.name.clone();
+    spec.backup = spare.clone();
+    spec.spare = None;
+    let (conn, ready, hb_sock) = connect_backup(agent, &spec, seeds)?;
+    // Replies through the new backup, which now answers ARP for the
+    // service IP (it sent a gratuitous ARP); this host stops answering.
+    net.add_reply_route(&ready.backup_addr, &agent.cfg.repl_if)?;
+    crate::net::unadvertise(&spec.service_ip, &agent.cfg.front_if);
+    if let Some(last) = failovers.last_mut() {
+        last["reprotected"] = serde_json::json!({"new_backup": spare, "at": crate::now_rfc3339(), "ms": t0.elapsed().as_secs_f64() * 1000.0});
+    }
+    let p = Arc::new(assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers)?);
+    p.run_threads()?;
+    tracing::info!(service = %p.spec.name, backup = %p.spec.backup, "re-protected");
+    Ok(p)
 }
 
 fn wait_for_library(rec: &Record) -> Result<()> {
@@ -340,6 +406,15 @@ impl Primary {
         })
     }
 
+    /// The epoch loop, the backup reader and the heartbeat.
+    fn run_threads(self: &Arc<Self>) -> Result<()> {
+        let (a, b) = (self.clone(), self.clone());
+        let reader = std::thread::Builder::new().name(format!("acks-{}", self.spec.name)).spawn(move || a.read_backup())?;
+        let epochs = std::thread::Builder::new().name(format!("epochs-{}", self.spec.name)).spawn(move || b.epochs())?;
+        lock(&self.threads).extend([reader, epochs]);
+        self.start_heartbeat()
+    }
+
     fn start_heartbeat(self: &Arc<Self>) -> Result<()> {
         let mut hb = lock(&self.hb);
         let Some((sock, peer)) = hb.0.take() else { return Ok(()) };
@@ -391,6 +466,31 @@ impl Primary {
         sh.stats.state = "unprotected: backup failed, serving directly".into();
         sh.stats.protected = false;
         sh.failovers.push(timeline);
+        let (failovers, seeds) = (sh.failovers.clone(), sh.seeds.values().cloned().collect::<Vec<_>>());
+        drop(sh);
+        if self.spec.spare.is_some() {
+            if let Some(agent) = self.agent.upgrade() {
+                self.retire();
+                match reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers) {
+                    Ok(p) => agent.replace(&self.spec.name, Service::Primary(p)),
+                    Err(e) => {
+                        tracing::error!(service = %self.spec.name, "re-protection failed: {e:#}; the service stays UNPROTECTED");
+                        lock(&self.shared).stats.last_error = Some(format!("re-protection failed: {e:#}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends this replication (threads, heartbeat, connection) but leaves
+    /// the container and its network to a successor.
+    fn retire(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.wake.notify_all();
+        if let Some(mut hb) = lock(&self.hb).1.take() {
+            hb.stop();
+        }
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
     }
 
     pub fn fault(&self, f: Fault) -> Result<serde_json::Value> {
@@ -474,6 +574,10 @@ impl Primary {
                     Ok(a) => {
                         let mut sh = lock(&self.shared);
                         sh.arrival = sh.arrival.max(a.arrival);
+                        for seed in &a.new_streams {
+                            let key = format!("{}-{}", seed["client"], seed["server"]);
+                            sh.seeds.insert(key, seed.clone());
+                        }
                         sh.acks.push(a);
                         drop(sh);
                         self.wake.notify_all();

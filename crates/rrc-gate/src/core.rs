@@ -42,6 +42,32 @@ pub struct ServerStream {
     pub state: u8,
 }
 
+/// What a gate needs to join an established connection (see
+/// [`GateCore::seed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamSeed {
+    pub client: SocketAddrV4,
+    pub server: SocketAddrV4,
+    pub client_isn: u32,
+    pub server_isn: u32,
+    pub client_syn: Option<crate::packet::TcpOptions>,
+    pub server_syn: Option<crate::packet::TcpOptions>,
+}
+
+impl StreamSeed {
+    /// From a snapshot that saw both ISNs.
+    pub fn of(s: &StreamSnapshot) -> Option<StreamSeed> {
+        Some(StreamSeed {
+            client: s.client,
+            server: s.server,
+            client_isn: s.client_isn?,
+            server_isn: s.server_isn?,
+            client_syn: s.client_syn_options,
+            server_syn: s.server_syn_options,
+        })
+    }
+}
+
 /// A checkpoint the backup has committed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Commit {
@@ -264,6 +290,10 @@ impl GateCore {
                     let ack = to_abs(seg.ack.wrapping_sub(isn.wrapping_add(1)), s.server_highest);
                     if ack >= 0 {
                         raise(&mut s.client_ack, ack as u64);
+                        // What the client acknowledges reached it: released
+                        // here, or sent before this gate existed (a seeded
+                        // stream, see `seed`).
+                        s.server_released_end = s.server_released_end.max(ack as u64);
                         // The client has the bytes: no failover needs them.
                         s.server_retained.trim_below(ack as u64);
                     }
@@ -388,6 +418,26 @@ impl GateCore {
     /// Notes a commit and returns the packets it releases, in arrival
     /// order. A commit whose epoch is not newer than the last is ignored.
     /// While releasing is disabled, the commit is only remembered.
+    /// Streams this gate did not see start: a new backup's gate joining
+    /// established connections at re-protection. Their ISNs and SYN
+    /// options come from the primary (which had them from the previous
+    /// backup's acks); bytes are recorded from the first packet seen, and
+    /// the first commit trims what the application had already read.
+    pub fn seed(&mut self, seeds: &[StreamSeed]) {
+        for sd in seeds {
+            let key = (sd.client, sd.server);
+            if self.streams.contains_key(&key) {
+                continue;
+            }
+            self.with_stream(key, |s| {
+                s.client_isn = Some(sd.client_isn);
+                s.server_isn = Some(sd.server_isn);
+                s.client_syn = sd.client_syn;
+                s.server_syn = sd.server_syn;
+            });
+        }
+    }
+
     pub fn commit(&mut self, c: Commit) -> Vec<PacketId> {
         if let Some(last) = self.stats.last_commit_epoch {
             if c.epoch <= last {

@@ -140,6 +140,12 @@ impl Gate {
         })
     }
 
+    /// Joins established connections (re-protection; see
+    /// [`crate::GateCore::seed`]).
+    pub fn seed(&self, seeds: &[crate::StreamSeed]) {
+        self.shared.core().seed(seeds);
+    }
+
     pub fn stats(&self) -> GateStats {
         let mut s = self.shared.core().stats();
         s.netlink_enobufs = self.shared.enobufs.load(Ordering::Relaxed);

@@ -23,7 +23,7 @@ pub mod packet;
 pub mod record;
 pub mod stream;
 
-pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream};
+pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream, StreamSeed};
 pub use crate::error::GateError;
 pub use crate::gate::{Gate, GateConfig};
 pub use crate::packet::TcpOptions;

@@ -42,7 +42,7 @@ pub enum ParseError {
 }
 
 /// The TCP options of a segment that matter for repairing a socket.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TcpOptions {
     pub mss: Option<u16>,
     pub window_scale: Option<u8>,

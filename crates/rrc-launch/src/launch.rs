@@ -47,6 +47,13 @@ pub struct RestoreRequest {
     /// once `restore` returned. In or out of repair mode: rrc-restore puts
     /// each in repair mode until every fd is placed, then leaves it.
     pub repaired: Vec<(i32, OwnedFd)>,
+    /// Connections the primary's kernel had completed but the application
+    /// had not accept()ed, rebuilt with TCP_REPAIR like `repaired`, each
+    /// with the fd number of its listener (an RRC_FD_INET_LISTEN record
+    /// with the socket's local port), in accept-queue order. The restored
+    /// library hands them to the application's next accept() on that
+    /// listener (runtime/lib/accept-queue.c). Kept by the caller likewise.
+    pub pending_accept: Vec<(i32, OwnedFd)>,
     /// The rrc-restore binary.
     pub restorer: PathBuf,
     /// Where the container's cgroup and registry entry go.
@@ -140,7 +147,7 @@ pub fn restore(req: &RestoreRequest) -> Result<Restored> {
     // Nothing is started before the chain is found (and verified if asked).
     let images = chain_images(&dir, req.verify_chain)?;
     let verify = t_verify.elapsed();
-    tracing::info!(images = images.len(), dir = %dir.display(), verified = req.verify_chain, repaired = req.repaired.len(), "restoring");
+    tracing::info!(images = images.len(), dir = %dir.display(), verified = req.verify_chain, repaired = req.repaired.len(), pending_accept = req.pending_accept.len(), "restoring");
 
     let (status_r, status_w) = pipe()?;
     let mut pass_fds = vec![(status_w, STATUS_FD)];
@@ -152,7 +159,7 @@ pub fn restore(req: &RestoreRequest) -> Result<Restored> {
         argv.extend(["--log-fd".into(), "2".into()]);
     }
     let mut channel = None;
-    if !req.repaired.is_empty() {
+    if !req.repaired.is_empty() || !req.pending_accept.is_empty() {
         let (ours, theirs) = repaired::channel()?;
         pass_fds.push((theirs, REPAIRED_FD));
         argv.extend(["--repaired-fds".into(), REPAIRED_FD.to_string().into()]);
@@ -176,7 +183,7 @@ pub fn restore(req: &RestoreRequest) -> Result<Restored> {
     let t_spawn = Instant::now();
     let c = spawn(&req.container, spec).context("starting rrc-restore")?;
 
-    let res = run_restore(&c, status_r, channel, &req.repaired);
+    let res = run_restore(&c, status_r, channel, &req.repaired, &req.pending_accept);
     match res {
         Ok((status, t_status, pong)) => {
             let timings = Timings {
@@ -197,9 +204,9 @@ pub fn restore(req: &RestoreRequest) -> Result<Restored> {
 }
 
 /// Hand-over, status, PONG. Returns the status, when it came, the PONG.
-fn run_restore(c: &Container, status_r: OwnedFd, channel: Option<OwnedFd>, socks: &[(i32, OwnedFd)]) -> Result<(RestoreStatus, Instant, Pong)> {
+fn run_restore(c: &Container, status_r: OwnedFd, channel: Option<OwnedFd>, socks: &[(i32, OwnedFd)], pending: &[(i32, OwnedFd)]) -> Result<(RestoreStatus, Instant, Pong)> {
     if let Some(chan) = channel {
-        if let Err(e) = repaired::send_all(chan, socks) {
+        if let Err(e) = repaired::send_all(chan, socks, pending) {
             // The restorer must not go on with some sockets missing: end it
             // first, then its record (if it wrote one) says why it stopped
             // reading.

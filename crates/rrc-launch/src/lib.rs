@@ -21,6 +21,7 @@
 //!     log: Some("/var/lib/rrc/svc/app.log".into()),
 //!     binds: vec![],
 //!     repaired: vec![], // (fd number in the process, socket made with TCP_REPAIR in netns "svc")
+//!     pending_accept: vec![], // (listener's fd number, socket not yet accepted, made likewise)
 //!     restorer: "/usr/lib/rrc/rrc-restore".into(),
 //!     container: rrc_container::Config::default(),
 //!     verify_chain: false,
@@ -39,6 +40,6 @@ pub mod status;
 mod wait;
 
 pub use launch::{chain_images, restore, RestoreRequest, Restored, RestorerFailed, Timings, STATUS_FD};
-pub use repaired::REPAIRED_FD;
+pub use repaired::{ACCEPT_QUEUE_TAG, REPAIRED_FD};
 pub use status::RestoreStatus;
 pub use wait::{log_tail, read_status, wait_for_pong, PING_TIMEOUT, STATUS_TIMEOUT};

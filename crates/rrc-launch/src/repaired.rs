@@ -8,6 +8,12 @@
 //! order: same machine), then closes its end; the restorer reads until EOF
 //! before it places any fd. SEQPACKET keeps each number with its socket:
 //! a stream socket may merge or split the data of consecutive messages.
+//!
+//! A connection not yet accepted by the application (it was in a
+//! listener's kernel queue at the checkpoint) goes as a message whose data
+//! is two int32s: its listener's fd number and [`ACCEPT_QUEUE_TAG`]
+//! (runtime/include/rrc/accept-queue.h); rrc-restore lists those, in the
+//! order sent, for the restored library's accept() wrapper.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -16,6 +22,9 @@ use anyhow::{anyhow, Context, Result};
 
 /// The fd number the restorer finds the channel at.
 pub const REPAIRED_FD: RawFd = 4;
+
+/// Second int32 of a message for the accept queue (RRC_ACCEPT_QUEUE_TAG).
+pub const ACCEPT_QUEUE_TAG: i32 = 1;
 
 /// How long one send may block: the restorer reads the channel right after
 /// parsing its command line, so only a restorer that hangs makes it wait.
@@ -47,9 +56,10 @@ pub(crate) fn channel() -> Result<(OwnedFd, OwnedFd)> {
     Ok((ours, theirs))
 }
 
-/// Sends one socket and its target number as one message.
-fn send_one(chan: &OwnedFd, target: i32, sock: RawFd) -> std::io::Result<()> {
-    let mut data = target.to_ne_bytes();
+/// Sends one socket and its data (the target fd number, or the listener's
+/// and the accept-queue tag) as one message.
+fn send_one(chan: &OwnedFd, words: &[i32], sock: RawFd) -> std::io::Result<()> {
+    let mut data: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
     let mut iov = libc::iovec { iov_base: data.as_mut_ptr() as *mut libc::c_void, iov_len: data.len() };
     // u64 elements: the control buffer must be aligned for struct cmsghdr.
     let mut cbuf = [0u64; 4];
@@ -88,10 +98,15 @@ fn send_one(chan: &OwnedFd, target: i32, sock: RawFd) -> std::io::Result<()> {
 /// Sends every socket, then closes the channel (the restorer's EOF). The
 /// caller keeps its own descriptors: SCM_RIGHTS gives the restorer a
 /// duplicate of each.
-pub(crate) fn send_all(chan: OwnedFd, socks: &[(i32, OwnedFd)]) -> Result<()> {
+pub(crate) fn send_all(chan: OwnedFd, socks: &[(i32, OwnedFd)], pending: &[(i32, OwnedFd)]) -> Result<()> {
     for (target, sock) in socks {
-        send_one(&chan, *target, sock.as_raw_fd()).with_context(|| format!("sending the repaired socket for fd {target} to rrc-restore"))?;
+        send_one(&chan, &[*target], sock.as_raw_fd()).with_context(|| format!("sending the repaired socket for fd {target} to rrc-restore"))?;
         tracing::debug!(fd = target, "repaired socket handed to rrc-restore");
+    }
+    for (listener, sock) in pending {
+        send_one(&chan, &[*listener, ACCEPT_QUEUE_TAG], sock.as_raw_fd())
+            .with_context(|| format!("sending a repaired connection for accept() on fd {listener} to rrc-restore"))?;
+        tracing::debug!(listener, "repaired connection for accept() handed to rrc-restore");
     }
     drop(chan);
     Ok(())

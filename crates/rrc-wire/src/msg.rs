@@ -44,6 +44,9 @@ pub struct ServiceSpec {
     /// Silence after which the peer is declared failed.
     #[serde(default = "default_failure_ms")]
     pub failure_ms: u64,
+    /// Host that becomes the new backup after a failover (re-protection).
+    #[serde(default)]
+    pub spare: Option<String>,
 }
 
 fn default_heartbeat_ms() -> u64 {
@@ -111,6 +114,10 @@ pub struct Replicate {
     /// UDP port of the primary's heartbeats (on `primary_addr`).
     #[serde(default)]
     pub primary_hb_port: u16,
+    /// Established connections the new backup's gate joins (re-protection):
+    /// `rrc_gate::StreamSeed` objects.
+    #[serde(default)]
+    pub seeds: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +162,11 @@ pub struct Ack {
     /// The gate's newest arrival number when the ack was sent.
     pub arrival: u64,
     pub apply_us: u64,
+    /// Connections whose start the gate saw since the last ack
+    /// (`rrc_gate::StreamSeed`): the primary keeps them, so that a new
+    /// backup can join them after this one fails.
+    #[serde(default)]
+    pub new_streams: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -90,6 +90,7 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
         log: a.log,
         binds: a.data_dir.into_iter().collect(),
         repaired,
+        pending_accept: vec![],
         restorer: locate::find(locate::RESTORER)?,
         container: Config::default(),
         verify_chain: true,

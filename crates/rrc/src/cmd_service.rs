@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// Host that keeps the backup and routes the service's traffic.
     #[arg(long, value_name = "HOST")]
     pub backup: String,
+    /// Host that becomes the new backup after a failover (re-protection):
+    /// the surviving host is primary, a full checkpoint goes to the spare.
+    #[arg(long, value_name = "HOST")]
+    pub spare: Option<String>,
     #[arg(long, value_enum, default_value = "checkpoint")]
     pub mode: ModeArg,
     /// Epoch length: a checkpoint every DURATION (e.g. 30ms, 0.1s, 1s).
@@ -236,6 +240,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         data_dir: a.data_dir,
         heartbeat_ms: a.heartbeat.as_millis().max(1) as u64,
         failure_ms: a.failure_timeout.as_millis().max(1) as u64,
+        spare: a.spare,
     };
     if spec.failure_ms <= spec.heartbeat_ms {
         bail!("--failure-timeout ({} ms) must be longer than --heartbeat ({} ms)", spec.failure_ms, spec.heartbeat_ms);

@@ -134,6 +134,13 @@ static inline long rrc_sys_sendto(int fd, const void *buf, size_t n, int flags, 
 { return rrc_syscall6(SYS_sendto, fd, (long)buf, (long)n, flags, (long)addr, alen); }
 static inline long rrc_sys_recvfrom(int fd, void *buf, size_t n, int flags, void *addr, void *alen)
 { return rrc_syscall6(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen); }
+/* the accept queue of repaired connections after a restore (runtime/lib/accept-queue.c) */
+static inline long rrc_sys_connect(int fd, const void *addr, uint32_t alen) { return rrc_syscall3(SYS_connect, fd, (long)addr, alen); }
+static inline long rrc_sys_setsockopt(int fd, int lvl, int opt, const void *val, uint32_t len)
+{ return rrc_syscall5(SYS_setsockopt, fd, lvl, opt, (long)val, len); }
+static inline long rrc_sys_ppoll(void *fds, unsigned long n, const void *ts) { return rrc_syscall5(SYS_ppoll, (long)fds, (long)n, (long)ts, 0, 8); }
+static inline long rrc_sys_dup3(int oldfd, int newfd, int flags) { return rrc_syscall3(SYS_dup3, oldfd, newfd, flags); }
+static inline long rrc_sys_unlinkat(int dfd, const char *p, int flags) { return rrc_syscall3(SYS_unlinkat, dfd, (long)p, flags); }
 
 /* process-private futexes (FUTEX_PRIVATE_FLAG): cheaper, and every
  * waiter and waker is in this process */

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Connections handed to accept() after a failover (issue 4 §2; RRC §4.4,
+ * NiLiCon §V-E: the backup continues every connection the committed state
+ * knows of).
+ *
+ * A connection whose handshake the primary's kernel completed but that the
+ * application had not accept()ed at the checkpoint sits in its listener's
+ * kernel accept queue: in the checkpoint's TCP table (inode 0), in no fd.
+ * The backup rebuilds it with TCP_REPAIR like the others; rrc-restore
+ * hands it here through a small table file (rrc/accept-queue.h), tagged
+ * with its listener's fd number. A restored listener is a fresh socket
+ * whose kernel queue is empty, so the connection must come out of the
+ * application's next accept() on that listener, and the listener must
+ * look readable to poll/epoll/select and wake a thread blocked in accept().
+ *
+ * The trick: for each such connection the library makes one loopback
+ * connection of its own to the listener (a "dummy"), before any
+ * application thread runs again and while the service's traffic is still
+ * blocked at the host (no real client can get ahead of it: the kernel's
+ * accept queue is FIFO). The listener is then readable for real. The
+ * accept()/accept4() wrappers below let libc accept as usual; when the
+ * connection accepted is one of the dummies (its peer address is a
+ * dummy's local address), they close the dummy's client end (SO_LINGER 0:
+ * a reset, no TIME_WAIT), dup3() the repaired socket onto the number the
+ * kernel just gave (atomically closing the dummy's server end, so the
+ * number the application gets is the one accept() picked), apply the
+ * accept4 flags (SOCK_NONBLOCK, SOCK_CLOEXEC) and write the client's
+ * address into *addr. The application never sees a dummy. Matching is by
+ * the dummy's address, not by listener fd number, so a listener reached
+ * through another fd (dup) works too, and a thread that was blocked in
+ * accept() at the checkpoint (its syscall restarts after the restore,
+ * inside this wrapper's frame) gets the substitution as well.
+ *
+ * A dump is refused while any such connection waits (rrc_aq_check): its
+ * socket and dummy are not in the application's fd table, and an image
+ * would lose them. The wait is short in practice (the next accept()).
+ *
+ * ASYNC-SIGNAL-SAFE: the whole file (rrc_aq_restore runs before the
+ * threads are released, which may hold libc locks; accept() is
+ * async-signal-safe and so must its wrapper be). Raw syscalls only.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include "rrc/accept-queue.h"
+#include "rrc/crc32c.h"
+#include "rrc_lib.h"
+
+#define DUMMY_CONNECT_NS 1000000000ull /* a loopback handshake takes microseconds */
+
+enum { AQ_FREE = 0, AQ_PENDING, AQ_TAKING, AQ_DONE };
+
+/* One repaired connection waiting for accept(). In .bss, hence in images;
+ * reset by rrc_aq_restore (and dumps are refused while one is pending). */
+struct aq_entry {
+	volatile uint32_t state;
+	int32_t  listener_fd;
+	int32_t  sock_fd;     /* the repaired socket (library fd, high) */
+	int32_t  dummy_fd;    /* our client end of the dummy connection */
+	uint16_t family, port; /* the dummy's local address: its peer as accepted */
+	uint8_t  addr[16];
+};
+
+static struct aq_entry aq[RRC_ACCEPT_QUEUE_MAX];
+static uint32_t aq_n;
+static volatile uint32_t aq_pending;
+
+static int (*real_accept)(int, struct sockaddr *, socklen_t *);
+static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
+
+/* From the constructor: no dlsym in the wrappers. */
+void rrc_aq_resolve(void)
+{
+	if (!real_accept)
+		real_accept = dlsym(RTLD_NEXT, "accept");
+	if (!real_accept4)
+		real_accept4 = dlsym(RTLD_NEXT, "accept4");
+}
+
+static void log_num(const char *a, long n, const char *b, long err)
+{
+	char m[300];
+	size_t l = rrc_bput(m, sizeof m, 0, a);
+	if (n >= 0)
+		l = rrc_bput_u64(m, sizeof m, l, (uint64_t)n);
+	l = rrc_bput(m, sizeof m, l, b);
+	if (err) {
+		l = rrc_bput(m, sizeof m, l, " (errno ");
+		l = rrc_bput_u64(m, sizeof m, l, (uint64_t)err);
+		l = rrc_bput(m, sizeof m, l, ")");
+	}
+	rrc_log(m);
+}
+
+/* family, port, address bytes of a sockaddr (v4 or v6) */
+static int addr_key(const struct sockaddr_storage *ss, uint16_t *family, uint16_t *port, uint8_t addr[16])
+{
+	rrc_memset(addr, 0, 16);
+	*family = ss->ss_family;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		*port = a->sin_port;
+		rrc_memcpy(addr, &a->sin_addr, 4);
+		return 0;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)ss;
+		*port = a->sin6_port;
+		rrc_memcpy(addr, &a->sin6_addr, 16);
+		return 0;
+	}
+	return -1;
+}
+
+static void close_reset(int fd)
+{
+	struct linger lg = { 1, 0 };
+	rrc_sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	rrc_sys_close(fd);
+}
+
+/* The dummy connection for one repaired socket: connect to the listener's
+ * own address (loopback if it is bound to the wildcard). Returns the
+ * connected client end or -errno. */
+static long dummy_connect(int listener, struct aq_entry *e)
+{
+	struct sockaddr_storage ss;
+	uint32_t len = sizeof ss;
+	long r = rrc_sys_getsockname(listener, &ss, &len);
+	if (r < 0)
+		return r;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *a = (void *)&ss;
+		if (a->sin_addr.s_addr == htonl(INADDR_ANY))
+			a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *a = (void *)&ss;
+		static const uint8_t any[16];
+		if (rrc_memeq(&a->sin6_addr, any, 16)) {
+			rrc_memset(&a->sin6_addr, 0, 16);
+			a->sin6_addr.s6_addr[15] = 1; /* ::1 */
+		}
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	long d = rrc_sys_socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (d < 0)
+		return d;
+	d = rrc_fd_high((int)d);
+	r = rrc_sys_connect((int)d, &ss, len);
+	if (r == -EINPROGRESS) {
+		struct pollfd p = { .fd = (int)d, .events = POLLOUT };
+		struct rrc_ts ts = { 0, (long)DUMMY_CONNECT_NS };
+		r = rrc_sys_ppoll(&p, 1, &ts);
+		if (r == 0)
+			r = -ETIMEDOUT; /* the listener's queue is full: SYN dropped */
+		if (r > 0) {
+			int err = 0;
+			uint32_t el = sizeof err;
+			r = rrc_sys_getsockopt((int)d, SOL_SOCKET, SO_ERROR, &err, &el);
+			if (r == 0 && err)
+				r = -err;
+		}
+	}
+	if (r < 0) {
+		rrc_sys_close((int)d);
+		return r;
+	}
+	len = sizeof ss;
+	r = rrc_sys_getsockname((int)d, &ss, &len);
+	if (r < 0 || addr_key(&ss, &e->family, &e->port, e->addr) < 0) {
+		close_reset((int)d);
+		return r < 0 ? r : -EAFNOSUPPORT;
+	}
+	return d;
+}
+
+/* After a restore, before the application's threads are released: read
+ * rrc-restore's table (if any) and queue each connection behind a dummy. */
+void rrc_aq_restore(void)
+{
+	static union {
+		struct rrc_accept_queue_header h;
+		uint8_t b[sizeof(struct rrc_accept_queue_header) +
+			  RRC_ACCEPT_QUEUE_MAX * sizeof(struct rrc_accept_queue_entry) + 1];
+	} buf;
+	struct sockaddr_un un;
+	uint32_t ul = sizeof un;
+	char path[sizeof un.sun_path + sizeof RRC_ACCEPT_QUEUE_SUFFIX];
+
+	rrc_memset(aq, 0, sizeof aq);
+	aq_n = 0;
+	RRC_STORE(&aq_pending, 0);
+	if (rrc_g.listen_fd < 0)
+		return;
+	rrc_memset(&un, 0, sizeof un);
+	if (rrc_sys_getsockname(rrc_g.listen_fd, &un, &ul) < 0 || un.sun_family != AF_UNIX || !un.sun_path[0])
+		return;
+	size_t l = rrc_bput(path, sizeof path, 0, un.sun_path);
+	rrc_bput(path, sizeof path, l, RRC_ACCEPT_QUEUE_SUFFIX);
+	long fd = rrc_sys_openat(-100 /* AT_FDCWD */, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return; /* nothing was waiting for accept() */
+	size_t got = 0;
+	for (;;) {
+		long n = rrc_sys_read((int)fd, buf.b + got, sizeof buf.b - got);
+		if (n == -EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == sizeof buf.b)
+			break;
+	}
+	rrc_sys_close((int)fd);
+	rrc_sys_unlinkat(-100, path, 0);
+
+	struct rrc_accept_queue_header h = buf.h;
+	uint32_t crc = h.crc;
+	h.crc = 0;
+	size_t want = sizeof h + (size_t)h.count * sizeof(struct rrc_accept_queue_entry);
+	if (got < sizeof h || h.magic != RRC_ACCEPT_QUEUE_MAGIC || h.version != RRC_ACCEPT_QUEUE_VERSION ||
+	    h.count > RRC_ACCEPT_QUEUE_MAX || got != want ||
+	    rrc_crc32c_extend(rrc_crc32c(&h, sizeof h), buf.b + sizeof h, want - sizeof h) != crc) {
+		log_num("after restore: the accept-queue table is invalid (", (long)got,
+			" bytes); connections waiting for accept() are lost", 0);
+		return;
+	}
+	const struct rrc_accept_queue_entry *ent = (const void *)(buf.b + sizeof h);
+	for (uint32_t i = 0; i < h.count; i++) {
+		struct aq_entry *e = &aq[aq_n];
+		struct stat st;
+		int sock = ent[i].sock_fd;
+		if (sock < 0 || rrc_sys_fstat(sock, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+			log_num("after restore: accept-queue entry ", (long)i, " names no socket: skipped", 0);
+			continue;
+		}
+		long d = dummy_connect(ent[i].listener_fd, e);
+		if (d < 0) {
+			/* without a dummy nobody would ever accept it: closed, the
+			 * client sees a reset (its unread request is dropped) */
+			log_num("after restore: a repaired connection waiting for accept() on fd ",
+				ent[i].listener_fd, " is closed: the loopback connection to its listener failed",
+				-d);
+			close_reset(sock);
+			continue;
+		}
+		e->listener_fd = ent[i].listener_fd;
+		e->sock_fd = rrc_fd_high(sock);
+		e->dummy_fd = (int)d;
+		RRC_STORE(&e->state, AQ_PENDING);
+		aq_n++;
+		RRC_ATOMIC_INC(&aq_pending);
+	}
+	if (aq_n)
+		log_num("after restore: ", (long)aq_n, " repaired connection(s) queued for accept()", 0);
+}
+
+/* Pause path: 0, or -1 with the error set. */
+int rrc_aq_check(void)
+{
+	uint32_t n = RRC_LOAD(&aq_pending);
+	if (!n)
+		return 0;
+	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "", (long)n,
+		    " repaired connection(s) still wait for the application's accept() (an image now "
+		    "would lose them): try again later");
+	return -1;
+}
+
+/* c was just accepted. If it is a dummy, it becomes the repaired socket. */
+static int substitute(int c, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	struct sockaddr_storage ss;
+	uint32_t len = sizeof ss;
+	uint16_t family, port;
+	uint8_t key[16];
+	int saved = errno;
+
+	if (rrc_sys_getpeername(c, &ss, &len) < 0 || addr_key(&ss, &family, &port, key) < 0)
+		return c;
+	for (uint32_t i = 0; i < aq_n; i++) {
+		struct aq_entry *e = &aq[i];
+		uint32_t want = AQ_PENDING;
+		if (RRC_LOAD(&e->state) != AQ_PENDING || e->family != family || e->port != port ||
+		    !rrc_memeq(e->addr, key, 16))
+			continue;
+		if (!__atomic_compare_exchange_n(&e->state, &want, AQ_TAKING, 0, __ATOMIC_SEQ_CST,
+						 __ATOMIC_SEQ_CST))
+			return c;
+		close_reset(e->dummy_fd);
+		long fl = rrc_sys_fcntl(e->sock_fd, F_GETFL, 0);
+		if (fl >= 0)
+			rrc_sys_fcntl(e->sock_fd, F_SETFL,
+				      (fl & ~O_NONBLOCK) | ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0));
+		int ret = c;
+		if (rrc_sys_dup3(e->sock_fd, c, (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+			/* cannot happen with two open fds; never hand out the dummy */
+			rrc_sys_close(c);
+			ret = e->sock_fd;
+			rrc_sys_fcntl(ret, F_SETFD, (flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
+		} else {
+			rrc_sys_close(e->sock_fd);
+		}
+		if (addr && alen) {
+			len = sizeof ss;
+			if (rrc_sys_getpeername(ret, &ss, &len) == 0) {
+				rrc_memcpy(addr, &ss, *alen < len ? *alen : len);
+				*alen = len;
+			}
+		}
+		e->sock_fd = e->dummy_fd = -1;
+		RRC_STORE(&e->state, AQ_DONE);
+		__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+		errno = saved;
+		return ret;
+	}
+	return c;
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	if (!real_accept)
+		rrc_aq_resolve();
+	int c = real_accept(fd, addr, alen);
+	if (c < 0 || !RRC_LOAD(&aq_pending))
+		return c;
+	return substitute(c, addr, alen, 0);
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	if (!real_accept4)
+		rrc_aq_resolve();
+	int c = real_accept4(fd, addr, alen, flags);
+	if (c < 0 || !RRC_LOAD(&aq_pending))
+		return c;
+	return substitute(c, addr, alen, flags);
+}
