@@ -52,7 +52,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 
-#define DUMMY_CONNECT_NS 1000000000ull /* a loopback handshake takes microseconds */
+#define DUMMY_CONNECT_S 1 /* a loopback handshake takes microseconds */
 
 enum { AQ_FREE = 0, AQ_PENDING, AQ_TAKING, AQ_DONE };
 
@@ -156,7 +156,7 @@ static long dummy_connect(int listener, struct aq_entry *e)
 	r = rrc_sys_connect((int)d, &ss, len);
 	if (r == -EINPROGRESS) {
 		struct pollfd p = { .fd = (int)d, .events = POLLOUT };
-		struct rrc_ts ts = { 0, (long)DUMMY_CONNECT_NS };
+		struct rrc_ts ts = { DUMMY_CONNECT_S, 0 };
 		r = rrc_sys_ppoll(&p, 1, &ts);
 		if (r == 0)
 			r = -ETIMEDOUT; /* the listener's queue is full: SYN dropped */

@@ -301,7 +301,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let req = rrc_launch::RestoreRequest {
         images: dir.clone(),
         netns: Some(netns.clone()),
-        log: Some(b.dir().join("app.log")),
+        log: Some(agent.service_log(&b.spec.name)),
         binds,
         repaired,
         pending_accept,

@@ -56,6 +56,10 @@ pub struct AgentConfig {
     pub restorer: PathBuf,
     /// cgroup v2 directory under which service containers get their group.
     pub cgroup_root: PathBuf,
+    /// Where services' stdout/stderr go (NAME.log). The same path on every
+    /// host: a restored process reopens its log by the path it had on the
+    /// primary.
+    pub log_dir: PathBuf,
     /// Prefix of the network namespaces this agent creates (the lab uses
     /// its own so that `rrc lab down` finds them).
     pub netns_prefix: String,
@@ -84,6 +88,10 @@ impl Agent {
     /// tables and queue numbers derive from it.
     pub fn next_index(&self) -> u32 {
         self.next_index.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn service_log(&self, name: &str) -> PathBuf {
+        self.cfg.log_dir.join(format!("{name}.log"))
     }
 
     pub fn service_dir(&self, name: &str) -> PathBuf {
@@ -196,6 +204,7 @@ impl Agent {
 /// Runs the agent until SIGTERM/SIGINT.
 pub fn run(cfg: AgentConfig) -> Result<()> {
     std::fs::create_dir_all(&cfg.state_dir).with_context(|| format!("creating {}", cfg.state_dir.display()))?;
+    std::fs::create_dir_all(&cfg.log_dir).with_context(|| format!("creating {}", cfg.log_dir.display()))?;
     if let Some(d) = cfg.socket.parent() {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }

@@ -226,7 +226,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         argv: spec.argv.iter().map(OsString::from).collect(),
         env,
         netns: Some(netns.clone()),
-        log: Some(dir.join("app.log")),
+        log: Some(agent.service_log(&spec.name)),
         pass_fds: Vec::new(),
         restored_from: None,
         binds,

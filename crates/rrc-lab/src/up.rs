@@ -136,6 +136,9 @@ pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
             format!("{}/services", host.cgroup).into(),
             "--netns-prefix".into(),
             crate::topology::PREFIX.into(),
+            // One directory for all hosts, as one path on every machine.
+            "--log-dir".into(),
+            format!("{STATE_ROOT}/logs").into(),
         ];
         for p in servers.iter().filter(|p| p.name != h.name) {
             argv.push("--peer".into());

@@ -38,6 +38,9 @@ pub struct AgentArgs {
     /// cgroup v2 directory for the services' containers.
     #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup/unified/rrc/services")]
     pub cgroup_root: PathBuf,
+    /// Services' logs (NAME.log): use the same path on every host.
+    #[arg(long, value_name = "DIR", default_value = "/var/log/rrc")]
+    pub log_dir: PathBuf,
     /// Prefix of the network namespaces made for services.
     #[arg(long, default_value = "rrc-")]
     pub netns_prefix: String,
@@ -65,6 +68,7 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         restorer: locate::find(locate::RESTORER)?,
         cgroup_root: a.cgroup_root,
         netns_prefix: a.netns_prefix,
+        log_dir: a.log_dir,
     };
     rrc_agent::run(cfg)?;
     Ok(ExitCode::SUCCESS)
