@@ -40,6 +40,7 @@ demo-checkpoint: setup all
 bench: setup all
 	python3 bench/checkpoint_pause.py
 	python3 bench/replication.py
+	python3 bench/failover_campaign.py
 
 clean:
 	$(MAKE) -C runtime clean

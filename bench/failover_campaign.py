@@ -287,6 +287,7 @@ class Injection:
         self.timings = {}
         self.procs = []
         self.lab_id = None
+        self.killed = False
 
     def timed(self, what, fn, *a, **kw):
         t = time.monotonic()
@@ -380,6 +381,7 @@ class Injection:
         time.sleep(max(0.0, t_client + self.delay_s - time.monotonic()))
         t_kill = time.monotonic()
         rec["kill_at_s"] = round(t_kill - t_client, 3)
+        self.killed = True
         self.timed("kill", lab.cli, "lab", "kill", victim, timeout=60)
         rep, err = client_report(client, duration + a.client_timeout + 60)
         self.timings["client"] = round(time.monotonic() - t_client, 3)
@@ -425,6 +427,7 @@ class Injection:
 
     def aborted(self, err):
         rec = {"server": self.server, "index": self.index, "kill": self.ctx["args"].kill, "aborted": str(err),
+               "fault_injected": self.killed,
                "delay_s": round(self.delay_s, 3), "timings_s": self.timings, "recovered": False,
                "why_not": [f"aborted: {err}"], "interruption_ms": None, "client_errors": None,
                "client_ok": False, "status": slim_status(self.lab.status(self.name))}
@@ -543,10 +546,11 @@ def summarize(records, kill):
             ["total", "client_beyond_failover"]
     out = {}
     for server in dict.fromkeys(r["server"] for r in records):
-        # aborted: the injection failed before its fault (or before it could be
-        # judged); listed on their own, and counted as failures in recovery_rate_all
-        ab = [r for r in records if r["server"] == server and r.get("aborted")]
-        rs = [r for r in records if r["server"] == server and not r.get("aborted")]
+        # aborted before the fault (the service never got protected): not an
+        # injection, listed on their own (the campaign ran another one instead);
+        # aborted after the fault: an injection that did not recover
+        ab = [r for r in records if r["server"] == server and r.get("aborted") and not r.get("fault_injected")]
+        rs = [r for r in records if r["server"] == server and not (r.get("aborted") and not r.get("fault_injected"))]
         med = lambda xs: float(sorted(xs)[len(xs) // 2]) if len(xs) % 2 else \
             (float(sorted(xs)[len(xs) // 2 - 1] + sorted(xs)[len(xs) // 2]) / 2 if xs else None)
         bds = [r["breakdown_ms"] for r in rs if r.get("breakdown_ms")]
@@ -562,8 +566,8 @@ def summarize(records, kill):
             "injections": len(rs),
             "recovered": len(ok),
             "recovery_rate": len(ok) / len(rs) if rs else None,
-            "aborted": [{"index": r["index"], "why": r["aborted"], "logs": r.get("logs")} for r in ab],
-            "recovery_rate_all": len(ok) / (len(rs) + len(ab)) if rs or ab else None,
+            "aborted_before_fault": [{"attempt": r["index"], "why": r["aborted"], "status": r.get("status"),
+                                      "logs": r.get("logs")} for r in ab],
             "client_errors": sum(r["client_errors"] or 0 for r in rs),
             "client_runs_failed": sum(1 for r in rs if not r["client_ok"]),
             "interruption_ms": pct(intr, (50, 90, 99)),
@@ -575,12 +579,12 @@ def summarize(records, kill):
             "connections_repaired": [sum(r.get("connections_repaired") or 0 for r in rs),
                                      sum(r.get("connections") or 0 for r in rs)] if kill == "primary" else None,
             "timings_s": tim,
-            "not_recovered": [{"index": r["index"], "why": r["why_not"], "logs": r.get("logs")}
+            "not_recovered": [{"attempt": r["index"], "why": r["why_not"], "logs": r.get("logs")}
                               for r in rs if not r["recovered"]],
         }
         p50 = out[server]["interruption_ms"]["p50"] if intr else None
         out[server]["targets"] = {
-            "recovery_100pct": len(ok) == len(rs) and not ab,
+            "recovery_100pct": len(ok) == len(rs),
             "zero_client_errors": out[server]["client_errors"] == 0 and out[server]["client_runs_failed"] == 0,
             "interruption_p50_lt_300ms": (p50 is not None and p50 < TARGET_P50_MS) if kill == "primary" else None,
         }
@@ -599,7 +603,7 @@ def print_table(summary, kill):
         bl = " / ".join(f(b.get(c)) for c in ["detection"] + comps + ["client_beyond_failover"])
         t = x["timings_s"]
         tl = f"{t['injection']['p50']:.1f} ({t['lab_up']['p50']:.2f})" if "injection" in t else "-"
-        ab = f" (+{len(x['aborted'])} aborted)" if x["aborted"] else ""
+        ab = f" (+{len(x['aborted_before_fault'])} aborted before the fault)" if x["aborted_before_fault"] else ""
         print(f"| {s} | {x['recovered']}/{x['injections']}{ab} | {x['client_errors']} | {il} | {bl} | {tl} |")
 
 
@@ -661,7 +665,7 @@ def plot(path, res):
     ax_bar.set_ylim(0, max([*bottom, *[v for v in p50 if v == v], TARGET_P50_MS]) * 1.45)
     ax_bar.legend(fontsize=8, loc="upper left", ncol=3)
 
-    order = [r for s in servers for r in recs if r["server"] == s]
+    order = [r for s in servers for r in recs if r["server"] == s and not (r.get("aborted") and not r.get("fault_injected"))]
     xi = np.arange(len(order))
     bottom = np.zeros(len(order))
     for comp in comps:
@@ -838,26 +842,36 @@ def main():
                     ctx["rate"] = {s: args.rate for s in servers}
                 log(f"{args.injections} {args.kill} failures per server for {','.join(servers)}, seed {args.seed}")
                 for s in servers:
-                    for i in range(args.injections):
+                    done = setup_failures = 0
+                    i = 0  # attempt number: an attempt aborted before its fault is replaced by another
+                    while done < args.injections:
+                        if setup_failures > max(3, args.injections // 5):
+                            raise BenchError(f"{s}: {setup_failures} attempts failed before their fault; "
+                                             f"see {logdir}")
                         delay = ctx["rng"].uniform(args.delay_min, args.delay_max)
                         inj = Injection(lab, ctx, s, i, delay)
-                        idx = cleanup.push(f"lab down (injection {s} #{i})", inj.finish)
+                        i += 1
+                        idx = cleanup.push(f"lab down (injection {s} #{inj.index})", inj.finish)
                         t0 = time.monotonic()
                         try:
                             rec = inj.run()
                         except BenchError as e:
-                            # the injection never got to its fault or to its judgement: kept as
-                            # such (with the agents' logs), and the campaign goes on
+                            # kept as such, with the agents' logs; the campaign goes on
                             rec = inj.aborted(e)
-                            log(f"{s} #{i}: ABORTED: {e} (logs: {rec['logs']})")
+                            log(f"{s} #{inj.index}: ABORTED {'after' if inj.killed else 'before'} the fault: {e} "
+                                f"(logs: {rec['logs']})")
                         finally:
                             cleanup.run_one(idx)
                         rec["timings_s"]["injection"] = round(time.monotonic() - t0, 3)
+                        if rec.get("aborted") and not rec.get("fault_injected"):
+                            setup_failures += 1
+                        else:
+                            done += 1
                         records.append(rec)
                         b = rec.get("breakdown_ms") or {}
                         if not rec.get("aborted"):
-                            log(f"{s} #{i}: {'recovered' if rec['recovered'] else 'NOT RECOVERED'}, kill at "
-                            f"{rec['kill_at_s']:.2f} s, interruption {rec['interruption_ms']} ms, failover "
+                            log(f"{s} #{inj.index}: {'recovered' if rec['recovered'] else 'NOT RECOVERED'}, kill at "
+                                f"{rec['kill_at_s']:.2f} s, interruption {rec['interruption_ms']} ms, failover "
                                 f"total {b.get('total')} ms, {rec['timings_s']['injection']:.1f} s "
                                 f"(lab up {rec['timings_s']['lab_up']:.2f} s, down {rec['timings_s']['lab_down']:.2f} s)"
                                 + ("" if rec["recovered"] else f": {rec['why_not']} (logs: {rec.get('logs')})"))
