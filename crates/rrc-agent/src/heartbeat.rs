@@ -17,6 +17,12 @@ use anyhow::{Context, Result};
 
 const MAGIC: &[u8; 8] = b"RRCHB\x00\x00\x01";
 
+/// Until the peer is first heard, silence is judged against this instead:
+/// the two sides start their heartbeats at different moments (the backup
+/// when it is ready, the primary once its service answers), and a peer
+/// that was never heard from is starting, not failing.
+pub const STARTUP_GRACE: Duration = Duration::from_secs(10);
+
 /// What the monitor reports when the peer falls silent.
 #[derive(Debug, Clone)]
 pub struct Silence {
@@ -44,7 +50,8 @@ pub fn bind(ip: std::net::IpAddr) -> Result<UdpSocket> {
 impl Heartbeat {
     /// Starts sending to `peer` and watching for it. `on_failure` runs
     /// once, on the monitor thread, when the peer has been silent for
-    /// `fail_after` (counted from the start if it was never heard).
+    /// `fail_after` after it was heard at least once (or for
+    /// [`STARTUP_GRACE`] if it never was).
     pub fn start<F>(sock: UdpSocket, peer: SocketAddr, every: Duration, fail_after: Duration, name: &str, on_failure: F) -> Result<Heartbeat>
     where
         F: FnOnce(Silence) + Send + 'static,
@@ -85,7 +92,8 @@ impl Heartbeat {
                     }
                 }
                 let since = last.unwrap_or(started).elapsed();
-                if since >= fail_after {
+                let limit = if last.is_some() { fail_after } else { STARTUP_GRACE.max(fail_after) };
+                if since >= limit {
                     if s2.load(Ordering::Relaxed) {
                         return;
                     }
