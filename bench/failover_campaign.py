@@ -139,7 +139,10 @@ class Lab:
 
     def status(self, name):
         """`rrc status NAME --json`, or None while no agent knows it."""
-        p = subprocess.run([self.rrc, "status", name, "--json"], capture_output=True, text=True, timeout=30)
+        try:
+            p = subprocess.run([self.rrc, "status", name, "--json"], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
         if p.returncode != 0:
             return None
         try:
@@ -149,8 +152,11 @@ class Lab:
 
     def probe(self, ip, port, kind, path=""):
         """(answered, what) for one request on a fresh connection from the client."""
-        p = subprocess.run([self.rrc, "lab", "exec", CLIENT, "--", sys.executable, "-c", PROBE, ip, str(port),
-                            kind, path], capture_output=True, text=True, timeout=30)
+        try:
+            p = subprocess.run([self.rrc, "lab", "exec", CLIENT, "--", sys.executable, "-c", PROBE, ip, str(port),
+                                kind, path], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            return False, "no answer within 30 s"
         return p.returncode == 0, (p.stdout + p.stderr).strip()[-300:]
 
     @staticmethod

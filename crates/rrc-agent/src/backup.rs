@@ -302,10 +302,19 @@ impl Backup {
 
     /// Failover: replication ends here (threads, connection, heartbeats);
     /// the store, the gate's recording and the routes stay for the restore.
+    /// Nothing is waited for: a commit in progress finishes under the
+    /// store's lock, which the failover takes next.
     pub fn halt(&self) {
         self.stopping.store(true, Ordering::Relaxed);
         self.wake.notify_all();
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        if let Some(hb) = lock(&self.hb).as_ref() {
+            hb.signal_stop();
+        }
+    }
+
+    /// The threads of a halted backup, joined (stop, or after a failover).
+    fn join_threads(&self) {
         if let Some(mut hb) = lock(&self.hb).take() {
             hb.stop();
         }
@@ -317,10 +326,13 @@ impl Backup {
         }
     }
 
+    /// After a failover went live: the gate goes, the halted threads are
+    /// joined.
     pub fn close_gate(&self) {
         if let Err(e) = self.gate.shutdown() {
             tracing::warn!(service = %self.spec.name, "closing the gate: {e}");
         }
+        self.join_threads();
     }
 
     pub fn set_failed(&self, why: String) {
@@ -633,6 +645,7 @@ impl Backup {
     /// Ends the backup's part: threads, gate rules, routes, gate.
     pub fn stop(&self, reason: &str) {
         self.halt();
+        self.join_threads();
         self.teardown();
         let _ = Stop { reason: reason.into() };
         tracing::info!(service = %self.spec.name, reason, "backup stopped");

@@ -209,7 +209,10 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     steps.push(("traffic blocked, gate stopped releasing", ms(t0.elapsed())));
 
     // 3a. The committed state as an image.
-    let dir = b.dir().join("failover");
+    // In memory (tmpfs) when the machine has one: the image is read once,
+    // by the restorer, and removed after the restore.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() { shm.join(format!("rrc-failover-{}-{}", agent.cfg.name, b.spec.name)) } else { b.dir().join("failover") };
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let (table, conns, listeners, epoch) = {
@@ -313,14 +316,19 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         Ok(r) => r,
         Err(e) => {
             net.destroy();
+            let _ = std::fs::remove_dir_all(&dir);
             return Err(e.context("restoring the committed state"));
         }
     };
     steps.push(("restored, library answered", ms(t0.elapsed())));
+    let _ = std::fs::remove_dir_all(&dir);
 
     // 5. Live: unhook the gate (and the block), the route already points
     // to the container.
     b.route().unhook();
+    // Off the clock: the chain is no longer jumped to.
+    let route = b.route().clone();
+    std::thread::spawn(move || route.remove_chain());
     // The new backup of a re-protection joins these connections; the
     // repaired sockets count bytes from their repair on, so their seeds
     // carry where each one started (see Backup::corrected_table).

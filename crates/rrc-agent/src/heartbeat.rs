@@ -105,6 +105,11 @@ impl Heartbeat {
         Ok(Heartbeat { local, stop, threads: vec![sender, monitor] })
     }
 
+    /// Asks both threads to end, without waiting for them.
+    pub fn signal_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         let me = std::thread::current().id();
