@@ -86,7 +86,7 @@ def test_primary_failure_redis(lab, tmp_path):
     rep, fo = fail_primary_under_load("redis", REDIS, 6379, tmp_path, "kv")
     # the timeline names every step
     steps = [s["step"] for s in fo["steps"]]
-    assert steps[0].startswith("traffic blocked") and steps[-1].startswith("live"), steps
+    assert steps[0].startswith("input held") and steps[-1].startswith("live"), steps
     assert fo["detection_ms"] >= 90
 
 

@@ -3,9 +3,10 @@
 //!
 //! The sequence, each step timed for `rrc status`:
 //!  1. detected: the primary's heartbeats stopped (heartbeat.rs);
-//!  2. blocked: the service's traffic stops at this host (DROP ahead of
-//!     the gate): nothing reaches a half-restored service and no RST of
-//!     its kernel escapes; the gate stops releasing, its held replies
+//!  2. input held: the gate holds (and records) every client packet until
+//!     the service is live, so nothing reaches a half-restored service, no
+//!     RST of its kernel escapes, and no client waits for a retransmission
+//!     timer; the service's output bypasses the gate; the replies it held
 //!     (never committed) are never released;
 //!  3. restored: the store's committed state is written as one full image
 //!     and restored in a container network namespace of this host that
@@ -204,9 +205,10 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let t0 = s.declared_at;
     let mut steps: Vec<(&str, f64)> = Vec::new();
     // 2. Block, and stop replication.
-    b.route().block().context("blocking the service's traffic")?;
+    b.gate().hold_input().context("holding the clients' packets")?;
+    b.route().bypass_output().context("letting the service's output past the gate")?;
     b.halt();
-    steps.push(("traffic blocked, gate stopped releasing", ms(t0.elapsed())));
+    steps.push(("input held, gate stopped releasing", ms(t0.elapsed())));
 
     // 3a. The committed state as an image.
     // In memory (tmpfs) when the machine has one: the image is read once,
@@ -323,8 +325,12 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     steps.push(("restored, library answered", ms(t0.elapsed())));
     let _ = std::fs::remove_dir_all(&dir);
 
-    // 5. Live: unhook the gate (and the block), the route already points
-    // to the container.
+    // 5. Live: the held input goes to the restored service (the route
+    // already points to the container), then the gate is unhooked.
+    match b.gate().release_input() {
+        Ok(n) => tracing::info!(service = %b.spec.name, packets = n, "clients' packets held during the failover delivered"),
+        Err(e) => tracing::warn!(service = %b.spec.name, "delivering the held packets: {e}"),
+    }
     b.route().unhook();
     // Off the clock: the chain is no longer jumped to.
     let route = b.route().clone();

@@ -40,24 +40,6 @@ pub fn iptables(args: &[&str]) -> Result<String> {
     run("iptables", &v)
 }
 
-/// Applies `rules` (iptables-restore syntax) without flushing the tables.
-fn iptables_restore(rules: &str) -> Result<()> {
-    use std::io::Write;
-    let mut child = Command::new("iptables-restore")
-        .args(["-w", "--noflush"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("running iptables-restore")?;
-    child.stdin.take().context("iptables-restore stdin")?.write_all(rules.as_bytes()).context("writing to iptables-restore")?;
-    let out = child.wait_with_output().context("waiting for iptables-restore")?;
-    if !out.status.success() {
-        bail!("iptables-restore failed ({}): {} (rules: {rules:?})", out.status, String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
-
 /// Best effort, for teardown: logs instead of failing.
 fn quietly(what: &str, r: Result<String>) {
     if let Err(e) = r {
@@ -207,17 +189,15 @@ impl BackupRoute {
         Ok(())
     }
 
-    /// Failover, first step (NiLiCon §III): no client packet reaches the
-    /// half-restored service, so its kernel never answers one with a RST.
-    /// What the service side sends passes, past the gate: the repaired
-    /// sockets' window probes and write queues must reach the clients at
-    /// once, and nothing it sends is held any more.
-    pub fn block(&self) -> Result<()> {
-        let svc = self.service_ip.as_str();
-        // One iptables-restore for both rules (each iptables run costs
-        // milliseconds that count in the failover).
-        let rules = format!("*filter\n-I {c} 1 -d {svc} -j DROP\n-I {c} 2 -s {svc} -j ACCEPT\nCOMMIT\n", c = self.chain);
-        iptables_restore(&rules)
+    /// Failover, first step: what the service side sends passes, past the
+    /// gate (the repaired sockets' window probes and write queues must
+    /// reach the clients at once, and nothing is held any more). What
+    /// clients send is held by the gate meanwhile (`Gate::hold_input`), so
+    /// no packet reaches the half-restored service and its kernel never
+    /// answers one with a RST (NiLiCon §III), and none is lost either.
+    pub fn bypass_output(&self) -> Result<()> {
+        iptables(&["-I", &self.chain, "1", "-s", &self.service_ip, "-j", "ACCEPT"])?;
+        Ok(())
     }
 
     /// Failover, last step: the service runs here now; its traffic no

@@ -138,6 +138,8 @@ pub struct GateCore {
     arrival: u64,
     arrival_bound: u64,
     release_enabled: bool,
+    /// Failover: client packets held until the restored service is live.
+    input_held: Option<Vec<PacketId>>,
     pending: Option<Commit>,
     totals: Footprint,
     over_held: bool,
@@ -155,6 +157,7 @@ impl GateCore {
             arrival: 0,
             arrival_bound: 0,
             release_enabled: true,
+            input_held: None,
             pending: None,
             totals: Footprint::default(),
             over_held: false,
@@ -177,7 +180,16 @@ impl GateCore {
         self.arrival += 1;
         let arrival = self.arrival;
         self.stats.packets_in += 1;
-        let d = self.decide(id, arrival, bytes);
+        let mut d = self.decide(id, arrival, bytes);
+        // Failover: what clients send waits here (recorded) until the
+        // restored service is live, instead of being dropped and resent
+        // only after the client's retransmission timeout.
+        if d == Decision::Accept && bytes.len() >= 20 && bytes[16..20] == self.service_ip.octets() {
+            if let Some(held) = self.input_held.as_mut() {
+                held.push(id);
+                d = Decision::Hold;
+            }
+        }
         match d {
             Decision::Accept => self.stats.packets_passed += 1,
             Decision::Hold => self.stats.packets_held_total += 1,
@@ -457,6 +469,17 @@ impl GateCore {
 
     /// Stops (false) or resumes (true) releasing. Resuming applies the
     /// newest commit noted meanwhile and returns what it releases.
+    /// Failover: from now on every packet to the service is recorded as
+    /// usual but held, in arrival order, until [`Self::release_input`].
+    pub fn hold_input(&mut self) {
+        self.input_held.get_or_insert_with(Vec::new);
+    }
+
+    /// The held input, to accept in this order (the service is live).
+    pub fn release_input(&mut self) -> Vec<PacketId> {
+        self.input_held.take().unwrap_or_default()
+    }
+
     pub fn set_release_enabled(&mut self, enabled: bool) -> Vec<PacketId> {
         self.release_enabled = enabled;
         if !enabled {
@@ -1077,4 +1100,20 @@ mod tests {
         assert_eq!(s[0]["client"], "10.0.0.1:40000");
         assert_eq!(s[0]["server_isn"], SISN);
     }
+
+    #[test]
+    fn held_input_waits_for_release_in_order() {
+        let mut t = T::with_isns(1000, 5000);
+        t.handshake();
+        t.core.hold_input();
+        let (a, da) = t.c(0, 0, TCP_ACK | TCP_PSH, b"one");
+        let (b, db) = t.c(3, 0, TCP_ACK | TCP_PSH, b"two");
+        assert_eq!((da, db), (Decision::Hold, Decision::Hold));
+        assert_eq!(t.core.release_input(), vec![a, b]);
+        // recorded as usual
+        assert_eq!(t.data().client_unread, b"onetwo".to_vec());
+        let (_, dc) = t.c(6, 0, TCP_ACK | TCP_PSH, b"3");
+        assert_eq!(dc, Decision::Accept, "input flows again after the release");
+    }
+
 }

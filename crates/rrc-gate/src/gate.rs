@@ -140,6 +140,22 @@ impl Gate {
         })
     }
 
+    /// Failover: holds every packet to the service from now on (see
+    /// [`crate::GateCore::hold_input`]).
+    pub fn hold_input(&self) -> Result<(), GateError> {
+        self.running()?;
+        self.shared.core().hold_input();
+        Ok(())
+    }
+
+    /// Failover: the service is live; the held input goes on, in order.
+    pub fn release_input(&self) -> Result<usize, GateError> {
+        self.running()?;
+        let ids = self.shared.core().release_input();
+        self.send_release(&ids)?;
+        Ok(ids.len())
+    }
+
     /// Joins established connections (re-protection; see
     /// [`crate::GateCore::seed`]).
     pub fn seed(&self, seeds: &[crate::StreamSeed]) {
