@@ -292,19 +292,23 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             s["name"].as_str().unwrap_or_default(),
             s["service_ip"].as_str().unwrap_or_default(),
             s["primary"].as_str().unwrap_or_default(),
-            s["backup"].as_str().unwrap_or_default(),
+            s["backup"].as_str().unwrap_or("none"),
             s["mode"].as_str().unwrap_or_default(),
             s["epoch_ms"],
             if s["protected"].as_bool().unwrap_or(false) { "PROTECTED" } else { "UNPROTECTED" },
         );
-        println!(
-            "    state {}  checkpoints committed {}  last pause {} us  last checkpoint {} bytes  replication lag {:.1} ms",
-            s["state"].as_str().unwrap_or("?"),
-            s["checkpoints_committed"],
-            s["last_pause_us"],
-            s["last_checkpoint_bytes"],
-            s["replication_lag_ms"].as_f64().unwrap_or(0.0),
-        );
+        if s["backup"].is_null() {
+            println!("    state {}", s["state"].as_str().unwrap_or("?"));
+        } else {
+            println!(
+                "    state {}  checkpoints committed {}  last pause {} us  last checkpoint {} bytes  replication lag {:.1} ms",
+                s["state"].as_str().unwrap_or("?"),
+                s["checkpoints_committed"],
+                s["last_pause_us"],
+                s["last_checkpoint_bytes"],
+                s["replication_lag_ms"].as_f64().unwrap_or(0.0),
+            );
+        }
         if !g.is_null() {
             println!("    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded", g["streams"], g["held_packets"], g["held_bytes"], g["packets_released"], g["recorded_client_bytes"]);
         }
