@@ -1,0 +1,80 @@
+"""What the lab benchmarks (replication.py, failover_campaign.py) share: the
+lab lock of the test suite and the description of the machine a result was
+measured on."""
+import contextlib
+import datetime
+import fcntl
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+from checkpoint_pause import BenchError, log, run
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+LAB_LOCK = Path("/run/lock/rrc-lab-tests.lock")  # tests/test_lab.py's LOCK
+
+
+@contextlib.contextmanager
+def lab_lock(wait_s):
+    """The lab lock of the test suite (tests/test_lab.py lab_locked()): held
+    for the whole run, so a benchmark never shares the lab with a test run."""
+    LAB_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LAB_LOCK, "w") as f:
+        deadline = time.monotonic() + wait_s
+        said = 0.0
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                if now > deadline:
+                    raise BenchError(f"{LAB_LOCK} held by someone else for {wait_s:.0f} s (a test run?)")
+                if now - said > 30:
+                    log(f"waiting for {LAB_LOCK} (held by another session)")
+                    said = now
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def machine_description():
+    cpu, mem_kb = "unknown", None
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError):
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+
+    def version(argv):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (p.stdout + p.stderr).strip().splitlines()[0]
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            return None
+    commit = run(["git", "-C", str(REPO), "rev-parse", "HEAD"], 10, check=False).strip()
+    status = run(["git", "-C", str(REPO), "status", "--porcelain"], 10, check=False).splitlines()
+    return {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "kernel": platform.release(),
+        "cpu_model": cpu,
+        "nproc": os.cpu_count(),
+        "mem_total_kib": mem_kb,
+        "redis_version": version(["redis-server", "--version"]),
+        "memcached_version": version(["memcached", "--version"]),
+        "lighttpd_version": version(["lighttpd", "-v"]),
+        "python": platform.python_version(),
+        "git_commit": commit or None,
+        "git_tracked_files_modified": sum(1 for l in status if not l.startswith("??")),
+        "git_untracked_files": sum(1 for l in status if l.startswith("??")),
+        "loadavg_at_start": Path("/proc/loadavg").read_text().strip(),
+    }
