@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rrc_gate::{Gate, GateConfig};
 use rrc_store::Store;
-use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec, Stop};
+use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec};
 use rrc_wire::{read_frame, write_frame, Frame, FrameKind, WireError};
 use serde::Serialize;
 
@@ -647,7 +647,6 @@ impl Backup {
         self.halt();
         self.join_threads();
         self.teardown();
-        let _ = Stop { reason: reason.into() };
         tracing::info!(service = %self.spec.name, reason, "backup stopped");
     }
 

@@ -29,7 +29,6 @@ use crate::{lock, Agent, Service};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
-const PING_TIMEOUT: Duration = Duration::from_secs(10);
 const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Checkpoint data frames.
@@ -240,7 +239,9 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         }
     };
     let record = container.record.clone();
-    if let Err(e) = wait_for_library(&record) {
+    // The same wait as `rrc exec`: PING until the library answers, with
+    // the log's tail when the command exits first.
+    if let Err(e) = rrc_launch::wait_for_pong(&container, false) {
         let _ = rrc_container::kill(&ccfg, &record);
         net.destroy();
         abort(&mut conn, "the service did not start");
@@ -333,23 +334,6 @@ pub fn reprotect(
     p.run_threads()?;
     tracing::info!(service = %p.spec.name, backup = %p.spec.backup, "re-protected");
     Ok(p)
-}
-
-fn wait_for_library(rec: &Record) -> Result<()> {
-    let deadline = Instant::now() + PING_TIMEOUT;
-    let sock = control_socket_of(rec.pid);
-    loop {
-        if !rrc_container::is_running(rec) {
-            bail!("the service exited during start-up; see {}", rec.log.display());
-        }
-        match rrc_control::ping(&sock, Duration::from_secs(1)) {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(anyhow::Error::new(e).context(format!("librrc in pid {} did not answer within {PING_TIMEOUT:?}", rec.pid)))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
 }
 
 fn random_id() -> [u8; 16] {
