@@ -91,6 +91,13 @@ impl Live {
     }
 }
 
+/// Records one failover step in the timeline and logs it as it happens.
+fn step(steps: &mut Vec<(&'static str, f64)>, service: &str, what: &'static str, t0: std::time::Instant) {
+    let at = ms(t0.elapsed());
+    tracing::info!(service, at_ms = at, "failover: {what}");
+    steps.push((what, at));
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -208,7 +215,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     b.gate().hold_input().context("holding the clients' packets")?;
     b.route().bypass_output().context("letting the service's output past the gate")?;
     b.halt();
-    steps.push(("input held, gate stopped releasing", ms(t0.elapsed())));
+    step(&mut steps, &b.spec.name, "input held, gate stopped releasing", t0);
 
     // 3a. The committed state as an image.
     // In memory (tmpfs) when the machine has one: the image is read once,
@@ -241,7 +248,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         store.write_image(&dir.join(rrc_image::IMAGE_FILE_NAME)).context("writing the committed state")?;
         (b.corrected_table(store.tcp_streams()), conns, listeners, b.last_committed_epoch())
     };
-    steps.push(("committed state written", ms(t0.elapsed())));
+    step(&mut steps, &b.spec.name, "committed state written", t0);
 
     // 3b. The container's network namespace, holding the service IP.
     let index = agent.next_index();
@@ -295,7 +302,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             }
         }
     }
-    steps.push(("connections repaired", ms(t0.elapsed())));
+    step(&mut steps, &b.spec.name, "connections repaired", t0);
 
     // 3c. Restore.
     let ccfg = rrc_container::Config { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) };
@@ -322,7 +329,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             return Err(e.context("restoring the committed state"));
         }
     };
-    steps.push(("restored, library answered", ms(t0.elapsed())));
+    step(&mut steps, &b.spec.name, "restored, library answered", t0);
     let _ = std::fs::remove_dir_all(&dir);
 
     // 5. Live: the held input goes to the restored service (the route
@@ -350,7 +357,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         })
         .collect();
     b.close_gate();
-    steps.push(("live: traffic to the local container", ms(t0.elapsed())));
+    step(&mut steps, &b.spec.name, "live: traffic to the local container", t0);
     let total = ms(s.silent_for) + ms(t0.elapsed());
     if outcomes.iter().any(|o| !o.repaired) && outcomes.iter().all(|o| !o.repaired) && !outcomes.is_empty() {
         tracing::warn!(service = %b.spec.name, "no connection could be repaired");
