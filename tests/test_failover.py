@@ -22,6 +22,8 @@ from test_lab import rrc as cli
 
 CHECK_BIN = REPO / "target" / "release" / "rrc-check"
 REDIS = ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--protected-mode", "no"]
+AOF_REDIS = ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", "/data",
+             "--port", "6379", "--protected-mode", "no"]
 MEMCACHED = ["memcached", "-t", "4", "-p", "11211", "-U", "0", "-u", "root", "-m", "64"]
 # About half of what 8 connections get from a protected server at a 30 ms
 # epoch (each request waits for its epoch's commit: ~265 ops/s measured by
@@ -98,20 +100,21 @@ def test_primary_failure_redis_with_its_append_only_file(lab, tmp_path):
     """The restored redis writes on into the backup's copy of its data
     directory: memory and AOF agree (a plain redis loading that AOF has every
     acknowledged write)."""
-    cmd = ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", "/data",
-           "--port", "6379", "--protected-mode", "no"]
-    fail_primary_under_load("redis", cmd, 6379, tmp_path, "aofkv", extra=("--data-dir", "/data"))
-    # a plain redis started on a copy of the live AOF holds what the live one holds
-    live = Path("/var/lib/rrc-lab/b/services/aofkv/data")
+    fail_primary_under_load("redis", AOF_REDIS, 6379, tmp_path, "aofkv", extra=("--data-dir", "/data"))
+    check_aof_copy(Path("/var/lib/rrc-lab/b/services/aofkv/data"), "b", tmp_path / "state", tmp_path)
+
+
+def check_aof_copy(live: Path, host: str, state: Path, tmp_path: Path):
+    """A plain redis started on a copy of the live AOF holds every acknowledged write."""
     copy = tmp_path / "aof"
     subprocess.run(["cp", "-a", str(live), str(copy)], check=True)
-    ns = "rrc-lab-b"
+    ns = f"rrc-lab-{host}"
     srv = subprocess.Popen(["ip", "netns", "exec", ns, "redis-server", "--port", "6391", "--bind", "127.0.0.1", "--save", "",
                             "--appendonly", "yes", "--dir", str(copy)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: subprocess.run(["ip", "netns", "exec", ns, "redis-cli", "-p", "6391", "ping"],
                                           capture_output=True, text=True).stdout.strip() == "PONG", 20, "redis on the AOF copy")
-        verify("redis", "127.0.0.1:6391", tmp_path / "state", on_host="b")
+        verify("redis", "127.0.0.1:6391", state, on_host=host)
     finally:
         srv.kill()
         srv.wait()
@@ -180,11 +183,15 @@ def test_failure_while_a_checkpoint_is_in_flight(lab, tmp_path):
     verify("redis", f"{ip}:6379", state)
 
 
-def test_reprotection_then_a_second_failure(lab, tmp_path):
+@pytest.mark.parametrize("with_aof", [False, True], ids=["memory", "append-only-file"])
+def test_reprotection_then_a_second_failure(lab, tmp_path, with_aof):
     """Primary a fails: b goes live and re-protects onto the spare c (a full
-    checkpoint, c's gate joining the established connections); then b fails
-    too: c goes live. The same client connections carry on through both."""
-    out = cli("run", "--name", "twice", "--primary", "a", "--backup", "b", "--spare", "c", "--json", "--", *REDIS).stdout
+    checkpoint, c's gate joining the established connections, and with a
+    data directory its content as restored plus every change since); then b
+    fails too: c goes live. The same client connections carry on through
+    both, and with an AOF, the AOF on c agrees with what clients were told."""
+    cmd, extra = (AOF_REDIS, ["--data-dir", "/data"]) if with_aof else (REDIS, [])
+    out = cli("run", "--name", "twice", "--primary", "a", "--backup", "b", "--spare", "c", "--json", *extra, "--", *cmd).stdout
     ip = json.loads(out)["service_ip"]
     wait_until(lambda: status("twice").get("checkpoints_committed", 0) > 2, 30, "protected")
     state = tmp_path / "state"
@@ -210,6 +217,9 @@ def test_reprotection_then_a_second_failure(lab, tmp_path):
     conns = st["primary_view"]["failovers"][-1]["connections"]
     assert conns and all(c["repaired"] for c in conns), conns
     verify("redis", f"{ip}:6379", state)
+    if with_aof:
+        # c had no spare left: its service writes into its committed copy
+        check_aof_copy(Path("/var/lib/rrc-lab/c/services/twice/data"), "c", state, tmp_path)
 
 
 ACCEPT_CLIENT = r'''

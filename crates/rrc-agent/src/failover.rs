@@ -57,6 +57,8 @@ pub struct Live {
     timeline: serde_json::Value,
     /// ISNs and SYN options of the connections (for a new backup's gate).
     seeds: Vec<serde_json::Value>,
+    /// The data directory as restored (kept aside for re-protection).
+    data_at_restore: Option<std::path::PathBuf>,
 }
 
 impl Live {
@@ -188,6 +190,7 @@ pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
                     live.net.clone(),
                     live.seeds.clone(),
                     vec![live.timeline.clone()],
+                    live.data_at_restore.as_deref(),
                 );
                 match r {
                     Ok(p) => {
@@ -307,8 +310,23 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // 3c. Restore.
     let ccfg = rrc_container::Config { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) };
     let mut binds = Vec::new();
+    let mut data_at_restore = None;
     if let (Some(target), Some(root)) = (&b.spec.data_dir, b.data_root()) {
-        binds.push(rrc_container::Bind { host: root, target: target.into() });
+        // With a spare to re-protect onto, the service gets a copy and the
+        // committed one stays as it was at the restore, for the spare.
+        let live_root = if b.spec.spare.is_some() {
+            let live_root = b.dir().join("data-live");
+            let _ = std::fs::remove_dir_all(&live_root);
+            let out = std::process::Command::new("cp").arg("-a").arg("--reflink=auto").arg(&root).arg(&live_root).output().context("running cp")?;
+            if !out.status.success() {
+                anyhow::bail!("copying the data directory for the restored service: {}", String::from_utf8_lossy(&out.stderr).trim());
+            }
+            data_at_restore = Some(root);
+            live_root
+        } else {
+            root
+        };
+        binds.push(rrc_container::Bind { host: live_root, target: target.into() });
     }
     let req = rrc_launch::RestoreRequest {
         images: dir.clone(),
@@ -383,6 +401,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         dir: b.dir().to_path_buf(),
         timeline,
         seeds,
+        data_at_restore,
     })
 }
 

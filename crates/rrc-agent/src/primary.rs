@@ -309,20 +309,37 @@ pub fn reprotect(
     net: ContainerNet,
     seeds: Vec<serde_json::Value>,
     mut failovers: Vec<serde_json::Value>,
+    data_at_restore: Option<&std::path::Path>,
 ) -> Result<Arc<Primary>> {
     let t0 = Instant::now();
     let spare = old.spare.clone().context("no spare host was given (--spare)")?;
     if spare == agent.cfg.name {
         bail!("the spare {spare} is this host");
     }
-    if old.data_dir.is_some() {
-        bail!("re-protection of a service with a data directory is not supported yet: its files cannot be shipped consistently while it runs");
-    }
+    // The data directory: the spare gets its content as it was at the
+    // restore (kept aside by the failover); the first checkpoint carries
+    // every change since, which the restored library journalled from its
+    // first instruction on. Without that copy (the backup failed: the
+    // files change under us) there is no consistent state to ship.
+    let data_init = match (&old.data_dir, data_at_restore) {
+        (None, _) => None,
+        (Some(_), Some(dir)) => Some(
+            rrc_store::datadir::snapshot_ops(dir)
+                .map(|ops| rrc_image::fileops::encode_fileops(&ops))
+                .with_context(|| format!("reading the data directory as restored ({})", dir.display()))?,
+        ),
+        (Some(_), None) => bail!(
+            "re-protection of a service with a data directory after a backup failure is not supported yet: its files cannot be shipped consistently while it runs"
+        ),
+    };
     let mut spec = old.clone();
     spec.primary = agent.cfg.name.clone();
     spec.backup = spare.clone();
     spec.spare = None;
-    let (conn, ready, hb_sock) = connect_backup(agent, &spec, seeds)?;
+    let (mut conn, ready, hb_sock) = connect_backup(agent, &spec, seeds)?;
+    if let Some(init) = &data_init {
+        write_frame(&mut conn, FrameKind::DataDirInit, init).context("sending the data directory as restored")?;
+    }
     // Replies through the new backup, which now answers ARP for the
     // service IP (it sent a gratuitous ARP); this host stops answering.
     net.add_reply_route(&ready.backup_addr, &agent.cfg.repl_if)?;
@@ -455,7 +472,7 @@ impl Primary {
         if self.spec.spare.is_some() {
             if let Some(agent) = self.agent.upgrade() {
                 self.retire();
-                match reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers) {
+                match reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers, None) {
                     Ok(p) => agent.replace(&self.spec.name, Service::Primary(p)),
                     Err(e) => {
                         tracing::error!(service = %self.spec.name, "re-protection failed: {e:#}; the service stays UNPROTECTED");
