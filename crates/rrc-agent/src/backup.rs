@@ -237,25 +237,28 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
     })
 }
 
+/// An IPv4 socket address, or the IPv4 one an IPv4-mapped IPv6 address
+/// stands for (a dual-stack listener's connections from IPv4 clients).
+fn socket_v4(a: std::net::SocketAddr) -> Option<std::net::SocketAddrV4> {
+    match a {
+        std::net::SocketAddr::V4(a) => Some(a),
+        std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
+    }
+}
+
 /// The checkpoint's TCP table as the gate wants it: every IPv4 connection
 /// with sequence numbers (IPv4-mapped IPv6 ones included), the service's
 /// side as `server`. Listeners and TIME_WAIT entries carry none and are
 /// left out; the gate forgets a stream that drops out of the table once
 /// nothing of it is held (docs/gate.md).
 fn server_streams(table: &[rrc_image::sections::TcpStream]) -> Vec<rrc_gate::ServerStream> {
-    fn v4(a: std::net::SocketAddr) -> Option<std::net::SocketAddrV4> {
-        match a {
-            std::net::SocketAddr::V4(a) => Some(a),
-            std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
-        }
-    }
     table
         .iter()
         .filter_map(|t| {
             let (w, r) = (t.write_seq_rel?, t.read_seq_rel?);
             Some(rrc_gate::ServerStream {
-                client: v4(t.remote)?,
-                server: v4(t.local)?,
+                client: socket_v4(t.remote)?,
+                server: socket_v4(t.local)?,
                 // Relative sequence numbers wrap like TCP's own.
                 write_seq_rel: w as u32,
                 read_seq_rel: r as u32,
@@ -594,10 +597,7 @@ impl Backup {
             return t;
         }
         for e in &mut t {
-            let key = match (e.remote, e.local) {
-                (std::net::SocketAddr::V4(r), std::net::SocketAddr::V4(l)) => (r, l),
-                _ => continue,
-            };
+            let Some(key) = socket_v4(e.remote).zip(socket_v4(e.local)) else { continue };
             if let Some(&(w, r)) = self.bases.get(&key) {
                 e.write_seq_rel = e.write_seq_rel.map(|x| x + u64::from(w));
                 e.read_seq_rel = e.read_seq_rel.map(|x| x + u64::from(r));

@@ -471,7 +471,7 @@ impl Primary {
         drop(sh);
         if self.spec.spare.is_some() {
             if let Some(agent) = self.agent.upgrade() {
-                self.retire();
+                self.retire(None);
                 match reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers, None) {
                     Ok(p) => agent.replace(&self.spec.name, Service::Primary(p)),
                     Err(e) => {
@@ -485,11 +485,17 @@ impl Primary {
 
     /// Ends this replication (threads, heartbeat, connection) but leaves
     /// the container and its network to a successor.
-    fn retire(&self) {
+    /// With `stop_reason`, the backup is told (Stop) before the connection
+    /// closes; a writer busy on the connection keeps it, and the backup
+    /// then sees the close alone.
+    fn retire(&self, stop_reason: Option<&str>) {
         self.stopping.store(true, Ordering::Relaxed);
         self.wake.notify_all();
         if let Some(mut hb) = lock(&self.hb).1.take() {
             hb.stop();
+        }
+        if let (Some(reason), Ok(mut c)) = (stop_reason, self.conn.try_lock()) {
+            let _ = write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload);
         }
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
     }
@@ -510,15 +516,7 @@ impl Primary {
 
     /// Ends the service: epochs, container, backup, network.
     pub fn stop(&self, reason: &str) {
-        self.stopping.store(true, Ordering::Relaxed);
-        self.wake.notify_all();
-        if let Some(mut hb) = lock(&self.hb).1.take() {
-            hb.stop();
-        }
-        if let Ok(mut c) = self.conn.try_lock() {
-            let _ = write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload);
-        }
-        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        self.retire(Some(reason));
         let me = std::thread::current().id();
         for t in lock(&self.threads).drain(..) {
             if t.thread().id() != me {
