@@ -2,8 +2,8 @@
 """Fault-injection campaign (issue 4; docs/failover.md): many fail-stop
 injections per server, each in a fresh lab, under a checking client and a
 perturbing CPU load on the primary (RRC §5), reporting the recovery rate and
-the client-observed interruption with its breakdown (detection, block +
-write, repair, restore, routing) as JSON and PNG.
+the client-observed interruption with its breakdown (detection, block,
+repair, restore, routing) as JSON and PNG.
 
 One injection: `rrc lab up`; `rrc run` the server (primary a, backup b);
 for redis optionally ~N MB of data (DEBUG POPULATE); the perturb program on
@@ -55,10 +55,10 @@ DETECTION_MS = 90  # `rrc run --failure-timeout` default (docs/failover.md)
 # timed by the backup's agent from the moment the failure was declared.
 # Component = time from the previous step's end to this step's end.
 PRIMARY_STEPS = (  # (component, prefix of the step's name in `rrc status`)
-    ("block_write", "committed state written"),  # block traffic + halt + full image written
-    ("repair", "connections repaired"),  # container netns + TCP_REPAIR of every connection
-    ("restore", "restored"),  # rrc-restore until the library answers
-    ("routing", "live"),  # gate unhooked: traffic to the local container
+    ("block", "input held"),  # client input held at the gate, replication halted
+    ("repair", "connections repaired"),  # route to the prepared container netns + TCP_REPAIR of every connection
+    ("restore", "restored"),  # container + rrc-restore reading the streamed image, until the library answers
+    ("routing", "live"),  # held input delivered: traffic to the local container
 )
 BACKUP_STEPS = (
     ("reroute", "replies routed out of this host"),
@@ -593,7 +593,7 @@ def plot(path, res):
 
     kill = res["config"]["kill"]
     comps = ["detection"] + [c for c, _ in (PRIMARY_STEPS if kill == "primary" else BACKUP_STEPS)]
-    colors = {"detection": "tab:gray", "block_write": "tab:blue", "repair": "tab:orange",
+    colors = {"detection": "tab:gray", "block": "tab:blue", "repair": "tab:orange",
               "restore": "tab:green", "routing": "tab:red", "reroute": "tab:blue", "advertise": "tab:orange",
               "client_beyond_failover": "tab:purple"}
     summ = res["summary"]

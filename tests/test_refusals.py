@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (CGROUP_ROOT, RESULT_TIMEOUT, RUNTIME_BUILD, Rrc, ZDTM_DIR, delete_netns, netns_exec,
-                      pid_alive, read_text, run, snapshot_cgroups, wait_for_file, wait_until, zdtm_bin,
+from conftest import (CGROUP_ROOT, CMD_TIMEOUT, RESULT_TIMEOUT, RUNTIME_BUILD, Rrc, ZDTM_DIR, delete_netns, netns_exec,
+                      last_line_int, pid_alive, read_text, run, snapshot_cgroups, wait_for_file, wait_until, zdtm_bin,
                       NETNS_PREFIX)
 
 HEADER_LEN = 72
@@ -336,6 +336,64 @@ def test_wrong_parent(rrc, chain, tmp_path, netns):
     (other / "parent").unlink()
     inspect_fails(rrc, imgs["img1"], "parent")
     restore_fails(rrc, imgs["img1"], netns, "parent")
+
+
+# ------------------------------------------------------------------ an image on a pipe
+
+def restore_stream(rrc, data: bytes, netns: str):
+    """`rrc restore --stdin` with data written into its standard input (a pipe)."""
+    return subprocess.run([str(rrc.bin), "restore", "--stdin", "--netns", netns], input=data,
+                          capture_output=True, timeout=CMD_TIMEOUT)
+
+
+def test_stream_restores(rrc, chain, tmp_path, netns):
+    """A full image read from a pipe (what a failover streams from the
+    backup's store) restores like the file it came from."""
+    data = (chain["dir"] / "img0" / "checkpoint.rrc").read_bytes()
+    p = restore_stream(rrc, data, netns)
+    assert p.returncode == 0, f"rrc restore --stdin failed:\n{p.stderr.decode(errors='replace')}"
+    pid = last_line_int(p.stdout.decode(), "rrc restore --stdin")
+    rrc.pids.append(pid)
+    assert pid_alive(pid)
+
+
+def _flip_in(data: bytearray, typ: int):
+    sec = [s for s in sections(bytes(data)) if s[0] == typ and s[3] > 0][0]
+    data[sec[2] + sec[3] // 2] ^= 0x01
+    return data
+
+
+@pytest.mark.parametrize("case,words", [
+    ("pages-crc", ["PAGES", "checksum"]),      # found by phase 2 as the pages arrive
+    ("process-crc", ["PROCESS", "checksum"]),  # found by phase 1 before anything is used
+    ("cut-in-pages", ["truncated"]),
+    ("cut-before-end", ["truncated"]),
+    ("trailing-bytes", ["follow", "END"]),
+    ("incremental", ["not a full image"]),
+])
+def test_stream_refused(rrc, chain, tmp_path, netns, case, words):
+    """A corrupt, truncated or over-long stream, or an incremental image
+    (whose parent a stream cannot carry), is refused naming the cause, with
+    nothing left behind: the process never runs."""
+    full = bytearray((chain["dir"] / "img0" / "checkpoint.rrc").read_bytes())
+    secs = sections(bytes(full))
+    pages = [s for s in secs if s[0] == SEC_PAGES][0]
+    end = [s for s in secs if s[0] == SEC_END][0]
+    assert pages[3] > 0 and pages[2] + pages[3] <= end[1], f"PAGES must hold data and precede END: {secs}"
+    data = {
+        "pages-crc": lambda: _flip_in(full, SEC_PAGES),
+        "process-crc": lambda: _flip_in(full, SEC_PROCESS),
+        "cut-in-pages": lambda: full[:pages[2] + pages[3] // 2],
+        "cut-before-end": lambda: full[:end[1]],
+        "trailing-bytes": lambda: full + b"\0" * 8,
+        "incremental": lambda: (chain["dir"] / "img1" / "checkpoint.rrc").read_bytes(),
+    }[case]()
+    before = NoLeftovers(rrc, [ZDTM_DIR / "eventfd"])
+    p = restore_stream(rrc, bytes(data), netns)
+    msg = (p.stderr + p.stdout).decode(errors="replace")
+    assert p.returncode != 0, f"rrc restore --stdin accepted a bad stream ({case}):\n{msg}"
+    assert_names(msg, *words)
+    before.check()
 
 
 def test_address_in_use(rrc, tmp_path, netns):

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -19,15 +20,32 @@
 #include "rrc_lib.h"
 
 
+/* MSG_NOSIGNAL: a caller that went away must not leave a SIGPIPE pending
+ * on this thread (it blocks every signal). ASYNC-SIGNAL-SAFE. */
+static int send_all(int c, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n) {
+		long r = rrc_sys_sendto(c, p, n, MSG_NOSIGNAL, 0, 0);
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
 static int send_msg(int c, uint16_t type, const void *payload, uint32_t len)
 {
 	struct rrc_ctl_header h = { .magic = RRC_CTL_MAGIC, .version = RRC_CTL_VERSION,
 				    .type = type, .length = len };
 	h.payload_crc = rrc_crc32c(payload, len);
 	h.header_crc = rrc_crc32c(&h, 16);
-	if (rrc_write_all(c, &h, sizeof h) < 0)
+	if (send_all(c, &h, sizeof h) < 0)
 		return -1;
-	if (len && rrc_write_all(c, payload, len) < 0)
+	if (len && send_all(c, payload, len) < 0)
 		return -1;
 	return 0;
 }
@@ -386,36 +404,171 @@ refused: /* nothing was paused or changed; the image fd is ours to close */
 	return DUMP_SERVED;
 }
 
+static uint8_t payload[RRC_CTL_MAX_PAYLOAD];
+
+/* Reads one request into h and payload[] (an fd that comes with it into
+ * *fdp). 0: a well-formed request; -1: the connection failed or closed;
+ * -2: malformed (answered with ERROR PROTOCOL). ASYNC-SIGNAL-SAFE (a hold
+ * reads its RESUME with it). */
+static int recv_request(int c, struct rrc_ctl_header *h, int *fdp)
+{
+	if (recv_all(c, h, sizeof *h, fdp) < 0)
+		return -1;
+	if (h->magic != RRC_CTL_MAGIC || h->header_crc != rrc_crc32c(h, 16)) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "bad request header (magic or header CRC)");
+		return -2;
+	}
+	if (h->version != RRC_CTL_VERSION) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "unsupported control protocol version");
+		return -2;
+	}
+	if (h->length > RRC_CTL_MAX_PAYLOAD) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "request payload longer than RRC_CTL_MAX_PAYLOAD");
+		return -2;
+	}
+	if (h->length && recv_all(c, payload, h->length, fdp) < 0)
+		return -1;
+	if (h->payload_crc != rrc_crc32c(payload, h->length)) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, "bad request payload CRC");
+		return -2;
+	}
+	return 0;
+}
+
+/* ---- HOLD: the threads parked while the caller copies the data directory ---- */
+
+static void set_rcvtimeo(int c, long sec, long usec)
+{
+	struct { long sec, usec; } tv = { sec, usec };
+	rrc_sys_setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+/* A connection that arrives during a hold: its request is read (bounded)
+ * and refused. ASYNC-SIGNAL-SAFE. */
+static void refuse_while_held(void)
+{
+	long c = rrc_sys_accept4(rrc_g.listen_fd, 0, 0, SOCK_CLOEXEC);
+	if (c < 0)
+		return;
+	struct rrc_ctl_header h;
+	int fd = -1;
+	set_rcvtimeo((int)c, 0, 200000);
+	if (recv_request((int)c, &h, &fd) == 0)
+		send_error((int)c, RRC_ERR_HELD, 0, h.type == RRC_CTL_RESUME
+			   ? "RESUME on another connection than the HOLD's: a hold is resumed on its own connection"
+			   : "the process is held (HOLD on another control connection, for a copy of its data "
+			     "directory): retry when it is resumed");
+	if (fd >= 0)
+		rrc_sys_close(fd);
+	rrc_sys_close((int)c);
+}
+
+static void do_hold(int c, const struct rrc_ctl_hold *req)
+{
+	struct rrc_scratch *s = rrc_s;
+	uint32_t timeout_ms = req->timeout_ms ? req->timeout_ms : RRC_HOLD_MAX_MS;
+
+	if (timeout_ms > RRC_HOLD_MAX_MS || req->reserved) {
+		send_error(c, RRC_ERR_PROTOCOL, 0, req->reserved ? "HOLD: reserved field is not zero"
+					      : "HOLD: timeout_ms above RRC_HOLD_MAX_MS (10000)");
+		return;
+	}
+	s->err_code = 0;
+	s->err_msg[0] = 0;
+	/* the copy could not be brought forward: refuse before pausing */
+	if (rrc_fj_check() < 0) {
+		send_error(c, s->err_code, s->err_errno, s->err_msg);
+		return;
+	}
+
+	/* ---------------- the hold: ASYNC-SIGNAL-SAFE from here ---------------- */
+	uint64_t t0 = rrc_mono_ns();
+	if (rrc_quiesce() < 0) { /* released already */
+		send_error(c, s->err_code, s->err_errno, s->err_msg);
+		return;
+	}
+	uint64_t t1 = rrc_mono_ns();
+	if (rrc_fj_check() < 0) { /* broke between the check and the park */
+		rrc_release();
+		send_error(c, s->err_code, s->err_errno, s->err_msg);
+		return;
+	}
+	struct rrc_ctl_held held = { .quiesce_ns = t1 - t0, .threads = rrc_g.nslots, .timeout_ms = timeout_ms };
+	rrc_fj_discard(&held.discarded_ops, &held.discarded_bytes);
+	/* the last image's successor would lack the discarded changes */
+	forget_parent();
+	if (send_msg(c, RRC_CTL_HELD, &held, sizeof held) < 0) {
+		rrc_release();
+		rrc_log("HOLD: the caller went away before HELD: threads resumed");
+		return;
+	}
+	uint64_t deadline = rrc_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	set_rcvtimeo(c, 1, 0); /* a RESUME arrives whole: never wait long inside the hold */
+	for (;;) {
+		uint64_t now = rrc_mono_ns();
+		if (now >= deadline) {
+			rrc_release();
+			char m[200];
+			size_t l = rrc_bput(m, sizeof m, 0, "no RESUME within the hold's ");
+			l = rrc_bput_u64(m, sizeof m, l, timeout_ms);
+			rrc_bput(m, sizeof m, l, " ms: the threads were resumed; a copy taken during the hold "
+				 "may not be consistent");
+			rrc_log(m);
+			send_error(c, RRC_ERR_HOLD_EXPIRED, 0, m);
+			return;
+		}
+		struct pollfd pf[2] = { { .fd = c, .events = POLLIN }, { .fd = rrc_g.listen_fd, .events = POLLIN } };
+		struct rrc_ts ts = { (long)((deadline - now) / 1000000000ull), (long)((deadline - now) % 1000000000ull) };
+		long r = rrc_sys_ppoll(pf, 2, &ts);
+		if (r == -EINTR || r == 0)
+			continue;
+		if (r < 0) {
+			rrc_release();
+			send_error(c, RRC_ERR_HELD, (int)-r, "HOLD: ppoll failed: the threads were resumed");
+			return;
+		}
+		if (pf[1].revents & POLLIN)
+			refuse_while_held();
+		if (!pf[0].revents)
+			continue;
+		struct rrc_ctl_header h;
+		int fd = -1;
+		int got = recv_request(c, &h, &fd);
+		if (fd >= 0)
+			rrc_sys_close(fd);
+		if (got == -1) {
+			rrc_release();
+			rrc_log("HOLD: the control connection closed without RESUME: threads resumed");
+			return;
+		}
+		if (got == -2)
+			continue; /* answered; still held */
+		if (h.type == RRC_CTL_RESUME && h.length == 0) {
+			uint64_t t2 = rrc_mono_ns();
+			rrc_release();
+			/* ---------------- end of the hold ---------------- */
+			struct rrc_ctl_resumed res = { .held_ns = t2 - t0, .threads = held.threads };
+			send_msg(c, RRC_CTL_RESUMED, &res, sizeof res);
+			return;
+		}
+		send_error(c, RRC_ERR_HELD, 0, h.type == RRC_CTL_RESUME
+			   ? "RESUME payload must be empty; still held"
+			   : h.type == RRC_CTL_HOLD ? "a second HOLD: the threads are already held on this connection; send RESUME"
+						    : "the threads are held on this connection: only RESUME is served");
+	}
+}
+
 /* One request. Returns DUMP_RESTORED if this thread just came back from a
  * restore (the connection does not exist in this process). */
 static int serve(int c)
 {
 	struct rrc_ctl_header h;
 	int fd = -1;
-	static uint8_t payload[RRC_CTL_MAX_PAYLOAD];
 
 	struct timeval tv = { 10, 0 };
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	if (recv_all(c, &h, sizeof h, &fd) < 0)
+	if (recv_request(c, &h, &fd) < 0)
 		goto out;
-	if (h.magic != RRC_CTL_MAGIC || h.header_crc != rrc_crc32c(&h, 16)) {
-		send_error(c, RRC_ERR_PROTOCOL, 0, "bad request header (magic or header CRC)");
-		goto out;
-	}
-	if (h.version != RRC_CTL_VERSION) {
-		send_error(c, RRC_ERR_PROTOCOL, 0, "unsupported control protocol version");
-		goto out;
-	}
-	if (h.length > RRC_CTL_MAX_PAYLOAD) {
-		send_error(c, RRC_ERR_PROTOCOL, 0, "request payload longer than RRC_CTL_MAX_PAYLOAD");
-		goto out;
-	}
-	if (h.length && recv_all(c, payload, h.length, &fd) < 0)
-		goto out;
-	if (h.payload_crc != rrc_crc32c(payload, h.length)) {
-		send_error(c, RRC_ERR_PROTOCOL, 0, "bad request payload CRC");
-		goto out;
-	}
 	switch (h.type) {
 	case RRC_CTL_PING:
 		do_ping(c);
@@ -438,6 +591,19 @@ static int serve(int c)
 			return DUMP_RESTORED;
 		break;
 	}
+	case RRC_CTL_HOLD: {
+		struct rrc_ctl_hold req;
+		if (h.length != sizeof req) {
+			send_error(c, RRC_ERR_PROTOCOL, 0, "HOLD payload has the wrong size");
+			break;
+		}
+		memcpy(&req, payload, sizeof req);
+		do_hold(c, &req);
+		break;
+	}
+	case RRC_CTL_RESUME:
+		send_error(c, RRC_ERR_NOT_HELD, 0, "RESUME without a HOLD on this connection: nothing is held");
+		break;
 	default:
 		send_error(c, RRC_ERR_PROTOCOL, 0, "unknown request type");
 	}

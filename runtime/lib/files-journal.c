@@ -450,6 +450,25 @@ void rrc_fj_cut(void)
 	j->cut_bytes = j->data_bytes;
 }
 
+/* HOLD (control.c), every application thread parked outside the hook
+ * guard: each record so far describes a change that is complete in the
+ * files, and no change is half done. The records are dropped, so that from
+ * here on the journal holds exactly the changes made after this instant:
+ * a copy of the data directory taken before the threads run again, plus
+ * the next image's FILEOPS, is the process's directory at that image. No
+ * thread holds the journal lock (it is only taken inside the guard). */
+void rrc_fj_discard(uint64_t *ops, uint64_t *bytes)
+{
+	*ops = *bytes = 0;
+	if (!rrc_fj_enabled())
+		return;
+	struct rrc_fj *j = rrc_s->journal;
+	*ops = j->nr_ops;
+	*bytes = j->data_bytes;
+	j->len = j->nr_ops = j->data_bytes = 0;
+	j->cut_len = j->cut_nr = j->cut_bytes = 0;
+}
+
 /* In the snapshot child: the FILEOPS payload is hdr + [p, p + *len). */
 int rrc_fj_section(struct rrc_fileops_header *hdr, const uint8_t **p, uint64_t *len)
 {

@@ -179,6 +179,7 @@ int rrc_fj_check(void) RRC_HIDDEN;          /* pause: 0 or -1 with the error set
 void rrc_fj_cut(void) RRC_HIDDEN;           /* pause, before the fork */
 int rrc_fj_section(struct rrc_fileops_header *hdr, const uint8_t **p, uint64_t *len) RRC_HIDDEN;
 void rrc_fj_commit(int ok) RRC_HIDDEN;      /* parent, after the child */
+void rrc_fj_discard(uint64_t *ops, uint64_t *bytes) RRC_HIDDEN; /* HOLD, threads parked */
 
 /* ---- util.c (ASYNC-SIGNAL-SAFE) ---- */
 size_t rrc_strlen(const char *s) RRC_HIDDEN;

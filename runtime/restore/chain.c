@@ -109,10 +109,18 @@ static void parse_fds(struct chain *c)
 	}
 }
 
+static void check_full(const struct img *im)
+{
+	if (!id_zero(im->hdr.parent_id) || !(im->hdr.flags & RRC_IMG_F_FULL))
+		rst_fail(RRC_RST_IMAGE, 0, 1,
+			 "image 1 (%s): not a full image (parent %s): the chain must start with the full image",
+			 im->path, hex_id(im->hdr.parent_id));
+}
+
+static void chain_check_newest(struct chain *c);
+
 void chain_load(struct chain *c, int n, char **paths)
 {
-	struct img *nw;
-
 	memset(c, 0, sizeof(*c));
 	c->n = n;
 	c->imgs = xcalloc((size_t)n, sizeof(*c->imgs));
@@ -121,10 +129,7 @@ void chain_load(struct chain *c, int n, char **paths)
 
 		image_read(im, i, paths[i]);
 		if (i == 0) {
-			if (!id_zero(im->hdr.parent_id) || !(im->hdr.flags & RRC_IMG_F_FULL))
-				rst_fail(RRC_RST_IMAGE, 0, 1,
-					 "image 1 (%s): not a full image (parent %s): the chain must start with the full image",
-					 im->path, hex_id(im->hdr.parent_id));
+			check_full(im);
 			continue;
 		}
 		if (memcmp(im->hdr.parent_id, c->imgs[i - 1].hdr.image_id, 16))
@@ -138,7 +143,24 @@ void chain_load(struct chain *c, int n, char **paths)
 				 i + 1, im->path, (unsigned long long)im->hdr.sequence,
 				 (unsigned long long)c->imgs[i - 1].hdr.sequence);
 	}
-	nw = c->newest = &c->imgs[n - 1];
+	chain_check_newest(c);
+}
+
+void chain_load_stream(struct chain *c, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->n = 1;
+	c->imgs = xcalloc(1, sizeof(*c->imgs));
+	image_read_stream(&c->imgs[0], fd, "image stream");
+	check_full(&c->imgs[0]);
+	chain_check_newest(c);
+}
+
+/* The newest image's PROCESS, SIGNALS, THREADS, VMAS and FDS. */
+static void chain_check_newest(struct chain *c)
+{
+	struct img *nw = c->newest = &c->imgs[c->n - 1];
+	int n = c->n;
 
 	if (nw->sec_len[RRC_SEC_PROCESS] < sizeof(struct rrc_process))
 		FAIL_NEWEST(c, "section PROCESS too short (%llu bytes)",

@@ -3,8 +3,12 @@
  * rrc-restore: build a process again from a checkpoint chain.
  *
  *   rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] IMAGE...
+ *   rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] --image-stream S
  *
- * IMAGE... is the chain, from the full image to the newest. `rrc restore`
+ * IMAGE... is the chain, from the full image to the newest. With
+ * --image-stream, one full image arrives on fd S (a pipe) instead: the
+ * failover streams the backup's committed state without writing it to a
+ * file first (image-read.c). `rrc restore`
  * starts this program as pid 1 of fresh pid, mount, uts and ipc namespaces
  * (and the chosen network namespace), /proc remounted, a private tmpfs on
  * /run/rrc-container, inside the container's cgroup, with $RRC_CONTROL the
@@ -34,7 +38,8 @@
 
 static void usage(void)
 {
-	rst_fail(RRC_RST_USAGE, 0, 0, "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] IMAGE...");
+	rst_fail(RRC_RST_USAGE, 0, 0,
+		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] {IMAGE... | --image-stream FD}");
 }
 
 static int parse_fd(const char *s)
@@ -84,7 +89,7 @@ int main(int argc, char **argv)
 	struct chain c;
 	struct fd_ctx x;
 	struct blob_plan_in in;
-	int nimg, *own, nr_own = 0, i, repaired_fd = -1;
+	int nimg, *own, nr_own = 0, i, repaired_fd = -1, stream_fd = -1;
 	const char *control;
 
 	rst_t0_ns = rrc_mono_ns();
@@ -95,6 +100,8 @@ int main(int argc, char **argv)
 			rst_log_fd = parse_fd(argv[++i]);
 		else if (!strcmp(argv[i], "--repaired-fds") && i + 1 < argc)
 			repaired_fd = parse_fd(argv[++i]);
+		else if (!strcmp(argv[i], "--image-stream") && i + 1 < argc)
+			stream_fd = parse_fd(argv[++i]);
 		else if (!strcmp(argv[i], "--"))
 			{ i++; break; }
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -105,6 +112,10 @@ int main(int argc, char **argv)
 	if (rst_status_fd < 0)
 		usage();
 	nimg = argc - i;
+	if (stream_fd >= 0 && nimg)
+		usage();
+	if (stream_fd >= 0)
+		nimg = 1;
 	if (nimg < 1)
 		usage();
 	if (nimg > 60)
@@ -119,10 +130,18 @@ int main(int argc, char **argv)
 	rst_log("restoring a chain of %d image(s), control socket %s", nimg, control);
 	memset(&x, 0, sizeof(x));
 	/* first: the launcher blocks until they are read */
-	if (repaired_fd >= 0)
+	if (repaired_fd >= 0) {
 		repaired_receive(&x, repaired_fd);
+		/* a restorer started in advance (failover) waited here: the
+		 * log's times count from the hand-over */
+		rst_t0_ns = rrc_mono_ns();
+		rst_log("handed over: %zu repaired connection(s), %zu to accept", x.nr_rep, x.nr_pend);
+	}
 
-	chain_load(&c, nimg, argv + i);
+	if (stream_fd >= 0)
+		chain_load_stream(&c, stream_fd);
+	else
+		chain_load(&c, nimg, argv + i);
 	if (c.proc->pid != 1)
 		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)c.n,
 			 "image %d (%s): the process was pid %u in its namespace; only pid 1 (rrc exec) can be restored",

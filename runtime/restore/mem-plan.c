@@ -411,6 +411,14 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 		a->fills[i].image = (uint32_t)c->fills[i].image;
 	}
 	a->nr_fills = (uint32_t)c->nr_fills;
+	a->stream_fd = -1;
+	if (c->imgs[0].stream) {
+		a->stream_fd = in->image_fds[0];
+		a->stream_pages_crc = c->imgs[0].pages_crc;
+		a->stream_pos = c->imgs[0].pages_off;
+		a->stream_tail_len = c->imgs[0].stream_tail_len;
+		memcpy(a->stream_tail, c->imgs[0].stream_tail, sizeof(a->stream_tail));
+	}
 
 	a->mm = (struct blob_mm_map){
 		.start_code = c->proc->start_code, .end_code = c->proc->end_code,

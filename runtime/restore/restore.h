@@ -45,11 +45,21 @@ struct img {
 	uint64_t pages_off, pages_len; /* PAGES payload in the file */
 	struct pm_range *ranges;   /* sorted by vaddr */
 	size_t nr_ranges;
+	/* an image read from a pipe (image_read_stream): the position reached,
+	 * and what phase 2 must find after the pages: their CRC, then END */
+	int stream;
+	uint64_t stream_pos;
+	uint32_t pages_crc;
+	uint32_t stream_tail_len;  /* 0: END already read (no PAGES section) */
+	uint8_t stream_tail[40];
 };
 
 /* Reads and verifies header, every section CRC (PAGES included, streamed)
  * and END; fails with a message naming image and section otherwise. */
 void image_read(struct img *im, int index, const char *path);
+/* The same for one image arriving on fd (a pipe), read in order up to the
+ * PAGES section header; `what` names it in messages. */
+void image_read_stream(struct img *im, int fd, const char *what);
 const char *section_name(uint32_t type);
 
 /* ---- chain.c: the chain and the page resolution ---- */
@@ -87,6 +97,8 @@ struct chain {
 };
 
 void chain_load(struct chain *c, int n, char **paths);
+/* A chain of one full image arriving on fd (a pipe): image_read_stream. */
+void chain_load_stream(struct chain *c, int fd);
 void chain_resolve_pages(struct chain *c);
 
 /* ---- fds.c and one file per kind ---- */

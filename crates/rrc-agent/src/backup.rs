@@ -74,6 +74,8 @@ pub struct Backup {
     data: Mutex<Option<rrc_store::datadir::DataDirCopy>>,
     gate: Gate,
     route: BackupRoute,
+    /// What a failover restores into, made in advance (taken by it).
+    standby: Mutex<Option<crate::failover::Standby>>,
     shared: Mutex<Shared>,
     wake: Condvar,
     stopping: AtomicBool,
@@ -182,6 +184,8 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
     let svc: Ipv4Addr = spec.service_ip.parse().with_context(|| format!("service IP {:?}", spec.service_ip))?;
     let dir = agent.service_dir(&spec.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let writer = c.try_clone().context("cloning the replication connection")?;
+    let conn_ctl = c.try_clone().context("cloning the replication connection")?;
     let queue_num = QUEUE_BASE + (agent.next_index() % 60000) as u16;
     let gate = Gate::open(GateConfig::new(queue_num, svc)).context("opening the gate")?;
     let seeds: Vec<rrc_gate::StreamSeed> = rep.seeds.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
@@ -209,11 +213,16 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
         Some(_) => {
             let root = dir.join("data");
             let _ = std::fs::remove_dir_all(&root);
-            std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+            if let Err(e) = std::fs::create_dir_all(&root) {
+                route.destroy();
+                let _ = gate.shutdown();
+                return Err(anyhow::Error::new(e).context(format!("creating {}", root.display())));
+            }
             Some(rrc_store::datadir::DataDirCopy::new(&root))
         }
         None => None,
     };
+    let standby = crate::failover::Standby::prepare(agent, &spec, data.as_ref().map(|d| d.root()));
     Ok(Backup {
         data: Mutex::new(data),
         host: agent.cfg.name.clone(),
@@ -224,11 +233,12 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
         store: Mutex::new(Store::new()),
         gate,
         route,
+        standby: Mutex::new(standby),
         shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
-        writer: Mutex::new(c.try_clone().context("cloning the replication connection")?),
-        conn_ctl: c.try_clone().context("cloning the replication connection")?,
+        writer: Mutex::new(writer),
+        conn_ctl,
         threads: Mutex::new(Vec::new()),
         hb: Mutex::new(None),
         reported: Mutex::new(std::collections::HashSet::new()),
@@ -644,13 +654,29 @@ impl Backup {
 
     /// Ends the backup's part: threads, gate rules, routes, gate.
     pub fn stop(&self, reason: &str) {
+        // The failover's container and namespace go before the connection
+        // closes: a primary stopping the service waits for that close, so
+        // that `rrc stop` returns with nothing of the service left on
+        // this host's side that a user could trip over.
+        if let Some(s) = self.take_standby() {
+            s.discard();
+        }
         self.halt();
         self.join_threads();
         self.teardown();
         tracing::info!(service = %self.spec.name, reason, "backup stopped");
     }
 
+    /// What the failover restores into, made at setup (None if that
+    /// failed, or once taken).
+    pub fn take_standby(&self) -> Option<crate::failover::Standby> {
+        lock(&self.standby).take()
+    }
+
     fn teardown(&self) {
+        if let Some(s) = self.take_standby() {
+            s.discard();
+        }
         // Rules first: with the gate gone, queued packets would be dropped.
         self.route.destroy();
         if let Err(e) = self.gate.shutdown() {

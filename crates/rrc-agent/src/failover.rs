@@ -8,9 +8,11 @@
 //!     RST of its kernel escapes, and no client waits for a retransmission
 //!     timer; the service's output bypasses the gate; the replies it held
 //!     (never committed) are never released;
-//!  3. restored: the store's committed state is written as one full image
-//!     and restored in a container network namespace of this host that
-//!     holds the service IP, with this host's copy of the data directory;
+//!  3. restored: the store's committed state is streamed as one full
+//!     image over a pipe to rrc-restore (no image file: the restorer fills
+//!     the process's memory as the bytes arrive and checks every CRC) in a
+//!     container network namespace of this host that holds the service IP,
+//!     with this host's copy of the data directory;
 //!  4. repaired: before that, every client connection of the checkpoint is
 //!     rebuilt with TCP_REPAIR from the checkpoint's TCP table and the
 //!     gate's recording (crates/rrc-repair), and handed to the restorer at
@@ -18,7 +20,7 @@
 //!  5. live: the service IP is routed to the local container and the gate
 //!     is unhooked; leaving repair mode sent each client a window probe.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,6 +174,131 @@ fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream) -> Result<(
     Ok((sock, base))
 }
 
+/// What a backup makes in advance for its failover, so that none of it is
+/// on the failover's clock: the container's network namespace, holding
+/// the service IP but not yet routed to (~10 `ip` runs, ~30 ms), and
+/// rrc-restore started as pid 1 of its container in it (~35 ms), waiting
+/// for the repaired sockets, its image to come on a pipe whose write end
+/// is kept here.
+pub struct Standby {
+    net: ContainerNet,
+    restorer: Option<StandbyRestorer>,
+}
+
+struct StandbyRestorer {
+    started: rrc_launch::Started,
+    image_tx: OwnedFd,
+}
+
+/// The service's data directory at a failover: the backup's committed copy,
+/// and what the restored service gets bind-mounted (the same, or with a
+/// spare, a copy made at the failover: see [`data_dirs`]).
+struct DataDirs {
+    target: std::path::PathBuf,
+    committed: std::path::PathBuf,
+    live: std::path::PathBuf,
+}
+
+impl Standby {
+    /// Makes both; None (logged) if the namespace cannot be made, and no
+    /// restorer (logged) if it cannot be started: the failover then makes
+    /// what is missing itself.
+    pub fn prepare(agent: &Arc<Agent>, spec: &rrc_wire::msg::ServiceSpec, data_root: Option<&std::path::Path>) -> Option<Standby> {
+        let netns = format!("{}{}-{}", agent.cfg.netns_prefix, agent.cfg.name, spec.name);
+        let net = match ContainerNet::create_standby(&netns, agent.next_index(), &spec.service_ip, None) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(service = %spec.name, "preparing the failover's network namespace: {e:#}; the failover will make it");
+                return None;
+            }
+        };
+        let data = data_dirs(spec, data_root);
+        // The copy's directory, empty, exists before the restorer
+        // bind-mounts it; the failover fills it (fill_copy).
+        let prepared = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
+            let _ = std::fs::remove_dir_all(&d.live);
+            std::fs::create_dir_all(&d.live).with_context(|| format!("creating {}", d.live.display()))
+        });
+        let from = format!("committed state of {} (restorer started in advance)", spec.name);
+        let restorer = match prepared.and_then(|()| start_restorer(agent, spec, &netns, data.as_ref(), &from)) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!(service = %spec.name, "starting the failover's restorer in advance: {e:#}; the failover will start it");
+                None
+            }
+        };
+        Some(Standby { net, restorer })
+    }
+
+    /// The backup ends without a failover.
+    pub fn discard(self) {
+        // Started's drop removes the container.
+        drop(self.restorer);
+        self.net.destroy();
+    }
+}
+
+fn container_config(agent: &Agent) -> rrc_container::Config {
+    rrc_container::Config { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) }
+}
+
+/// With a spare to re-protect onto, the restored service writes on a copy
+/// (`data-live` next to the committed copy) and the committed one stays as
+/// it was at the restore, for the spare; otherwise it writes on the
+/// committed copy itself.
+fn data_dirs(spec: &rrc_wire::msg::ServiceSpec, committed: Option<&std::path::Path>) -> Option<DataDirs> {
+    let (target, committed) = (spec.data_dir.as_ref()?, committed?);
+    let live = match spec.spare {
+        Some(_) => committed.with_file_name("data-live"),
+        None => committed.to_path_buf(),
+    };
+    Some(DataDirs { target: target.into(), committed: committed.to_path_buf(), live })
+}
+
+/// Copies the committed data directory's content into `live`: made empty
+/// in advance, and the waiting restorer has bind-mounted that very
+/// directory (so it is filled, never replaced), or made here.
+fn fill_copy(committed: &std::path::Path, live: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(live).with_context(|| format!("creating {}", live.display()))?;
+    let out = std::process::Command::new("cp").arg("-a").arg("--reflink=auto").arg(committed.join(".")).arg(live).output().context("running cp")?;
+    if !out.status.success() {
+        anyhow::bail!("copying the data directory for the restored service: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// rrc-restore started in the container's namespace `netns`, reading its
+/// image from a new pipe whose write end is returned.
+fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str) -> Result<StandbyRestorer> {
+    let (image_rx, image_tx) = image_pipe()?;
+    let launch = rrc_launch::LaunchSpec {
+        images: rrc_launch::Images::Stream { fd: image_rx, from: from.into() },
+        netns: Some(netns.into()),
+        log: Some(agent.service_log(&spec.name)),
+        binds: data.map(|d| rrc_container::Bind { host: d.live.clone(), target: d.target.clone() }).into_iter().collect(),
+        restorer: agent.cfg.restorer.clone(),
+        container: container_config(agent),
+    };
+    let started = rrc_launch::start(launch)?;
+    Ok(StandbyRestorer { started, image_tx })
+}
+
+/// A pipe for the image stream, as large as an unprivileged process may
+/// make one (fewer wake-ups of the restorer; 64 KiB if that fails).
+fn image_pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds, which are ours from here on.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("creating the image pipe");
+    }
+    // SAFETY: fresh fds.
+    let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size").ok().and_then(|s| s.trim().parse::<i32>().ok()).unwrap_or(1 << 20);
+    // SAFETY: fcntl on our fd.
+    unsafe { libc::fcntl(tx.as_raw_fd(), libc::F_SETPIPE_SZ, max.min(1 << 20)) };
+    Ok((rx, tx))
+}
+
 /// Entry point, on the heartbeat monitor's thread.
 pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
     if b.is_stopping() {
@@ -220,13 +347,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     b.halt();
     step(&mut steps, &b.spec.name, "input held, gate stopped releasing", t0);
 
-    // 3a. The committed state as an image.
-    // In memory (tmpfs) when the machine has one: the image is read once,
-    // by the restorer, and removed after the restore.
-    let shm = std::path::Path::new("/dev/shm");
-    let dir = if shm.is_dir() { shm.join(format!("rrc-failover-{}-{}", agent.cfg.name, b.spec.name)) } else { b.dir().join("failover") };
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // 3a. What the committed state holds.
     let (table, conns, listeners, epoch) = {
         let store = b.store();
         let img = store.image().context("no checkpoint was ever committed: nothing to fail over to")?;
@@ -248,15 +369,72 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                 _ => None,
             })
             .collect();
-        store.write_image(&dir.join(rrc_image::IMAGE_FILE_NAME)).context("writing the committed state")?;
         (b.corrected_table(store.tcp_streams()), conns, listeners, b.last_committed_epoch())
     };
-    step(&mut steps, &b.spec.name, "committed state written", t0);
+    // 3b. What this host prepared when it became the backup (Standby):
+    // the container's network namespace, holding the service IP, now
+    // routed to (the input is held by the gate meanwhile), and rrc-restore
+    // waiting in its container; made here if that failed.
+    let standby = b.take_standby();
+    let (net, restorer) = match standby {
+        Some(Standby { net, restorer }) => {
+            if let Err(e) = net.activate() {
+                drop(restorer);
+                net.destroy();
+                return Err(e.context("routing to the container's network"));
+            }
+            let restorer = restorer.filter(|r| {
+                let alive = r.started.is_alive();
+                if !alive {
+                    tracing::warn!(service = %b.spec.name, "the restorer started in advance has ended (see the service's log); starting one now");
+                }
+                alive
+            });
+            (net, restorer)
+        }
+        None => {
+            let netns = format!("{}{}-{}", agent.cfg.netns_prefix, agent.cfg.name, b.spec.name);
+            (ContainerNet::create(&netns, agent.next_index(), &b.spec.service_ip, None).context("the container's network")?, None)
+        }
+    };
+    let netns = net.netns.clone();
+    let fail = |net: &ContainerNet, e: anyhow::Error| {
+        net.destroy();
+        e
+    };
 
-    // 3b. The container's network namespace, holding the service IP.
-    let index = agent.next_index();
-    let netns = format!("{}{}-{}", agent.cfg.netns_prefix, agent.cfg.name, b.spec.name);
-    let net = ContainerNet::create(&netns, index, &b.spec.service_ip, None).context("the container's network")?;
+    // The data directory: the committed copy, or (with a spare to
+    // re-protect onto) a copy of it, so that the committed one stays as it
+    // was at the restore, for the spare.
+    let data = data_dirs(&b.spec, b.data_root().as_deref());
+    let data_at_restore = match &data {
+        Some(d) if d.live != d.committed => {
+            if let Err(e) = fill_copy(&d.committed, &d.live) {
+                return Err(fail(&net, e));
+            }
+            Some(d.committed.clone())
+        }
+        _ => None,
+    };
+
+    // 3c. The committed state, streamed to the restorer from here on (the
+    // store is halted: nothing changes it meanwhile).
+    let ccfg = container_config(agent);
+    let from = format!("committed state of {}, epoch {epoch}", b.spec.name);
+    let (started, image_tx) = match restorer {
+        Some(r) => (r.started, r.image_tx),
+        None => match start_restorer(agent, &b.spec, &netns, data.as_ref(), &from) {
+            Ok(r) => (r.started, r.image_tx),
+            Err(e) => return Err(fail(&net, e)),
+        },
+    };
+    let writer = {
+        let b = b.clone();
+        std::thread::Builder::new()
+            .name("failover-image".into())
+            .spawn(move || b.store().stream_image(std::fs::File::from(image_tx)))
+            .map_err(|e| fail(&net, anyhow::Error::new(e).context("starting the image writer")))?
+    };
 
     // 4. Repair every client connection the checkpoint holds.
     let mut outcomes = Vec::new();
@@ -307,59 +485,46 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     }
     step(&mut steps, &b.spec.name, "connections repaired", t0);
 
-    // 3c. Restore.
-    let ccfg = rrc_container::Config { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) };
-    let mut binds = Vec::new();
-    let mut data_at_restore = None;
-    if let (Some(target), Some(root)) = (&b.spec.data_dir, b.data_root()) {
-        // With a spare to re-protect onto, the service gets a copy and the
-        // committed one stays as it was at the restore, for the spare.
-        let live_root = if b.spec.spare.is_some() {
-            let live_root = b.dir().join("data-live");
-            let _ = std::fs::remove_dir_all(&live_root);
-            let out = std::process::Command::new("cp").arg("-a").arg("--reflink=auto").arg(&root).arg(&live_root).output().context("running cp")?;
-            if !out.status.success() {
-                anyhow::bail!("copying the data directory for the restored service: {}", String::from_utf8_lossy(&out.stderr).trim());
-            }
-            data_at_restore = Some(root);
-            live_root
-        } else {
-            root
-        };
-        binds.push(rrc_container::Bind { host: live_root, target: target.into() });
-    }
-    let req = rrc_launch::RestoreRequest {
-        images: dir.clone(),
-        netns: Some(netns.clone()),
-        log: Some(agent.service_log(&b.spec.name)),
-        binds,
-        repaired,
-        pending_accept,
-        restorer: agent.cfg.restorer.clone(),
-        container: ccfg.clone(),
-        verify_chain: false,
+    // 3d. Restore: the sockets go to the restorer, which then reads the
+    // stream.
+    let restored = started.finish(repaired, pending_accept);
+    // The writer ends either way: the restorer read everything, or it
+    // stopped and the writer got EPIPE.
+    let written: Result<(), String> = match writer.join() {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the image writer panicked".into()),
     };
-    let restored = match rrc_launch::restore(&req) {
-        Ok(r) => r,
-        Err(e) => {
+    let restored = match (restored, written) {
+        (Ok(r), Ok(())) => r,
+        (Ok(r), Err(we)) => {
+            // The restorer checked the END section, so this is not
+            // expected; the restored process is not trusted either way.
+            if let Err(e) = rrc_container::kill(&ccfg, &r.record) {
+                tracing::error!(service = %b.spec.name, "removing the restored container: {e}");
+            }
             net.destroy();
-            let _ = std::fs::remove_dir_all(&dir);
+            anyhow::bail!("restoring the committed state: the restore ended but streaming the image failed: {we}");
+        }
+        (Err(e), w) => {
+            net.destroy();
+            let e = match w {
+                Err(we) => e.context(format!("streaming the image failed: {we}")),
+                Ok(()) => e,
+            };
             return Err(e.context("restoring the committed state"));
         }
     };
     step(&mut steps, &b.spec.name, "restored, library answered", t0);
-    let _ = std::fs::remove_dir_all(&dir);
 
     // 5. Live: the held input goes to the restored service (the route
-    // already points to the container), then the gate is unhooked.
+    // already points to the container). From here the gate passes every
+    // client packet at once (the service's output already bypasses it),
+    // so unhooking it (an iptables run, ~10 ms) is done off the clock.
     match b.gate().release_input() {
         Ok(n) => tracing::info!(service = %b.spec.name, packets = n, "clients' packets held during the failover delivered"),
         Err(e) => tracing::warn!(service = %b.spec.name, "delivering the held packets: {e}"),
     }
-    b.route().unhook();
-    // Off the clock: the chain is no longer jumped to.
-    let route = b.route().clone();
-    std::thread::spawn(move || route.remove_chain());
     // The new backup of a re-protection joins these connections; the
     // repaired sockets count bytes from their repair on, so their seeds
     // carry where each one started (see Backup::corrected_table).
@@ -374,8 +539,17 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             sd
         })
         .collect();
-    b.close_gate();
     step(&mut steps, &b.spec.name, "live: traffic to the local container", t0);
+    {
+        // The queue must stay bound until nothing jumps to it any more: a
+        // packet queued to an unbound queue is dropped.
+        let b = b.clone();
+        std::thread::spawn(move || {
+            b.route().unhook();
+            b.close_gate();
+            b.route().remove_chain();
+        });
+    }
     let total = ms(s.silent_for) + ms(t0.elapsed());
     if outcomes.iter().any(|o| !o.repaired) && outcomes.iter().all(|o| !o.repaired) && !outcomes.is_empty() {
         tracing::warn!(service = %b.spec.name, "no connection could be repaired");

@@ -78,12 +78,33 @@ impl ContainerNet {
     /// are policy-routed there (the primary of a protected service); with
     /// None they follow the host's routes (a service live after failover).
     pub fn create(netns: &str, index: u32, service_ip: &str, reply_via: Option<(&str, &str)>) -> Result<ContainerNet> {
+        let n = ContainerNet::create_standby(netns, index, service_ip, reply_via)?;
+        if let Err(e) = n.activate() {
+            n.destroy();
+            return Err(e);
+        }
+        Ok(n)
+    }
+
+    /// Everything of [`ContainerNet::create`] but the host's route to the
+    /// service IP: the namespace is ready and unreachable. A backup keeps
+    /// one for its failover (the ~10 `ip` runs it takes are then not on
+    /// the failover's clock); [`ContainerNet::activate`] routes to it.
+    pub fn create_standby(netns: &str, index: u32, service_ip: &str, reply_via: Option<(&str, &str)>) -> Result<ContainerNet> {
         let n = ContainerNet { netns: netns.into(), host_if: format!("rrcsvc{index}"), service_ip: service_ip.into(), table: 1000 + index };
         if let Err(e) = n.build(reply_via) {
             n.destroy();
             return Err(e);
         }
         Ok(n)
+    }
+
+    /// Routes the service IP on this host to the container. `replace`:
+    /// after a failover the service IP was routed to the primary until
+    /// this moment.
+    pub fn activate(&self) -> Result<()> {
+        ip(&["route", "replace", &format!("{}/32", self.service_ip), "dev", &self.host_if])?;
+        Ok(())
     }
 
     fn build(&self, reply_via: Option<(&str, &str)>) -> Result<()> {
@@ -106,9 +127,6 @@ impl ContainerNet {
         ip(&["-n", ns, "route", "add", "default", "via", GATEWAY, "dev", "eth0"])?;
         ip(&["addr", "add", &format!("{GATEWAY}/32"), "dev", hif])?;
         ip(&["link", "set", hif, "up"])?;
-        // replace: after a failover the service IP was routed to the
-        // primary until this moment.
-        ip(&["route", "replace", &format!("{svc}/32"), "dev", hif])?;
         host_forwarding(&[hif])?;
         if let Some((backup_addr, repl_if)) = reply_via {
             host_forwarding(&[repl_if])?;

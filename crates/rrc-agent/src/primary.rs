@@ -31,6 +31,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `rrc stop` waits for the backup to close its side.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 /// Checkpoint data frames.
 const CHUNK: usize = 1 << 20;
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -101,6 +103,10 @@ pub struct Primary {
     front_if: String,
     /// For re-protection after the backup fails.
     agent: std::sync::Weak<Agent>,
+    /// The data directory's copy made for this replication's backup after
+    /// a backup failure (`copy_data_dir_held`); removed when the service
+    /// stops or is re-protected again.
+    data_copy: Mutex<Option<std::path::PathBuf>>,
 }
 
 /// `rrc run` arrives here, at the primary's agent.
@@ -210,9 +216,11 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         // Its content before the start reaches the backup first; from then
         // on every change travels in the checkpoint of its epoch.
         let init = rrc_store::datadir::snapshot_ops(&host_dir)
-            .map(|ops| rrc_image::fileops::encode_fileops(&ops))
+            .map(|ops| fileops_frames(&ops))
             .context("reading the data directory's initial content")
-            .and_then(|p| write_frame(&mut conn, FrameKind::DataDirInit, &p).context("sending the data directory's initial content"));
+            .and_then(|frames| {
+                frames.iter().try_for_each(|p| write_frame(&mut conn, FrameKind::DataDirInit, p)).context("sending the data directory's initial content")
+            });
         if let Err(e) = init {
             net.destroy();
             abort(&mut conn, "primary set-up failed");
@@ -293,6 +301,7 @@ fn assemble(
         conn: Mutex::new(conn),
         threads: Mutex::new(Vec::new()),
         agent: Arc::downgrade(agent),
+        data_copy: Mutex::new(None),
     })
 }
 
@@ -319,38 +328,225 @@ pub fn reprotect(
     // The data directory: the spare gets its content as it was at the
     // restore (kept aside by the failover); the first checkpoint carries
     // every change since, which the restored library journalled from its
-    // first instruction on. Without that copy (the backup failed: the
-    // files change under us) there is no consistent state to ship.
+    // first instruction on. After a backup failure there is no such copy:
+    // one is made now, with the service held for the copy's duration.
+    let mut data_copy: Option<(std::path::PathBuf, serde_json::Value)> = None;
     let data_init = match (&old.data_dir, data_at_restore) {
         (None, _) => None,
         (Some(_), Some(dir)) => Some(
             rrc_store::datadir::snapshot_ops(dir)
-                .map(|ops| rrc_image::fileops::encode_fileops(&ops))
+                .map(|ops| fileops_frames(&ops))
                 .with_context(|| format!("reading the data directory as restored ({})", dir.display()))?,
         ),
-        (Some(_), None) => bail!(
-            "re-protection of a service with a data directory after a backup failure is not supported yet: its files cannot be shipped consistently while it runs"
-        ),
+        (Some(d), None) => {
+            let (copy, report) = copy_data_dir_held(agent, &old.name, d, record.pid)?;
+            let ops = rrc_store::datadir::snapshot_ops(&copy)
+                .map(|ops| fileops_frames(&ops))
+                .with_context(|| format!("reading the data directory's copy ({})", copy.display()));
+            let ops = match ops {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&copy);
+                    return Err(e);
+                }
+            };
+            data_copy = Some((copy, report));
+            Some(ops)
+        }
     };
-    let mut spec = old.clone();
-    spec.primary = agent.cfg.name.clone();
-    spec.backup = spare.clone();
-    spec.spare = None;
-    let (mut conn, ready, hb_sock) = connect_backup(agent, &spec, seeds)?;
+    // Whatever fails from here on, the copy goes; once re-protected it
+    // stays with the service until it stops.
+    let remove_copy = |c: &Option<(std::path::PathBuf, serde_json::Value)>| {
+        if let Some((dir, _)) = c {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    };
+    let spec = spec_for_spare(agent, old, &spare);
+    let (mut conn, ready, hb_sock) = match connect_backup(agent, &spec, seeds) {
+        Ok(c) => c,
+        Err(e) => {
+            remove_copy(&data_copy);
+            return Err(e);
+        }
+    };
     if let Some(init) = &data_init {
-        write_frame(&mut conn, FrameKind::DataDirInit, init).context("sending the data directory as restored")?;
+        if let Err(e) = init.iter().try_for_each(|p| write_frame(&mut conn, FrameKind::DataDirInit, p)).context("sending the data directory's content") {
+            remove_copy(&data_copy);
+            return Err(e);
+        }
     }
     // Replies through the new backup, which now answers ARP for the
     // service IP (it sent a gratuitous ARP); this host stops answering.
-    net.add_reply_route(&ready.backup_addr, &agent.cfg.repl_if)?;
+    if let Err(e) = net.add_reply_route(&ready.backup_addr, &agent.cfg.repl_if) {
+        remove_copy(&data_copy);
+        return Err(e);
+    }
     crate::net::unadvertise(&spec.service_ip, &agent.cfg.front_if);
     if let Some(last) = failovers.last_mut() {
-        last["reprotected"] = serde_json::json!({"new_backup": spare, "at": crate::now_rfc3339(), "ms": t0.elapsed().as_secs_f64() * 1000.0});
+        let mut r = serde_json::json!({"new_backup": spare, "at": crate::now_rfc3339(), "ms": t0.elapsed().as_secs_f64() * 1000.0});
+        if let Some((_, report)) = &data_copy {
+            if let (Some(r), Some(c)) = (r.as_object_mut(), report.as_object()) {
+                r.extend(c.clone());
+            }
+        }
+        last["reprotected"] = r;
     }
-    let p = Arc::new(assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers)?);
-    p.run_threads()?;
+    let p = match assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            remove_copy(&data_copy);
+            return Err(e);
+        }
+    };
+    *lock(&p.data_copy) = data_copy.map(|(dir, _)| dir);
+    if let Err(e) = p.run_threads() {
+        if let Some(dir) = lock(&p.data_copy).take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return Err(e);
+    }
     tracing::info!(service = %p.spec.name, backup = %p.spec.backup, "re-protected");
     Ok(p)
+}
+
+/// What one DataDirInit frame may carry of encoded file operations: well
+/// under a frame's limit (rrc_wire::frame::MAX_PAYLOAD, 16 MiB).
+const DATA_DIR_FRAME: usize = 8 << 20;
+/// A write is split into pieces of at most this much data.
+const DATA_DIR_WRITE: usize = 4 << 20;
+
+/// `ops` as FILEOPS payloads for DataDirInit frames, in order, each within
+/// [`DATA_DIR_FRAME`] (a data directory of any size; the backup applies the
+/// frames in the order they came). At least one payload.
+fn fileops_frames(ops: &[rrc_image::fileops::FileOp]) -> Vec<Vec<u8>> {
+    use rrc_image::fileops::{encode_fileops, FileOp};
+    // per op: the record header, the path (at most PATH_MAX) and padding
+    const OVERHEAD: usize = 48 + 4096;
+    let mut frames = Vec::new();
+    let mut batch: Vec<FileOp> = Vec::new();
+    let mut size = 0usize;
+    let mut push = |op: FileOp, n: usize, batch: &mut Vec<FileOp>, size: &mut usize| {
+        if !batch.is_empty() && *size + n > DATA_DIR_FRAME {
+            frames.push(encode_fileops(batch));
+            batch.clear();
+            *size = 0;
+        }
+        *size += n;
+        batch.push(op);
+    };
+    for op in ops {
+        match op {
+            FileOp::Write { path, offset, data } if data.len() > DATA_DIR_WRITE => {
+                for (i, piece) in data.chunks(DATA_DIR_WRITE).enumerate() {
+                    let w = FileOp::Write { path: path.clone(), offset: offset + (i * DATA_DIR_WRITE) as u64, data: piece.to_vec() };
+                    push(w, piece.len() + OVERHEAD, &mut batch, &mut size);
+                }
+            }
+            FileOp::Write { data, .. } => push(op.clone(), data.len() + OVERHEAD, &mut batch, &mut size),
+            FileOp::Symlink { target, .. } => push(op.clone(), target.len() + OVERHEAD, &mut batch, &mut size),
+            _ => push(op.clone(), OVERHEAD, &mut batch, &mut size),
+        }
+    }
+    if !batch.is_empty() || frames.is_empty() {
+        frames.push(encode_fileops(&batch));
+    }
+    frames
+}
+
+/// The service's spec with this host as primary and the spare as backup.
+fn spec_for_spare(agent: &Agent, old: &ServiceSpec, spare: &str) -> ServiceSpec {
+    let mut spec = old.clone();
+    spec.primary = agent.cfg.name.clone();
+    spec.backup = spare.to_string();
+    spec.spare = None;
+    spec
+}
+
+/// The longest the service may stay held for the data directory's copy:
+/// past it the library resumes the threads and the copy is not used.
+const DATA_COPY_HOLD_MS: u32 = rrc_control::HOLD_MAX_MS;
+
+/// A copy of the data directory consistent with a checkpoint to come, made
+/// while the service runs on after a backup failure: the library parks
+/// every thread at its safe point (as for a dump: no thread inside a
+/// journalled file operation) and empties its data-directory journal, the
+/// directory is copied (`cp -a --reflink=auto`, into this service's own
+/// directory), and the threads run again. Every change made after the park
+/// is in the journal, so the spare's copy plus the first checkpoint's
+/// FILEOPS is the service's directory at that checkpoint. Returns the copy
+/// and its report for the failover timeline (the pause, its size).
+fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Result<(std::path::PathBuf, serde_json::Value)> {
+    // The directory as the service sees it (its bind mount), through its
+    // mount namespace: the same path however this host got it.
+    let src = std::path::PathBuf::from(format!("/proc/{pid}/root{}", data_dir.trim_end_matches('/')));
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let dst = agent.service_dir(name).join(format!("data-copy-{stamp}"));
+    let _ = std::fs::remove_dir_all(&dst);
+    let sock = control_socket_of(pid);
+    let t0 = Instant::now();
+    let hold = rrc_control::hold(&sock, DATA_COPY_HOLD_MS, PAUSE_TIMEOUT).context("holding the service for a copy of its data directory")?;
+    let parked = t0.elapsed();
+    let held = *hold.held();
+    let t_copy = Instant::now();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg("--reflink=auto")
+        .arg("--")
+        .arg(&src)
+        .arg(&dst)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let copy_ms = t_copy.elapsed().as_secs_f64() * 1000.0;
+    // Resume first, whatever the copy's outcome: the service must not wait
+    // on our bookkeeping.
+    let resumed = hold.resume(PAUSE_TIMEOUT);
+    let fail = |why: String| -> anyhow::Error {
+        let _ = std::fs::remove_dir_all(&dst);
+        anyhow::anyhow!(why)
+    };
+    let resumed = match resumed {
+        Ok(r) => r,
+        Err(e) => return Err(fail(format!("the hold for the data directory's copy ended before the copy did ({copy_ms:.1} ms of copying): {e}; the copy is not consistent"))),
+    };
+    match copied {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return Err(fail(format!("copying {} (cp {}): {}", src.display(), o.status, String::from_utf8_lossy(&o.stderr).trim()))),
+        Err(e) => return Err(fail(format!("running cp for {}: {e}", src.display()))),
+    }
+    let (files, bytes) = tree_size(&dst);
+    let pause_ms = resumed.held_ns as f64 / 1e6;
+    let report = serde_json::json!({
+        "data_copy_pause_ms": pause_ms,
+        "data_copy_ms": copy_ms,
+        "data_copy_quiesce_ms": held.quiesce_ns as f64 / 1e6,
+        "data_copy_bytes": bytes,
+        "data_copy_files": files,
+        "data_copy_threads": resumed.threads,
+        "data_copy_discarded_ops": held.discarded_ops,
+        "data_copy_hold_rtt_ms": parked.as_secs_f64() * 1000.0,
+    });
+    tracing::info!(service = name, pause_ms, copy_ms, bytes, files, threads = resumed.threads, copy = %dst.display(),
+        "data directory copied while the service was held");
+    Ok((dst, report))
+}
+
+/// Regular files and their bytes below `dir` (symlinks not followed).
+fn tree_size(dir: &std::path::Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let Ok(md) = e.path().symlink_metadata() else { continue };
+            if md.is_dir() {
+                todo.push(e.path());
+            } else if md.is_file() {
+                files += 1;
+                bytes += md.len();
+            }
+        }
+    }
+    (files, bytes)
 }
 
 fn random_id() -> [u8; 16] {
@@ -472,6 +668,19 @@ impl Primary {
         if self.spec.spare.is_some() {
             if let Some(agent) = self.agent.upgrade() {
                 self.retire(None);
+                // The copy of the data directory made for the spare is the
+                // state at its hold: a checkpoint this replication still
+                // took after it would drop journal records the spare needs.
+                if self.spec.data_dir.is_some() {
+                    if let Err(e) = self.join_threads(Duration::from_secs(15)) {
+                        tracing::error!(service = %self.spec.name, "re-protection refused: {e:#}; the service stays UNPROTECTED");
+                        lock(&self.shared).stats.last_error = Some(format!("re-protection refused: {e:#}"));
+                        return;
+                    }
+                }
+                if let Some(old) = lock(&self.data_copy).take() {
+                    let _ = std::fs::remove_dir_all(old);
+                }
                 match reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers, None) {
                     Ok(p) => agent.replace(&self.spec.name, Service::Primary(p)),
                     Err(e) => {
@@ -481,6 +690,26 @@ impl Primary {
                 }
             }
         }
+    }
+
+    /// Waits (bounded) for the epoch and backup-reader threads of a retired
+    /// replication to end.
+    fn join_threads(&self, within: Duration) -> Result<()> {
+        let deadline = Instant::now() + within;
+        let me = std::thread::current().id();
+        let mut threads = lock(&self.threads);
+        while threads.iter().any(|t| t.thread().id() != me && !t.is_finished()) {
+            if Instant::now() >= deadline {
+                bail!("the replication threads did not end within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for t in threads.drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        Ok(())
     }
 
     /// Ends this replication (threads, heartbeat, connection) but leaves
@@ -495,7 +724,13 @@ impl Primary {
             hb.stop();
         }
         if let (Some(reason), Ok(mut c)) = (stop_reason, self.conn.try_lock()) {
-            let _ = write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload);
+            if write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload).is_ok() {
+                // The backup closes the connection once its side is gone
+                // (Backup::stop); the ack reader sees that EOF and ends,
+                // which stop() waits for (bounded).
+                let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
+                return;
+            }
         }
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
     }
@@ -517,16 +752,21 @@ impl Primary {
     /// Ends the service: epochs, container, backup, network.
     pub fn stop(&self, reason: &str) {
         self.retire(Some(reason));
-        let me = std::thread::current().id();
-        for t in lock(&self.threads).drain(..) {
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
+        // The ack reader ends when the backup has closed its side.
+        if self.join_threads(STOP_WAIT).is_err() {
+            tracing::warn!(service = %self.spec.name, "the backup did not close the replication connection within {STOP_WAIT:?}");
+        }
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        if let Err(e) = self.join_threads(PAUSE_TIMEOUT) {
+            tracing::warn!(service = %self.spec.name, "{e:#}");
         }
         if let Err(e) = rrc_container::kill(&self.ccfg, &self.record) {
             tracing::warn!(service = %self.spec.name, "removing the container: {e}");
         }
         self.net.destroy();
+        if let Some(copy) = lock(&self.data_copy).take() {
+            let _ = std::fs::remove_dir_all(copy);
+        }
         if !lock(&self.shared).failovers.is_empty() {
             crate::net::unadvertise(&self.spec.service_ip, &self.front_if);
         }
@@ -540,7 +780,7 @@ impl Primary {
             .context("re-reading a rejected checkpoint for its file operations")?;
         if let Some(f) = img.fileops.as_ref().filter(|f| !f.ops.is_empty()) {
             tracing::info!(service = %self.spec.name, epoch, ops = f.ops.len(), "file operations of the rejected checkpoint will be sent again");
-            lock(&self.shared).carried_ops.push(rrc_image::fileops::encode_fileops(&f.ops));
+            lock(&self.shared).carried_ops.extend(fileops_frames(&f.ops));
         }
         Ok(())
     }
@@ -761,3 +1001,45 @@ impl Primary {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rrc_image::fileops::{parse_fileops, FileOp, RelPath};
+
+    /// A data directory larger than a frame travels in several DataDirInit
+    /// frames, each within the limit, that apply to the same tree.
+    #[test]
+    fn fileops_frames_split_within_the_frame_limit_and_apply_identically() {
+        let big: Vec<u8> = (0..(20u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let mut ops = vec![FileOp::Create { path: RelPath::new("big").unwrap(), mode: 0o644 }];
+        ops.push(FileOp::Write { path: RelPath::new("big").unwrap(), offset: 0, data: big.clone() });
+        for i in 0..3000 {
+            ops.push(FileOp::Create { path: RelPath::new(format!("f{i}")).unwrap(), mode: 0o600 });
+            ops.push(FileOp::Write { path: RelPath::new(format!("f{i}")).unwrap(), offset: 0, data: format!("file {i}").into_bytes() });
+        }
+        let frames = fileops_frames(&ops);
+        assert!(frames.len() > 3, "{} frames", frames.len());
+        let root = |tag: &str| {
+            let d = std::env::temp_dir().join(format!("rrc-agent-frames-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let (a, b) = (root("whole"), root("frames"));
+        rrc_store::datadir::apply_ops(&a, &ops).unwrap();
+        for f in &frames {
+            assert!(f.len() <= rrc_wire::frame::MAX_PAYLOAD as usize, "a frame of {} bytes", f.len());
+            rrc_store::datadir::apply_ops(&b, &parse_fileops(f).unwrap().ops).unwrap();
+        }
+        assert_eq!(std::fs::read(b.join("big")).unwrap(), big);
+        for i in [0, 1234, 2999] {
+            assert_eq!(std::fs::read(a.join(format!("f{i}"))).unwrap(), std::fs::read(b.join(format!("f{i}"))).unwrap());
+        }
+        assert_eq!(std::fs::read_dir(&a).unwrap().count(), std::fs::read_dir(&b).unwrap().count());
+        let _ = std::fs::remove_dir_all(&a);
+        let _ = std::fs::remove_dir_all(&b);
+        // an empty directory still sends one (empty) frame
+        assert_eq!(fileops_frames(&[]).len(), 1);
+    }
+}

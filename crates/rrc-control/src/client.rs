@@ -191,3 +191,45 @@ impl DumpSession {
         }
     }
 }
+
+/// A HOLD in force: every application thread is parked (and the data
+/// directory's journal was emptied) until [`HoldSession::resume`], the
+/// hold's timeout, or the drop of this session (the connection closes and
+/// the library resumes the threads by itself).
+pub struct HoldSession {
+    client: Client,
+    held: Held,
+}
+
+/// Sends HOLD and waits for HELD. `timeout_ms` bounds the hold itself
+/// (0 = [`HOLD_MAX_MS`]); `timeout` bounds the wait for HELD.
+pub fn hold(path: &Path, timeout_ms: u32, timeout: Duration) -> Result<HoldSession, ControlError> {
+    let mut client = Client::connect(path)?;
+    client.send(&Message::Hold(HoldRequest { timeout_ms }), None, timeout)?;
+    match client.recv(timeout, "HELD")? {
+        Message::Held(held) => Ok(HoldSession { client, held }),
+        Message::Error(reply) => Err(ControlError::Remote { path: path.to_path_buf(), stage: "refused the hold", reply }),
+        m => Err(client.unexpected("HELD", &m)),
+    }
+}
+
+impl HoldSession {
+    pub fn held(&self) -> &Held {
+        &self.held
+    }
+
+    /// RESUME -> RESUMED. An ERROR HOLD_EXPIRED here means the library had
+    /// already resumed the threads (its timeout passed): whatever was done
+    /// during the hold did not see a parked process throughout.
+    pub fn resume(mut self, timeout: Duration) -> Result<Resumed, ControlError> {
+        // The library may have ended the hold and closed already: its
+        // ERROR is still readable after a failed send.
+        let sent = self.client.send(&Message::Resume, None, timeout);
+        match self.client.recv(timeout, "RESUMED") {
+            Ok(Message::Resumed(r)) => Ok(r),
+            Ok(Message::Error(reply)) => Err(ControlError::Remote { path: self.client.path.clone(), stage: "ended the hold", reply }),
+            Ok(m) => Err(self.client.unexpected("RESUMED", &m)),
+            Err(e) => Err(sent.err().unwrap_or(e)),
+        }
+    }
+}

@@ -15,6 +15,11 @@ pub const DUMP_SIZE: usize = 40;
 pub const DUMP_PAUSED_SIZE: usize = 56;
 pub const DUMP_DONE_SIZE: usize = 24;
 pub const ERROR_MIN_SIZE: usize = 8;
+pub const HOLD_SIZE: usize = 8;
+pub const HELD_SIZE: usize = 32;
+pub const RESUMED_SIZE: usize = 16;
+/// `RRC_HOLD_MAX_MS`: the longest a HOLD keeps the threads parked.
+pub const HOLD_MAX_MS: u32 = 10_000;
 
 /// `enum rrc_ctl_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +30,10 @@ pub enum MsgType {
     DumpPaused = 4,
     DumpDone = 5,
     Error = 6,
+    Hold = 7,
+    Held = 8,
+    Resume = 9,
+    Resumed = 10,
 }
 
 impl MsgType {
@@ -36,6 +45,10 @@ impl MsgType {
             4 => MsgType::DumpPaused,
             5 => MsgType::DumpDone,
             6 => MsgType::Error,
+            7 => MsgType::Hold,
+            8 => MsgType::Held,
+            9 => MsgType::Resume,
+            10 => MsgType::Resumed,
             _ => return None,
         })
     }
@@ -47,6 +60,10 @@ impl MsgType {
             MsgType::DumpPaused => "DUMP_PAUSED",
             MsgType::DumpDone => "DUMP_DONE",
             MsgType::Error => "ERROR",
+            MsgType::Hold => "HOLD",
+            MsgType::Held => "HELD",
+            MsgType::Resume => "RESUME",
+            MsgType::Resumed => "RESUMED",
         }
     }
 }
@@ -91,6 +108,32 @@ pub struct DumpDone {
     pub write_ns: u64,
 }
 
+/// `struct rrc_ctl_hold`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldRequest {
+    /// 1..=[`HOLD_MAX_MS`]; 0 = [`HOLD_MAX_MS`].
+    pub timeout_ms: u32,
+}
+
+/// `struct rrc_ctl_held`: every application thread is parked and the data
+/// directory's journal was emptied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Held {
+    pub quiesce_ns: u64,
+    pub discarded_ops: u64,
+    pub discarded_bytes: u64,
+    pub threads: u32,
+    pub timeout_ms: u32,
+}
+
+/// `struct rrc_ctl_resumed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Resumed {
+    /// First park signal to the release: the pause the application saw.
+    pub held_ns: u64,
+    pub threads: u32,
+}
+
 /// `enum rrc_ctl_error_code`, with unknown codes kept as numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ErrorCode(pub u32);
@@ -108,6 +151,10 @@ impl ErrorCode {
     pub const TIMERS: ErrorCode = ErrorCode(10);
     pub const PENDING_SIGNAL: ErrorCode = ErrorCode(11);
     pub const TCP_TABLE: ErrorCode = ErrorCode(12);
+    pub const FILE_JOURNAL: ErrorCode = ErrorCode(13);
+    pub const HELD: ErrorCode = ErrorCode(14);
+    pub const HOLD_EXPIRED: ErrorCode = ErrorCode(15);
+    pub const NOT_HELD: ErrorCode = ErrorCode(16);
 
     pub fn name(self) -> Option<&'static str> {
         Some(match self.0 {
@@ -124,6 +171,9 @@ impl ErrorCode {
             11 => "PENDING_SIGNAL",
             12 => "TCP_TABLE",
             13 => "FILE_JOURNAL",
+            14 => "HELD",
+            15 => "HOLD_EXPIRED",
+            16 => "NOT_HELD",
             _ => return None,
         })
     }
@@ -166,6 +216,10 @@ pub enum Message {
     DumpPaused(DumpPaused),
     DumpDone(DumpDone),
     Error(ErrorReply),
+    Hold(HoldRequest),
+    Held(Held),
+    Resume,
+    Resumed(Resumed),
 }
 
 /// A malformed message (the reason names what is wrong).
@@ -203,6 +257,10 @@ impl Message {
             Message::DumpPaused(_) => MsgType::DumpPaused,
             Message::DumpDone(_) => MsgType::DumpDone,
             Message::Error(_) => MsgType::Error,
+            Message::Hold(_) => MsgType::Hold,
+            Message::Held(_) => MsgType::Held,
+            Message::Resume => MsgType::Resume,
+            Message::Resumed(_) => MsgType::Resumed,
         }
     }
 
@@ -239,6 +297,23 @@ impl Message {
                 p.extend_from_slice(&m.code.0.to_le_bytes());
                 p.extend_from_slice(&m.sys_errno.to_le_bytes());
                 p.extend_from_slice(m.message.as_bytes());
+            }
+            Message::Hold(m) => {
+                p.extend_from_slice(&m.timeout_ms.to_le_bytes());
+                p.extend_from_slice(&0u32.to_le_bytes());
+            }
+            Message::Held(m) => {
+                for v in [m.quiesce_ns, m.discarded_ops, m.discarded_bytes] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+                p.extend_from_slice(&m.threads.to_le_bytes());
+                p.extend_from_slice(&m.timeout_ms.to_le_bytes());
+            }
+            Message::Resume => {}
+            Message::Resumed(m) => {
+                p.extend_from_slice(&m.held_ns.to_le_bytes());
+                p.extend_from_slice(&m.threads.to_le_bytes());
+                p.extend_from_slice(&0u32.to_le_bytes());
             }
         }
         p
@@ -352,6 +427,34 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
                 sys_errno: u32_at(p, 4) as i32,
                 message: String::from_utf8_lossy(&p[8..]).into_owned(),
             })
+        }
+        MsgType::Hold => {
+            need(HOLD_SIZE)?;
+            if u32_at(p, 4) != 0 {
+                return Err(DecodeError("HOLD: reserved field is not zero".into()));
+            }
+            Message::Hold(HoldRequest { timeout_ms: u32_at(p, 0) })
+        }
+        MsgType::Held => {
+            need(HELD_SIZE)?;
+            Message::Held(Held {
+                quiesce_ns: u64_at(p, 0),
+                discarded_ops: u64_at(p, 8),
+                discarded_bytes: u64_at(p, 16),
+                threads: u32_at(p, 24),
+                timeout_ms: u32_at(p, 28),
+            })
+        }
+        MsgType::Resume => {
+            need(0)?;
+            Message::Resume
+        }
+        MsgType::Resumed => {
+            need(RESUMED_SIZE)?;
+            if u32_at(p, 12) != 0 {
+                return Err(DecodeError("RESUMED: reserved field is not zero".into()));
+            }
+            Message::Resumed(Resumed { held_ns: u64_at(p, 0), threads: u32_at(p, 8) })
         }
     })
 }

@@ -35,7 +35,7 @@ fn u(v: &Value) -> u64 {
 
 #[test]
 fn every_vector_decodes_and_reencodes_identically() {
-    for name in ["ping", "pong", "dump", "dump_incremental", "dump_paused", "dump_done", "error"] {
+    for name in ["ping", "pong", "dump", "dump_incremental", "dump_paused", "dump_done", "error", "hold", "held", "resume", "resumed"] {
         let (bytes, e) = load(name);
         let msg = decode(&bytes).unwrap_or_else(|err| panic!("{name}: {err}"));
         assert_eq!(msg.msg_type() as u64, u(&e["type"]), "{name}");
@@ -67,6 +67,13 @@ fn every_vector_decodes_and_reencodes_identically() {
                 assert_eq!(i64::from(r.sys_errno), e["sys_errno"].as_i64().unwrap());
                 assert_eq!(r.message, e["message"].as_str().unwrap());
             }
+            Message::Hold(h) => assert_eq!(u64::from(h.timeout_ms), u(&e["timeout_ms"])),
+            Message::Held(h) => assert_eq!(
+                [h.quiesce_ns, h.discarded_ops, h.discarded_bytes, h.threads.into(), h.timeout_ms.into()],
+                ["quiesce_ns", "discarded_ops", "discarded_bytes", "threads", "timeout_ms"].map(|k| u(&e[k]))
+            ),
+            Message::Resume => {}
+            Message::Resumed(r) => assert_eq!([r.held_ns, r.threads.into()], ["held_ns", "threads"].map(|k| u(&e[k]))),
         }
     }
 }
@@ -86,6 +93,10 @@ fn requests_encode_like_c() {
         assert_eq!(Message::Dump(req).encode(), bytes, "{name}");
     }
     assert_eq!(DUMP_F_INCREMENTAL, 1);
+    let (hold, e) = load("hold");
+    assert_eq!(Message::Hold(HoldRequest { timeout_ms: u(&e["timeout_ms"]) as u32 }).encode(), hold);
+    let (resume, _) = load("resume");
+    assert_eq!(Message::Resume.encode(), resume);
 }
 
 #[test]

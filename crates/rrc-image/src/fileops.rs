@@ -230,7 +230,7 @@ pub fn parse_fileops(p: &[u8]) -> Result<FileOps, String> {
                 if length != data_len as u64 {
                     return Err(at(format!("WRITE length {length} is not its data_len {data_len}")));
                 }
-                if offset.checked_add(length).is_none_or(|e| e > i64::MAX as u64) {
+                if offset.checked_add(length).map_or(true, |e| e > i64::MAX as u64) {
                     return Err(at(format!("WRITE at {offset} + {length} beyond the largest file offset")));
                 }
                 FileOp::Write { path, offset, data: data.to_vec() }

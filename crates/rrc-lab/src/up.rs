@@ -153,6 +153,19 @@ pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
         }
         cmd.stdin(std::process::Stdio::null()).stdout(log).stderr(log2);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // The agent outlives this command: it must not keep what the caller
+        // left open (a `flock` lock file held for the caller's duration
+        // would stay locked as long as the lab runs).
+        // SAFETY: one plain syscall between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                const CLOSE_RANGE_CLOEXEC: libc::c_uint = 4;
+                if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         cmd.spawn().map_err(io(format!("starting the agent of host {}", h.name)))?;
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -1,7 +1,8 @@
-//! One restore: find (and optionally verify) the chain, start rrc-restore
-//! as pid 1 of a new container, hand it the repaired sockets, wait for its
-//! status record and for the restored library's PONG. Whatever fails, the
-//! container is removed before the error is returned.
+//! One restore: find (and optionally verify) the chain, or take the stream
+//! an image arrives on; start rrc-restore as pid 1 of a new container, hand
+//! it the repaired sockets, wait for its status record and for the restored
+//! library's PONG. Whatever fails, the container is removed before the
+//! error is returned.
 
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -19,18 +20,58 @@ use crate::wait;
 
 /// The fd number rrc-restore finds its status pipe at.
 pub const STATUS_FD: i32 = 3;
+/// The fd number rrc-restore reads a streamed image from.
+pub const IMAGE_STREAM_FD: i32 = 5;
 /// The restorer's PATH (it runs no other program; the restored process
 /// keeps the environment of its image).
 const RESTORER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Bound on the parent links followed without verification (a link cycle).
 const MAX_CHAIN: usize = 1000;
 
-/// What to restore, and where.
+/// Where the image comes from.
+#[derive(Debug)]
+pub enum Images {
+    /// The image directory of the newest checkpoint (DIR/checkpoint.rrc,
+    /// DIR/parent -> the previous one, down to a full image). With
+    /// `verify`, the whole chain is verified here first (every CRC, page
+    /// data included) before anything starts; rrc-restore verifies it
+    /// again in any case.
+    Chain { dir: PathBuf, verify: bool },
+    /// One full image arriving on the read end of a pipe (`rrc-restore
+    /// --image-stream`), written by someone else meanwhile (the agent's
+    /// store at a failover: no image file is written first). rrc-restore
+    /// checks it as it reads: every metadata CRC before it uses anything,
+    /// the pages' CRC and END before the process runs. `from` names the
+    /// source in logs and the container's record. The writer sees EPIPE if
+    /// the restore ends early: the request is consumed, and this end is
+    /// closed once rrc-restore holds its copy.
+    Stream { fd: OwnedFd, from: String },
+}
+
+/// What to restore: where from and how, and the sockets to hand over.
 #[derive(Debug)]
 pub struct RestoreRequest {
-    /// The image directory of the newest checkpoint (DIR/checkpoint.rrc,
-    /// DIR/parent -> the previous one, down to a full image).
-    pub images: PathBuf,
+    pub launch: LaunchSpec,
+    /// Established TCP connections rebuilt with TCP_REPAIR, each for the fd
+    /// number its connection had in the image (an RRC_FD_INET_CONN record
+    /// whose local and peer addresses the socket must have). Closed here
+    /// once handed over (the restorer holds duplicates). In or out of
+    /// repair mode: rrc-restore puts each in repair mode until every fd is
+    /// placed, then leaves it.
+    pub repaired: Vec<(i32, OwnedFd)>,
+    /// Connections the primary's kernel had completed but the application
+    /// had not accept()ed, rebuilt with TCP_REPAIR like `repaired`, each
+    /// with the fd number of its listener (an RRC_FD_INET_LISTEN record
+    /// with the socket's local port), in accept-queue order. The restored
+    /// library hands them to the application's next accept() on that
+    /// listener (runtime/lib/accept-queue.c).
+    pub pending_accept: Vec<(i32, OwnedFd)>,
+}
+
+/// What rrc-restore is started with ([`start`]).
+#[derive(Debug)]
+pub struct LaunchSpec {
+    pub images: Images,
     /// Join the network namespace /run/netns/NAME (where the repaired
     /// sockets were created).
     pub netns: Option<String>,
@@ -40,28 +81,10 @@ pub struct RestoreRequest {
     /// Bind mounts made before the restorer reopens files (the data
     /// directory: the backup's copy at the path the service used).
     pub binds: Vec<Bind>,
-    /// Established TCP connections rebuilt with TCP_REPAIR, each for the fd
-    /// number its connection had in the image (an RRC_FD_INET_CONN record
-    /// whose local and peer addresses the socket must have). The caller
-    /// keeps these descriptors (the restorer gets duplicates); close them
-    /// once `restore` returned. In or out of repair mode: rrc-restore puts
-    /// each in repair mode until every fd is placed, then leaves it.
-    pub repaired: Vec<(i32, OwnedFd)>,
-    /// Connections the primary's kernel had completed but the application
-    /// had not accept()ed, rebuilt with TCP_REPAIR like `repaired`, each
-    /// with the fd number of its listener (an RRC_FD_INET_LISTEN record
-    /// with the socket's local port), in accept-queue order. The restored
-    /// library hands them to the application's next accept() on that
-    /// listener (runtime/lib/accept-queue.c). Kept by the caller likewise.
-    pub pending_accept: Vec<(i32, OwnedFd)>,
     /// The rrc-restore binary.
     pub restorer: PathBuf,
     /// Where the container's cgroup and registry entry go.
     pub container: Config,
-    /// Verify the whole chain here first (every CRC, page data included)
-    /// before starting anything. rrc-restore verifies it again in any case;
-    /// false saves that pass for an image this host just wrote itself.
-    pub verify_chain: bool,
 }
 
 /// Where the time went, for the failover timeline.
@@ -138,85 +161,148 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Restores the chain ending at `req.images` and returns once the restored
-/// library answered PING with restored=1. On any failure after the start
-/// the container is removed (and the error says so).
-pub fn restore(req: &RestoreRequest) -> Result<Restored> {
-    let dir = std::fs::canonicalize(&req.images).with_context(|| format!("image directory {}", req.images.display()))?;
-    let t_verify = Instant::now();
-    // Nothing is started before the chain is found (and verified if asked).
-    let images = chain_images(&dir, req.verify_chain)?;
-    let verify = t_verify.elapsed();
-    tracing::info!(images = images.len(), dir = %dir.display(), verified = req.verify_chain, repaired = req.repaired.len(), pending_accept = req.pending_accept.len(), "restoring");
+/// Restores the chain (or stream) of `req.launch.images` and returns once
+/// the restored library answered PING with restored=1. On any failure
+/// after the start the container is removed (and the error says so). The
+/// request's descriptors are closed when this returns.
+pub fn restore(req: RestoreRequest) -> Result<Restored> {
+    start(req.launch)?.finish(req.repaired, req.pending_accept)
+}
 
+/// rrc-restore started as pid 1 of its container, waiting for the
+/// repaired sockets (an image stream's bytes may already flow): a failover
+/// starts it in advance, when the host becomes the backup, so that the
+/// container is not made on the failover's clock. [`Started::finish`]
+/// hands the sockets over and waits for the restore; dropping it without
+/// finishing removes the container.
+#[derive(Debug)]
+pub struct Started {
+    /// (container, status pipe, repaired-socket channel): taken by finish.
+    run: Option<(Container, OwnedFd, OwnedFd)>,
+    container: Config,
+    source: PathBuf,
+    nr_images: usize,
+    verify: Duration,
+    spawn: Duration,
+}
+
+/// Finds the chain (verified if asked) or takes the stream, and starts
+/// rrc-restore in a new container (docs/restore.md). Nothing is started
+/// if the chain cannot be found.
+pub fn start(l: LaunchSpec) -> Result<Started> {
     let (status_r, status_w) = pipe()?;
     let mut pass_fds = vec![(status_w, STATUS_FD)];
-    let mut argv: Vec<OsString> = vec![req.restorer.clone().into(), "--status-fd".into(), STATUS_FD.to_string().into()];
-    if req.log.is_some() {
+    let t_verify = Instant::now();
+    let (source, image_args, nr_images): (PathBuf, Vec<OsString>, usize) = match l.images {
+        Images::Chain { ref dir, verify } => {
+            let dir = std::fs::canonicalize(dir).with_context(|| format!("image directory {}", dir.display()))?;
+            let images = chain_images(&dir, verify)?;
+            tracing::info!(images = images.len(), dir = %dir.display(), verified = verify, "restoring");
+            let n = images.len();
+            (dir, images.into_iter().map(PathBuf::into_os_string).collect(), n)
+        }
+        Images::Stream { fd, ref from } => {
+            tracing::info!(from = %from, "restoring an image stream");
+            pass_fds.push((fd, IMAGE_STREAM_FD));
+            (PathBuf::from(format!("<{from}>")), vec!["--image-stream".into(), IMAGE_STREAM_FD.to_string().into()], 1)
+        }
+    };
+    let verify = t_verify.elapsed();
+
+    let mut argv: Vec<OsString> = vec![l.restorer.clone().into(), "--status-fd".into(), STATUS_FD.to_string().into()];
+    if l.log.is_some() {
         // The restorer's step-by-step log (chain, each fd placed, blob,
         // resume) goes to its stderr, the log file, ahead of the process's
         // own output.
         argv.extend(["--log-fd".into(), "2".into()]);
     }
-    let mut channel = None;
-    if !req.repaired.is_empty() || !req.pending_accept.is_empty() {
-        let (ours, theirs) = repaired::channel()?;
-        pass_fds.push((theirs, REPAIRED_FD));
-        argv.extend(["--repaired-fds".into(), REPAIRED_FD.to_string().into()]);
-        channel = Some(ours);
-    }
-    argv.extend(images.iter().map(|p| p.clone().into_os_string()));
+    // Always: the restorer reads the sockets (maybe none) first, so a
+    // container started in advance waits there.
+    let (channel, theirs) = repaired::channel()?;
+    pass_fds.push((theirs, REPAIRED_FD));
+    argv.extend(["--repaired-fds".into(), REPAIRED_FD.to_string().into()]);
+    argv.extend(image_args);
     let env: Vec<(OsString, OsString)> = vec![
         ("PATH".into(), RESTORER_PATH.into()),
         // The control socket the restored library binds again.
         ("RRC_CONTROL".into(), format!("{CONTAINER_RUN_DIR}/{CONTROL_SOCKET_NAME}").into()),
     ];
-    let spec = Spec {
-        argv,
-        env,
-        netns: req.netns.clone(),
-        log: req.log.clone(),
-        pass_fds,
-        restored_from: Some(dir.clone()),
-        binds: req.binds.clone(),
-    };
+    let spec = Spec { argv, env, netns: l.netns.clone(), log: l.log.clone(), pass_fds, restored_from: Some(source.clone()), binds: l.binds.clone() };
     let t_spawn = Instant::now();
-    let c = spawn(&req.container, spec).context("starting rrc-restore")?;
+    let c = spawn(&l.container, spec).context("starting rrc-restore")?;
+    Ok(Started { run: Some((c, status_r, channel)), container: l.container, source, nr_images, verify, spawn: t_spawn.elapsed() })
+}
 
-    let res = run_restore(&c, status_r, channel, &req.repaired, &req.pending_accept);
-    match res {
-        Ok((status, t_status, pong)) => {
-            let timings = Timings {
-                verify,
-                spawn_to_status: t_status.duration_since(t_spawn),
-                status_to_pong: t_status.elapsed(),
-            };
-            tracing::info!(pid = c.pid(), id = %c.record.id, ?timings, "restored");
-            Ok(Restored { record: c.record, status, pong, images: images.len(), repaired: req.repaired.len(), timings })
+impl Started {
+    /// rrc-restore's pid (the restored process's, once it runs).
+    pub fn pid(&self) -> i32 {
+        self.run.as_ref().map_or(0, |(c, _, _)| c.pid())
+    }
+
+    /// Whether rrc-restore still runs (it ends only by failing before the
+    /// hand-over: its record says why).
+    pub fn is_alive(&self) -> bool {
+        let Some((c, _, _)) = self.run.as_ref() else { return false };
+        let mut st = 0;
+        // SAFETY: plain syscalls on the container's pid 1, our child
+        // (this process is a subreaper) until reaped.
+        match unsafe { libc::waitpid(c.pid(), &mut st, libc::WNOHANG) } {
+            0 => true,
+            r if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) => (unsafe { libc::kill(c.pid(), 0) }) == 0,
+            _ => false,
         }
-        Err(e) => {
-            if let Err(k) = rrc_container::kill(&req.container, &c.record) {
-                tracing::error!("removing the failed container {}: {k}", c.record.id);
+    }
+
+    /// Hands the repaired sockets over, waits for rrc-restore's status and
+    /// the restored library's PONG. On failure the container is removed.
+    pub fn finish(mut self, repaired: Vec<(i32, OwnedFd)>, pending_accept: Vec<(i32, OwnedFd)>) -> Result<Restored> {
+        let (c, status_r, channel) = self.run.take().expect("a Started holds its container until finish or drop");
+        tracing::info!(pid = c.pid(), repaired = repaired.len(), pending_accept = pending_accept.len(), "handing over to rrc-restore");
+        let t_handover = Instant::now();
+        match run_restore(&c, status_r, channel, &repaired, &pending_accept) {
+            Ok((status, t_status, pong)) => {
+                let timings = Timings {
+                    verify: self.verify,
+                    spawn_to_status: self.spawn + t_status.duration_since(t_handover),
+                    status_to_pong: t_status.elapsed(),
+                };
+                tracing::info!(pid = c.pid(), id = %c.record.id, ?timings, "restored");
+                Ok(Restored { record: c.record, status, pong, images: self.nr_images, repaired: repaired.len(), timings })
             }
-            Err(e.context(format!("restoring {} (container {} removed)", dir.display(), c.record.id)))
+            Err(e) => {
+                if let Err(k) = rrc_container::kill(&self.container, &c.record) {
+                    tracing::error!("removing the failed container {}: {k}", c.record.id);
+                }
+                Err(e.context(format!("restoring {} (container {} removed)", self.source.display(), c.record.id)))
+            }
+        }
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some((c, _, _)) = self.run.take() {
+            if let Err(e) = rrc_container::kill(&self.container, &c.record) {
+                tracing::warn!("removing the unused restore container {}: {e}", c.record.id);
+            }
         }
     }
 }
 
 /// Hand-over, status, PONG. Returns the status, when it came, the PONG.
-fn run_restore(c: &Container, status_r: OwnedFd, channel: Option<OwnedFd>, socks: &[(i32, OwnedFd)], pending: &[(i32, OwnedFd)]) -> Result<(RestoreStatus, Instant, Pong)> {
-    if let Some(chan) = channel {
-        if let Err(e) = repaired::send_all(chan, socks, pending) {
-            // The restorer must not go on with some sockets missing: end it
-            // first, then its record (if it wrote one) says why it stopped
-            // reading.
-            // SAFETY: plain kill of the container's pid 1, still our child.
-            unsafe { libc::kill(c.pid(), libc::SIGKILL) };
-            return Err(match wait::read_status(status_r, c) {
-                Ok(st) if st.code != 0 => anyhow::Error::new(RestorerFailed { status: st }).context(format!("{e:#}")),
-                _ => e,
-            });
-        }
+fn run_restore(c: &Container, status_r: OwnedFd, chan: OwnedFd, socks: &[(i32, OwnedFd)], pending: &[(i32, OwnedFd)]) -> Result<(RestoreStatus, Instant, Pong)> {
+    // send_all closes the channel after the last socket: the restorer
+    // reads until EOF.
+    if let Err(e) = repaired::send_all(chan, socks, pending) {
+        // The restorer must not go on with some sockets missing: end it
+        // first, then its record (if it wrote one) says why it stopped
+        // reading.
+        // SAFETY: plain kill of the container's pid 1, still our child.
+        unsafe { libc::kill(c.pid(), libc::SIGKILL) };
+        return Err(match wait::read_status(status_r, c) {
+            Ok(st) if st.code != 0 => anyhow::Error::new(RestorerFailed { status: st }).context(format!("{e:#}")),
+            _ => e,
+        });
     }
     let status = wait::read_status(status_r, c)?;
     let t_status = Instant::now();

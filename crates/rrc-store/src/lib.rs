@@ -352,6 +352,19 @@ impl Store {
         Ok(id)
     }
 
+    /// Writes the committed state as one full image to `w` (a pipe to
+    /// `rrc-restore --image-stream`: a failover restores without writing
+    /// the image to a file first); header fields as [`Store::write_image`].
+    /// Returns the image id and size.
+    pub fn stream_image<W: Write>(&self, w: W) -> Result<(ImageId, u64), WriteError> {
+        let m = self.meta.as_ref().ok_or(WriteError::Empty)?;
+        let id = random_id().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
+        let io = |source| WriteError::Io { path: "<image stream>".into(), what: "writing", source };
+        let (w, n) = self.encode_full(BufWriter::with_capacity(1 << 20, w), id, m.header.created_ns).map_err(io)?;
+        w.into_inner().map_err(|e| io(e.into_error()))?;
+        Ok((id, n))
+    }
+
     /// [`Store::write_image`] with the header fields given (diagnostics:
     /// re-encoding a full image with its own id must give its bytes).
     pub fn write_image_as(&self, path: &Path, image_id: ImageId, created_ns: u64) -> Result<u64, WriteError> {

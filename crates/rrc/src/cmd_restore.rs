@@ -17,8 +17,13 @@ use crate::{locate, JsonFlag};
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
     /// The image directory of the newest checkpoint of the chain.
-    #[arg(long, value_name = "DIR")]
-    pub images: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "stdin", conflicts_with = "stdin")]
+    pub images: Option<PathBuf>,
+    /// Read one full image from standard input instead (a pipe, e.g.
+    /// `ssh host cat DIR/checkpoint.rrc | rrc restore --stdin`): it is
+    /// checked as it is read, every CRC before the process runs.
+    #[arg(long)]
+    pub stdin: bool,
     /// Join the network namespace /run/netns/NAME.
     #[arg(long, value_name = "NAME")]
     pub netns: Option<String>,
@@ -84,18 +89,31 @@ fn take_inherited(args: &[RepairedFd]) -> Result<Vec<(i32, OwnedFd)>> {
 
 pub fn run(a: RestoreArgs) -> Result<ExitCode> {
     let repaired = take_inherited(&a.repaired_fd)?;
+    let images = match a.images {
+        Some(dir) => rrc_launch::Images::Chain { dir, verify: true },
+        None => {
+            // SAFETY: fcntl on stdin, giving a fresh fd we own.
+            let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+            if fd < 0 {
+                return Err(anyhow!(std::io::Error::last_os_error()).context("--stdin: standard input is not open"));
+            }
+            // SAFETY: fresh fd.
+            rrc_launch::Images::Stream { fd: unsafe { OwnedFd::from_raw_fd(fd) }, from: "standard input".into() }
+        }
+    };
     let req = RestoreRequest {
-        images: a.images,
-        netns: a.netns,
-        log: a.log,
-        binds: a.data_dir.into_iter().collect(),
+        launch: rrc_launch::LaunchSpec {
+            images,
+            netns: a.netns,
+            log: a.log,
+            binds: a.data_dir.into_iter().collect(),
+            restorer: locate::find(locate::RESTORER)?,
+            container: Config::default(),
+        },
         repaired,
         pending_accept: vec![],
-        restorer: locate::find(locate::RESTORER)?,
-        container: Config::default(),
-        verify_chain: true,
     };
-    let r = rrc_launch::restore(&req).map_err(|e| e.context("rrc restore"))?;
+    let r = rrc_launch::restore(req).map_err(|e| e.context("rrc restore"))?;
     let t = &r.timings;
     let c = rrc_container::Container { record: r.record };
     print_started(

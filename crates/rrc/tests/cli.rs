@@ -8,27 +8,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn rrc() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rrc"));
-    c.env_remove("RRC_LOG");
-    c
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::{repo, require_runtime, rrc};
 
 fn vectors() -> PathBuf {
     repo().join("tests/vectors")
-}
-
-fn require_runtime() {
-    let b = std::env::var_os("RRC_LIBDIR").map(PathBuf::from).unwrap_or_else(|| repo().join("runtime/build"));
-    assert!(
-        b.join("librrc.so").is_file() && b.join("rrc-restore").is_file(),
-        "librrc.so or rrc-restore missing in {} (run `make runtime`)",
-        b.display()
-    );
 }
 
 fn run(cmd: &mut Command) -> (i32, String, String) {

@@ -10,26 +10,16 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use rrc_control::{DumpDone, DumpRequest};
 use rrc_image::sections::{FdKind, VmaKind};
 use rrc_image::Image;
 
+mod common;
+use common::{require_runtime, rrc};
+
 const T: Duration = Duration::from_secs(30);
-
-fn rrc() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rrc"));
-    c.env_remove("RRC_LOG");
-    c
-}
-
-fn require_runtime() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let b = std::env::var_os("RRC_LIBDIR").map(PathBuf::from).unwrap_or_else(|| repo.join("runtime/build"));
-    assert!(b.join("librrc.so").is_file(), "librrc.so missing in {} (run `make runtime`)", b.display());
-}
 
 fn tmp(tag: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("rrc-stream-{tag}-{}", std::process::id()));

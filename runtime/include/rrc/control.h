@@ -5,8 +5,10 @@
  * Transport: a SOCK_STREAM unix socket; the library listens on the path in
  * $RRC_CONTROL (under rrc exec: /run/rrc-container/control.sock inside the
  * container, reached from outside as /proc/PID/root/run/rrc-container/...).
- * One request per connection. The Rust crate rrc-control mirrors this
- * header; tests/vectors/control-*.bin pin the bytes.
+ * One request per connection (a HOLD's RESUME excepted), served one at a
+ * time: a request sent while another is served waits for it. The Rust
+ * crate rrc-control mirrors this header; tests/vectors/control-*.bin pin
+ * the bytes.
  *
  * Every message: rrc_ctl_header, then `length` payload bytes.
  *
@@ -18,6 +20,25 @@
  *   DUMP (+ image fd, SCM_RIGHTS) -> ERROR                 (refused, nothing changed)
  *                             -> DUMP_PAUSED, DUMP_DONE    (success)
  *                             -> DUMP_PAUSED, ERROR        (the snapshot child failed)
+ *
+ * HOLD parks every application thread exactly as a DUMP's pause does (same
+ * quiesce, same hook guard: no thread is inside a journalled data-directory
+ * operation), DISCARDS the data directory's journal (every change in it is
+ * already in the files) and keeps the threads parked, so that the caller
+ * can copy the data directory as the state at this instant; the journal
+ * from then on holds exactly the changes since the copy. The next DUMP
+ * must be full (last_image_id is cleared). Added to version 1 as types
+ * 7..10 and codes 14..16: a library that predates them answers HOLD with
+ * ERROR PROTOCOL "unknown request type".
+ *
+ *   HOLD                      -> ERROR                     (refused, nothing changed)
+ *                             -> HELD                      (parked), then on the same connection:
+ *     RESUME                  -> RESUMED                   (released; the copy is consistent)
+ *     any other request       -> ERROR HELD                (still held)
+ *     (timeout_ms passed)     -> ERROR HOLD_EXPIRED        (the library released the threads)
+ *     (connection closed)        released
+ *   any request on another connection during a hold -> ERROR HELD
+ *   RESUME without a hold on its connection         -> ERROR NOT_HELD
  */
 #ifndef RRC_CONTROL_H
 #define RRC_CONTROL_H
@@ -36,6 +57,10 @@ enum rrc_ctl_type {
 	RRC_CTL_DUMP_PAUSED = 4,
 	RRC_CTL_DUMP_DONE   = 5,
 	RRC_CTL_ERROR       = 6,
+	RRC_CTL_HOLD        = 7,
+	RRC_CTL_HELD        = 8,
+	RRC_CTL_RESUME      = 9, /* no payload */
+	RRC_CTL_RESUMED     = 10,
 };
 
 struct rrc_ctl_header {
@@ -83,6 +108,28 @@ struct rrc_ctl_dump_done {
 	uint64_t write_ns;        /* snapshot child: start .. image complete */
 };
 
+/* The longest a HOLD keeps the threads parked without RESUME. */
+#define RRC_HOLD_MAX_MS 10000u
+
+struct rrc_ctl_hold {
+	uint32_t timeout_ms;      /* 1..RRC_HOLD_MAX_MS; 0 = RRC_HOLD_MAX_MS */
+	uint32_t reserved;        /* zero */
+};
+
+struct rrc_ctl_held {
+	uint64_t quiesce_ns;      /* first park signal .. all threads parked */
+	uint64_t discarded_ops;   /* journal records dropped (already in the files) */
+	uint64_t discarded_bytes; /* their data bytes */
+	uint32_t threads;         /* application threads parked */
+	uint32_t timeout_ms;      /* the hold ends by itself this long after HELD */
+};
+
+struct rrc_ctl_resumed {
+	uint64_t held_ns;         /* first park signal .. threads released: the pause */
+	uint32_t threads;
+	uint32_t reserved;
+};
+
 /* rrc_ctl_error.code */
 enum rrc_ctl_error_code {
 	RRC_ERR_PROTOCOL     = 1, /* malformed request */
@@ -99,6 +146,9 @@ enum rrc_ctl_error_code {
 	RRC_ERR_TCP_TABLE    = 12, /* the TCP stream table (NETLINK_SOCK_DIAG) could not be captured */
 	RRC_ERR_FILE_JOURNAL = 13, /* the data directory's change journal overflowed or saw an
 				    * operation it cannot describe (sticky) */
+	RRC_ERR_HELD         = 14, /* the threads are held (HOLD): only RESUME on the holding connection */
+	RRC_ERR_HOLD_EXPIRED = 15, /* no RESUME within the hold's timeout: the library released the threads */
+	RRC_ERR_NOT_HELD     = 16, /* RESUME without a HOLD on this connection */
 };
 
 struct rrc_ctl_error {

@@ -76,6 +76,16 @@ struct blob_args {
 	struct blob_vma *vmas;
 	struct blob_fill *fills;
 
+	/* an image arriving on a pipe (rrc-restore --image-stream): the fills
+	 * are read in order from stream_fd, which is at stream_pos (the PAGES
+	 * payload's offset); then the PAGES CRC must be pages_crc and the next
+	 * bytes the END section phase 1 predicted, then end of stream */
+	int32_t  stream_fd;                    /* -1: fills are pread */
+	uint32_t stream_pages_crc;
+	uint64_t stream_pos;
+	uint32_t stream_tail_len;
+	uint8_t  stream_tail[40];
+
 	struct blob_mm_map mm;
 	uint64_t auxv[RRC_AUXV_MAX];
 	struct rrc_sigaction sigs[64];

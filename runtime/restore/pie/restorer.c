@@ -28,6 +28,7 @@
 #include <linux/prctl.h>
 #include <linux/sched.h>
 #include <asm/prctl.h>
+#include "rrc/crc32c.h"
 #include "rrc/sys.h"
 #include "rrc/uapi.h"
 #include "blob.h"
@@ -51,6 +52,7 @@
 #define FUTEX_WAKE_ 1
 #define RSEQ_FLAG_UNREGISTER_ 1
 #define PAGE 4096ul
+#define MADV_POPULATE_WRITE_ 23
 
 PIE_HIDDEN __attribute__((noreturn)) void restorer_main(struct blob_args *a);
 
@@ -219,8 +221,103 @@ static void map_vmas(struct blob_args *a)
 	}
 }
 
+/* Exactly n bytes from the stream into buf; returns 0, or the failing
+ * read's result (0: end of stream, <0: -errno). */
+static long stream_read(struct blob_args *a, void *buf, uint64_t n)
+{
+	uint64_t done = 0;
+
+	while (done < n) {
+		long r = rrc_sys_read(a->stream_fd, (char *)buf + done, n - done);
+
+		if (r == -4 /* EINTR */)
+			continue;
+		if (r <= 0)
+			return r ? r : -1000;
+		done += (uint64_t)r;
+	}
+	a->stream_pos += n;
+	return 0;
+}
+
+static __attribute__((noreturn)) void stream_fail(struct blob_args *a, const char *what, uint64_t at, long r)
+{
+	struct msg m = { 0 };
+
+	msg_str(&m, "image stream: ");
+	msg_str(&m, what);
+	msg_str(&m, " (stream offset ");
+	msg_dec(&m, (int64_t)at);
+	msg_str(&m, ")");
+	if (r == -1000)
+		msg_str(&m, ": truncated");
+	else if (r < 0) {
+		msg_str(&m, ": ");
+		msg_errno(&m, -r);
+	}
+	bfail(a, RRC_RST_IMAGE, r < 0 && r != -1000 ? -r : 0, 1, &m);
+}
+
+/* The page data of an image on a pipe, straight into place, checked as it
+ * comes: the PAGES CRC, then the END section phase 1 predicted, then the
+ * end of the stream (nothing may follow END). Nothing of the process runs
+ * before all of it held. */
+static void fill_pages_stream(struct blob_args *a)
+{
+	uint32_t crc = 0;
+	uint8_t tail[sizeof(a->stream_tail) + 1];
+	long r;
+
+	for (uint32_t i = 0; i < a->nr_fills; i++) {
+		const struct blob_fill *f = &a->fills[i];
+
+		if (f->off != a->stream_pos)
+			stream_fail(a, "page data out of stream order", f->off, 0);
+		r = stream_read(a, (void *)f->vaddr, f->len);
+		if (r)
+			stream_fail(a, "reading section PAGES", a->stream_pos, r);
+		crc = rrc_crc32c_extend(crc, (const void *)f->vaddr, f->len);
+	}
+	if (crc != a->stream_pages_crc)
+		stream_fail(a, "section PAGES checksum mismatch", a->stream_pos, 0);
+	if (a->stream_tail_len) {
+		r = stream_read(a, tail, a->stream_tail_len);
+		if (r)
+			stream_fail(a, "reading section END", a->stream_pos, r);
+		for (uint32_t k = 0; k < a->stream_tail_len; k++)
+			if (tail[k] != a->stream_tail[k])
+				stream_fail(a, "PAGES is not followed by the END section it implies (PAGES must be the last section)",
+					    a->stream_pos - a->stream_tail_len, 0);
+	}
+	r = rrc_sys_read(a->stream_fd, tail, 1);
+	if (r != 0)
+		stream_fail(a, r > 0 ? "bytes follow the END section" : "waiting for the end of the stream",
+			    a->stream_pos, r > 0 ? 0 : r);
+}
+
+/* Allocates every page to fill before any data is copied: one
+ * MADV_POPULATE_WRITE per run faults its pages in a batch, which costs
+ * less than taking one fault per page inside read()/pread() (measured
+ * ~20 ms less for 110 MB on the 2-CPU VM). For a stream it also happens
+ * while the agent is still encoding, so it is off the copy's path.
+ * Best effort: where it fails, the copy faults the pages in as before. */
+static void populate_fills(struct blob_args *a)
+{
+	for (uint32_t i = 0; i < a->nr_fills; i++)
+		rrc_sys_madvise((void *)a->fills[i].vaddr, a->fills[i].len, MADV_POPULATE_WRITE_);
+}
+
 static void fill_pages(struct blob_args *a)
 {
+	struct msg m = { 0 };
+
+	populate_fills(a);
+	msg_str(&m, "memory mapped and allocated");
+	blog(a, &m);
+	if (a->stream_fd >= 0) {
+		fill_pages_stream(a);
+		return;
+	}
 	for (uint32_t i = 0; i < a->nr_fills; i++) {
 		const struct blob_fill *f = &a->fills[i];
 		uint64_t done = 0;

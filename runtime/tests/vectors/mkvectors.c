@@ -87,6 +87,10 @@ _Static_assert(sizeof(struct rrc_ctl_dump) == 40, "dump size");
 _Static_assert(sizeof(struct rrc_ctl_dump_paused) == 56, "dump_paused size");
 _Static_assert(sizeof(struct rrc_ctl_dump_done) == 24, "dump_done size");
 _Static_assert(sizeof(struct rrc_ctl_error) == 8, "error size");
+_Static_assert(sizeof(struct rrc_ctl_hold) == 8, "hold size");
+_Static_assert(sizeof(struct rrc_ctl_held) == 32, "held size");
+_Static_assert(offsetof(struct rrc_ctl_held, threads) == 24, "held threads");
+_Static_assert(sizeof(struct rrc_ctl_resumed) == 16, "resumed size");
 PIN(rrc_restore_status, code, 4);
 PIN(rrc_restore_status, sys_errno, 8);
 PIN(rrc_restore_status, detail, 12);
@@ -818,6 +822,22 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	emit("control-error.bin", &b);
 	free(e.p);
 
+	b.len = 0;
+	struct rrc_ctl_hold hold = { 2500, 0 };
+	ctl_msg(&b, RRC_CTL_HOLD, &hold, sizeof(hold));
+	emit("control-hold.bin", &b);
+	b.len = 0;
+	struct rrc_ctl_held held = { 180000, 42, 1048576, 5, 2500 };
+	ctl_msg(&b, RRC_CTL_HELD, &held, sizeof(held));
+	emit("control-held.bin", &b);
+	b.len = 0;
+	ctl_msg(&b, RRC_CTL_RESUME, NULL, 0);
+	emit("control-resume.bin", &b);
+	b.len = 0;
+	struct rrc_ctl_resumed resumed = { 37000000, 5, 0 };
+	ctl_msg(&b, RRC_CTL_RESUMED, &resumed, sizeof(resumed));
+	emit("control-resumed.bin", &b);
+
 	/* The restorer's status record (restore-status.h). */
 	struct rrc_restore_status rs;
 	memset(&rs, 0, sizeof(rs));
@@ -845,8 +865,12 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	json_id(j, 0xa0);
 	printfb(j, "},\n    \"dump_paused\": {\"file\": \"control-dump-paused.bin\", \"type\": 4, \"pause_ns\": 850000, \"quiesce_ns\": 120000, \"scan_ns\": 300000, \"capture_ns\": 50000, \"fork_ns\": 250000, \"threads\": 2, \"untracked_vmas\": 1, \"written_pages\": 4},\n");
 	printfb(j, "    \"dump_done\": {\"file\": \"control-dump-done.bin\", \"type\": 5, \"pages\": 4, \"bytes\": %zu, \"write_ns\": 1500000},\n", incr_bytes);
-	printfb(j, "    \"error\": {\"file\": \"control-error.bin\", \"type\": 6, \"code\": %d, \"code_name\": \"IO_URING\", \"sys_errno\": 95, \"message\": \"%s\"}\n  }\n",
+	printfb(j, "    \"error\": {\"file\": \"control-error.bin\", \"type\": 6, \"code\": %d, \"code_name\": \"IO_URING\", \"sys_errno\": 95, \"message\": \"%s\"},\n",
 		RRC_ERR_IO_URING, err_msg);
+	printfb(j, "    \"hold\": {\"file\": \"control-hold.bin\", \"type\": %d, \"timeout_ms\": 2500},\n", RRC_CTL_HOLD);
+	printfb(j, "    \"held\": {\"file\": \"control-held.bin\", \"type\": %d, \"quiesce_ns\": 180000, \"discarded_ops\": 42, \"discarded_bytes\": 1048576, \"threads\": 5, \"timeout_ms\": 2500},\n", RRC_CTL_HELD);
+	printfb(j, "    \"resume\": {\"file\": \"control-resume.bin\", \"type\": %d},\n", RRC_CTL_RESUME);
+	printfb(j, "    \"resumed\": {\"file\": \"control-resumed.bin\", \"type\": %d, \"held_ns\": 37000000, \"threads\": 5}\n  }\n", RRC_CTL_RESUMED);
 	free(b.p);
 }
 
