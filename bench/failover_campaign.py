@@ -214,7 +214,7 @@ def server_specs(workdir, args):
     conf = workdir / "lighttpd.conf"
     # keep-alive for the whole run: rrc-check never reconnects (tests/test_replication.py)
     conf.write_text(f'server.document-root = "{www}"\nserver.port = {PORTS["lighttpd"]}\n'
-                    'server.bind = "0.0.0.0"\nserver.max-keep-alive-requests = 1000000\n'
+                    'server.bind = "0.0.0.0"\nserver.max-keep-alive-requests = 65535\n'
                     'server.max-keep-alive-idle = 300\n')
     os.chmod(workdir, 0o755)  # the lab's servers run as root, but lighttpd may drop privileges
     redis = ["redis-server", "--save", "", "--appendonly", "no", "--port", str(PORTS["redis"]),

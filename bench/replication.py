@@ -64,7 +64,7 @@ def server_specs(workdir, http_file_size):
         conf = workdir / f"lighttpd-{port}.conf"
         # keep-alive for the whole run: rrc-check never reconnects.
         conf.write_text(f'server.document-root = "{www}"\nserver.port = {port}\nserver.bind = "0.0.0.0"\n'
-                        'server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\n'
+                        'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n'
                         'server.max-connections = 1024\nmimetype.assign = (".bin" => "application/octet-stream")\n')
         return conf
 

@@ -72,6 +72,10 @@ def verify(kind, server, state, on_host="client"):
 
 def fail_primary_under_load(kind, cmd, port, tmp_path, name, extra=()):
     ip = run_service(name, cmd, extra=extra)
+    return fail_primary_under_load_on(name, ip, kind, port, tmp_path)
+
+
+def fail_primary_under_load_on(name, ip, kind, port, tmp_path):
     state = tmp_path / "state"
     p = checker(kind, f"{ip}:{port}", 8, state)
     time.sleep(random.uniform(1.5, 3.5))
@@ -145,7 +149,7 @@ def test_primary_failure_lighttpd(lab, tmp_path):
     (root / "blob.bin").write_bytes(random.randbytes(200_000))
     conf = tmp_path / "lighttpd.conf"
     conf.write_text(f'server.document-root = "{root}"\nserver.port = 80\nserver.bind = "0.0.0.0"\n'
-                    'server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\n')
+                    'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n')
     tmp_path.chmod(0o755)
     ip = run_service("www", ["lighttpd", "-D", "-f", str(conf)])
     p = subprocess.Popen(
@@ -227,6 +231,26 @@ def wait_reprotected(name, primary, backup):
 
     wait_until(reprotected, 30, f"{primary} primary, {backup} backup, protected again", diag=lambda: json.dumps(st, indent=1)[:3000])
     return st
+
+
+def test_primary_failure_after_the_prepared_restorer_died(lab, tmp_path):
+    """The backup starts rrc-restore in its container in advance
+    (failover::Standby). Killed here before the failure, as an OOM kill
+    would: the failover sees it gone, starts one itself and the service
+    carries on over the same connections with zero errors."""
+    name = "prep"
+    registry = Path("/var/lib/rrc-lab/b/containers")
+    ip = run_service(name, REDIS)
+    waiting = []
+    for f in registry.glob("*.json"):
+        r = json.loads(f.read_text())
+        if "restorer started in advance" in str(r.get("restored_from")):
+            waiting.append(r["pid"])
+    assert len(waiting) == 1, f"expected one restorer waiting on b: {[f.read_text() for f in registry.glob('*.json')]}"
+    subprocess.run(["kill", "-KILL", str(waiting[0])], check=True)
+    fail_primary_under_load_on(name, ip, "redis", 6379, tmp_path)
+    log = Path("/var/lib/rrc-lab/b/agent.log").read_text()
+    assert "the restorer started in advance has ended" in log, log[-3000:]
 
 
 def test_backup_failure_with_a_data_directory_then_a_second_failure(lab, tmp_path):

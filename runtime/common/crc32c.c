@@ -1,8 +1,43 @@
 /* SPDX-License-Identifier: MIT
  * CRC32C with the SSE4.2 crc32 instruction (every x86-64 CPU rrc targets
- * has it; checked at build time by -msse4.2). ASYNC-SIGNAL-SAFE, no libc. */
+ * has it, and PCLMULQDQ; checked at build time by -msse4.2 -mpclmul).
+ * ASYNC-SIGNAL-SAFE, no libc, no data: also linked into the restorer blob.
+ *
+ * One crc32 instruction depends on the previous one's result (3 cycles of
+ * latency, one issued per cycle), so a single stream runs at a third of
+ * what the unit can do. Blocks of 3 × STRIPE bytes are therefore done as
+ * three independent streams, whose registers are then joined: the
+ * register after A‖B is the one after A moved past |B| zero bytes, xor the
+ * one of B alone; moving a register past n zero bytes is a multiplication
+ * by x^(8n) mod P, done as one carry-less multiply by the constant
+ * x^(8n−33) mod P and one crc32 of the 64-bit product (Intel, "Fast CRC
+ * Computation for iSCSI Polynomial Using CRC32 Instruction", 2011).
+ * runtime/tests/crc32c_check.c compares the result with a bitwise
+ * reference for every length and alignment class. */
 #include "rrc/crc32c.h"
 #include <nmmintrin.h>
+#include <wmmintrin.h>
+
+#define STRIPE 4096
+/* x^(8·STRIPE−33) mod P, bit-reflected (derived once, checked by the test) */
+#define SHIFT_STRIPE 0x82f89c77u
+
+/* the register moved past STRIPE zero bytes */
+static inline uint64_t past_stripe(uint64_t c)
+{
+	__m128i p = _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)(uint32_t)c),
+					 _mm_cvtsi64_si128(SHIFT_STRIPE), 0);
+
+	return _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(p));
+}
+
+static inline uint64_t load64(const unsigned char *p)
+{
+	uint64_t w;
+
+	__builtin_memcpy(&w, p, 8);
+	return w;
+}
 
 uint32_t rrc_crc32c_extend(uint32_t crc, const void *data, size_t len)
 {
@@ -13,10 +48,21 @@ uint32_t rrc_crc32c_extend(uint32_t crc, const void *data, size_t len)
 		c = _mm_crc32_u8((uint32_t)c, *p++);
 		len--;
 	}
+	while (len >= 3 * STRIPE) {
+		uint64_t c1 = 0, c2 = 0;
+
+		for (size_t i = 0; i < STRIPE; i += 8) {
+			c = _mm_crc32_u64(c, load64(p + i));
+			c1 = _mm_crc32_u64(c1, load64(p + STRIPE + i));
+			c2 = _mm_crc32_u64(c2, load64(p + 2 * STRIPE + i));
+		}
+		c = past_stripe(c) ^ c1;
+		c = past_stripe(c) ^ c2;
+		p += 3 * STRIPE;
+		len -= 3 * STRIPE;
+	}
 	while (len >= 8) {
-		uint64_t w;
-		__builtin_memcpy(&w, p, 8);
-		c = _mm_crc32_u64(c, w);
+		c = _mm_crc32_u64(c, load64(p));
 		p += 8;
 		len -= 8;
 	}

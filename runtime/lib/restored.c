@@ -68,9 +68,12 @@ void rrc_post_restore(void)
 		 * everything is write-protected from here on */
 		rrc_memcpy(rrc_g.last_image_id, ra->image_id, 16);
 		rrc_g.last_sequence = rrc_g.cur_sequence;
+		/* expected after a failover: the backup restores a merged image
+		 * of its own (the store's committed state, with a fresh id) */
 		if (!rrc_memeq(ra->image_id, rrc_g.cur_image_id, 16))
-			rrc_log("after restore: restore area names another image than the one "
-				"this memory was dumped into");
+			rrc_log("after restore: restored from an image this process did not write "
+				"(a merged one, such as a backup's committed state); the next "
+				"incremental dump takes it as its parent");
 	}
 	/* connections the primary's kernel had completed but the application
 	 * had not accepted: queued behind dummies before anything runs */

@@ -104,7 +104,7 @@ fn lighttpd(dir: &Path) -> Server {
         &conf,
         format!(
             "server.document-root = \"{}\"\nserver.port = {port}\nserver.bind = \"127.0.0.1\"\n\
-             server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\n",
+             server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n", // 65535: the largest (16 bits)
             dir.join("www").display()
         ),
     )
