@@ -545,10 +545,11 @@ impl Backup {
                 // A full checkpoint starts the chain again (first one, or a
                 // resynchronisation after a rejected one).
                 let mut fresh = Store::new();
-                fresh.apply(&label, &r.image).map(|rep| {
+                let applied = fresh.apply(&label, &r.image);
+                if applied.is_ok() {
                     *store = fresh;
-                    rep
-                })
+                }
+                applied
             } else {
                 store.apply(&label, &r.image)
             }

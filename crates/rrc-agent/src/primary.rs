@@ -97,9 +97,7 @@ pub struct Primary {
     /// for a writer blocked on a full socket buffer.
     conn_ctl: TcpStream,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// The heartbeat socket and the backup's heartbeat address until
-    /// started, then the running heartbeat.
-    hb: Mutex<(Option<(std::net::UdpSocket, std::net::SocketAddr)>, Option<crate::heartbeat::Heartbeat>)>,
+    hb: Mutex<HeartbeatSlot>,
     front_if: String,
     /// For re-protection after the backup fails.
     agent: std::sync::Weak<Agent>,
@@ -108,6 +106,10 @@ pub struct Primary {
     /// stops or is re-protected again.
     data_copy: Mutex<Option<std::path::PathBuf>>,
 }
+
+/// The heartbeat socket and the backup's heartbeat address until started,
+/// then the running heartbeat.
+type HeartbeatSlot = (Option<(std::net::UdpSocket, std::net::SocketAddr)>, Option<crate::heartbeat::Heartbeat>);
 
 /// `rrc run` arrives here, at the primary's agent.
 pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value> {

@@ -86,7 +86,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "us" => v / 1000.0,
         u => return Err(format!("{s:?}: unknown unit {u:?} (use ms or s)")),
     };
-    if !(ms >= 1.0) {
+    if ms.is_nan() || ms < 1.0 {
         return Err(format!("{s:?}: an epoch is at least 1 ms"));
     }
     Ok(Duration::from_micros((ms * 1000.0) as u64))
