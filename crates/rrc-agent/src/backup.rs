@@ -410,10 +410,7 @@ impl Backup {
         if let Some(copy) = lock(&self.data).as_ref() {
             copy.check()?;
             let to = dir.join("data");
-            let out = std::process::Command::new("cp").arg("-a").arg(copy.root()).arg(&to).output().context("running cp")?;
-            if !out.status.success() {
-                bail!("copying the data directory to {}: {}", to.display(), String::from_utf8_lossy(&out.stderr).trim());
-            }
+            crate::copy_tree(copy.root(), &to).context("exporting the data directory")?;
             data_dir = Some(to);
         }
         let epoch = lock(&self.shared).stats.last_committed_epoch;

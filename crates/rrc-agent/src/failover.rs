@@ -20,7 +20,7 @@
 //!  5. live: the service IP is routed to the local container and the gate
 //!     is unhooked; leaving repair mode sent each client a window probe.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -260,19 +260,15 @@ fn data_dirs(spec: &rrc_wire::msg::ServiceSpec, committed: Option<&std::path::Pa
 /// directory (so it is filled, never replaced), or made here.
 fn fill_copy(committed: &std::path::Path, live: &std::path::Path) -> Result<()> {
     std::fs::create_dir_all(live).with_context(|| format!("creating {}", live.display()))?;
-    let out = std::process::Command::new("cp").arg("-a").arg("--reflink=auto").arg(committed.join(".")).arg(live).output().context("running cp")?;
-    if !out.status.success() {
-        anyhow::bail!("copying the data directory for the restored service: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
+    crate::copy_tree(&committed.join("."), live).context("copying the data directory for the restored service")
 }
 
 /// rrc-restore started in the container's namespace `netns`, reading its
 /// image from a new pipe whose write end is returned.
 fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str) -> Result<StandbyRestorer> {
-    let (image_rx, image_tx) = image_pipe()?;
+    let (images, image_tx) = rrc_launch::Images::stream(from)?;
     let launch = rrc_launch::LaunchSpec {
-        images: rrc_launch::Images::Stream { fd: image_rx, from: from.into() },
+        images,
         netns: Some(netns.into()),
         log: Some(agent.service_log(&spec.name)),
         binds: data.map(|d| rrc_container::Bind { host: d.live.clone(), target: d.target.clone() }).into_iter().collect(),
@@ -281,22 +277,6 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
     };
     let started = rrc_launch::start(launch)?;
     Ok(StandbyRestorer { started, image_tx })
-}
-
-/// A pipe for the image stream, as large as an unprivileged process may
-/// make one (fewer wake-ups of the restorer; 64 KiB if that fails).
-fn image_pipe() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds, which are ours from here on.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(std::io::Error::last_os_error()).context("creating the image pipe");
-    }
-    // SAFETY: fresh fds.
-    let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size").ok().and_then(|s| s.trim().parse::<i32>().ok()).unwrap_or(1 << 20);
-    // SAFETY: fcntl on our fd.
-    unsafe { libc::fcntl(tx.as_raw_fd(), libc::F_SETPIPE_SZ, max.min(1 << 20)) };
-    Ok((rx, tx))
 }
 
 /// Entry point, on the heartbeat monitor's thread.
@@ -437,51 +417,46 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     };
 
     // 4. Repair every client connection the checkpoint holds.
-    let mut outcomes = Vec::new();
-    let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
-    let mut bases: Vec<serde_json::Value> = Vec::new();
-    for (fd, local, peer, ino) in conns {
+    // 4b. With them, connections the primary's kernel had completed but
+    // the application had not accepted: in a listener's accept queue, so in
+    // the TCP table with inode 0 and in no fd. Same repair (the application
+    // had read and written nothing: the table says 0 and 0); the restored
+    // library hands them to the next accept() on that listener (`fd` is
+    // then the listener's).
+    let established = conns.into_iter().map(|(fd, local, peer, ino)| {
         let entry: Option<&TcpStream> = table.iter().find(|t| t.inode == ino && ino != 0);
-        let data = b.gate().stream_data(peer, local);
-        let r = match (entry, data) {
+        let r = match (entry, b.gate().stream_data(peer, local)) {
             (None, _) => Err(anyhow::anyhow!("not in the checkpoint's TCP table")),
             (_, None) => Err(anyhow::anyhow!("the gate has no record of this connection")),
             (Some(t), Some(d)) => repair_conn(&netns, &d, t),
         };
-        match r {
-            Ok((sock, base)) => {
-                bases.push(base);
-                repaired.push((fd, sock));
-                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: true, reason: None, accept_queue: false });
-            }
-            Err(e) => {
-                tracing::warn!(service = %b.spec.name, fd, client = %peer, "connection not repaired, restored closed: {e:#}");
-                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: false, reason: Some(format!("{e:#}")), accept_queue: false });
-            }
-        }
-    }
-    // 4b. Connections the primary's kernel had completed but the
-    // application had not accepted: in a listener's accept queue, so in the
-    // TCP table with inode 0 and in no fd. Same repair (the application
-    // had read and written nothing: the table says 0 and 0); the restored
-    // library hands them to the next accept() on that listener.
-    let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
-    for (fd, local, peer, t) in accept_queue_of(&table, &listeners) {
+        (fd, peer, false, r)
+    });
+    let queued = accept_queue_of(&table, &listeners).into_iter().map(|(fd, local, peer, t)| {
         let r = match b.gate().stream_data(peer, local) {
             None => Err(anyhow::anyhow!("the gate has no record of this connection")),
             Some(d) => repair_conn(&netns, &d, t),
         };
-        match r {
+        (fd, peer, true, r)
+    });
+    let mut outcomes = Vec::new();
+    let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
+    let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
+    let mut bases: Vec<serde_json::Value> = Vec::new();
+    for (fd, peer, accept_queue, r) in established.chain(queued) {
+        let reason = match r {
             Ok((sock, base)) => {
                 bases.push(base);
-                pending_accept.push((fd, sock));
-                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: true, reason: None, accept_queue: true });
+                if accept_queue { &mut pending_accept } else { &mut repaired }.push((fd, sock));
+                None
             }
             Err(e) => {
-                tracing::warn!(service = %b.spec.name, listener = fd, client = %peer, "connection not yet accepted, not repaired: {e:#}");
-                outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: false, reason: Some(format!("{e:#}")), accept_queue: true });
+                let what = if accept_queue { "connection not yet accepted, not repaired" } else { "connection not repaired, restored closed" };
+                tracing::warn!(service = %b.spec.name, fd, accept_queue, client = %peer, "{what}: {e:#}");
+                Some(format!("{e:#}"))
             }
-        }
+        };
+        outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: reason.is_none(), reason, accept_queue });
     }
     step(&mut steps, &b.spec.name, "connections repaired", t0);
 

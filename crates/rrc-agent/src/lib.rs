@@ -34,6 +34,24 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 pub use rrc_container::now_rfc3339;
 
+/// `cp -a --reflink=auto -- src dst` (a data directory: owners, modes and
+/// times kept, blocks shared where the file system can); `src` ending in
+/// `/.` copies its content into an existing `dst`. The error carries cp's
+/// own message.
+pub(crate) fn copy_tree(src: &std::path::Path, dst: &std::path::Path) -> Result<()> {
+    let out = std::process::Command::new("cp")
+        .args(["-a", "--reflink=auto", "--"])
+        .arg(src)
+        .arg(dst)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running cp for {}", src.display()))?;
+    if !out.status.success() {
+        anyhow::bail!("copying {} to {} (cp {}): {}", src.display(), dst.display(), out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// This host's name (what `--primary`/`--backup` name).

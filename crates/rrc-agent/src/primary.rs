@@ -490,14 +490,7 @@ fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Re
     let parked = t0.elapsed();
     let held = *hold.held();
     let t_copy = Instant::now();
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg("--reflink=auto")
-        .arg("--")
-        .arg(&src)
-        .arg(&dst)
-        .stdin(std::process::Stdio::null())
-        .output();
+    let copied = crate::copy_tree(&src, &dst);
     let copy_ms = t_copy.elapsed().as_secs_f64() * 1000.0;
     // Resume first, whatever the copy's outcome: the service must not wait
     // on our bookkeeping.
@@ -510,10 +503,8 @@ fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Re
         Ok(r) => r,
         Err(e) => return Err(fail(format!("the hold for the data directory's copy ended before the copy did ({copy_ms:.1} ms of copying): {e}; the copy is not consistent"))),
     };
-    match copied {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return Err(fail(format!("copying {} (cp {}): {}", src.display(), o.status, String::from_utf8_lossy(&o.stderr).trim()))),
-        Err(e) => return Err(fail(format!("running cp for {}: {e}", src.display()))),
+    if let Err(e) = copied {
+        return Err(fail(format!("{e:#}")));
     }
     let (files, bytes) = tree_size(&dst);
     let pause_ms = resumed.held_ns as f64 / 1e6;

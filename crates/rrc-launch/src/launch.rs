@@ -48,6 +48,19 @@ pub enum Images {
     Stream { fd: OwnedFd, from: String },
 }
 
+impl Images {
+    /// A stream and the write end its image goes into: a pipe as large as
+    /// an unprivileged process may make one (fewer wake-ups of the
+    /// restorer; the default 64 KiB if that fails).
+    pub fn stream(from: impl Into<String>) -> Result<(Images, OwnedFd)> {
+        let (rx, tx) = pipe().context("creating the image pipe")?;
+        let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size").ok().and_then(|s| s.trim().parse::<i32>().ok()).unwrap_or(1 << 20);
+        // SAFETY: fcntl on our fd.
+        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&tx), libc::F_SETPIPE_SZ, max.min(1 << 20)) };
+        Ok((Images::Stream { fd: rx, from: from.into() }, tx))
+    }
+}
+
 /// What to restore: where from and how, and the sockets to hand over.
 #[derive(Debug)]
 pub struct RestoreRequest {
@@ -155,7 +168,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: plain syscall writing two fds.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(anyhow!(std::io::Error::last_os_error()).context("creating the status pipe"));
+        return Err(anyhow!(std::io::Error::last_os_error()).context("pipe2"));
     }
     // SAFETY: fresh fds we own.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -190,7 +203,7 @@ pub struct Started {
 /// rrc-restore in a new container (docs/restore.md). Nothing is started
 /// if the chain cannot be found.
 pub fn start(l: LaunchSpec) -> Result<Started> {
-    let (status_r, status_w) = pipe()?;
+    let (status_r, status_w) = pipe().context("creating the status pipe")?;
     let mut pass_fds = vec![(status_w, STATUS_FD)];
     let t_verify = Instant::now();
     let (source, image_args, nr_images): (PathBuf, Vec<OsString>, usize) = match l.images {

@@ -346,9 +346,8 @@ impl Store {
     /// created_ns is the committed image's (the state is that snapshot's).
     /// Returns the new image id.
     pub fn write_image(&self, path: &Path) -> Result<ImageId, WriteError> {
-        let m = self.meta.as_ref().ok_or(WriteError::Empty)?;
-        let id = random_id().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
-        self.write_image_as(path, id, m.header.created_ns)?;
+        let (id, created_ns) = self.new_image_header()?;
+        self.write_image_as(path, id, created_ns)?;
         Ok(id)
     }
 
@@ -357,12 +356,24 @@ impl Store {
     /// the image to a file first); header fields as [`Store::write_image`].
     /// Returns the image id and size.
     pub fn stream_image<W: Write>(&self, w: W) -> Result<(ImageId, u64), WriteError> {
+        let (id, created_ns) = self.new_image_header()?;
+        let (_, n) = self.encode_buffered(w, id, created_ns).map_err(|source| WriteError::Io { path: "<image stream>".into(), what: "writing", source })?;
+        Ok((id, n))
+    }
+
+    /// A fresh image id and the committed image's creation time: the
+    /// header of a full image of the committed state.
+    fn new_image_header(&self) -> Result<(ImageId, u64), WriteError> {
         let m = self.meta.as_ref().ok_or(WriteError::Empty)?;
         let id = random_id().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
-        let io = |source| WriteError::Io { path: "<image stream>".into(), what: "writing", source };
-        let (w, n) = self.encode_full(BufWriter::with_capacity(1 << 20, w), id, m.header.created_ns).map_err(io)?;
-        w.into_inner().map_err(|e| io(e.into_error()))?;
-        Ok((id, n))
+        Ok((id, m.header.created_ns))
+    }
+
+    /// [`Store::encode_full`] through a 1 MiB buffer, flushed; returns the
+    /// sink and the image size.
+    fn encode_buffered<W: Write>(&self, w: W, image_id: ImageId, created_ns: u64) -> Result<(W, u64), std::io::Error> {
+        let (w, n) = self.encode_full(BufWriter::with_capacity(1 << 20, w), image_id, created_ns)?;
+        Ok((w.into_inner().map_err(|e| e.into_error())?, n))
     }
 
     /// [`Store::write_image`] with the header fields given (diagnostics:
@@ -378,8 +389,7 @@ impl Store {
             move |source| WriteError::Io { path: p.to_path_buf(), what, source }
         }
         let f = File::create(&tmp).map_err(io("creating", &tmp))?;
-        let (w, n) = self.encode_full(BufWriter::with_capacity(1 << 20, f), image_id, created_ns).map_err(io("writing", &tmp))?;
-        let f = w.into_inner().map_err(|e| WriteError::Io { path: tmp.clone(), what: "writing", source: e.into_error() })?;
+        let (f, n) = self.encode_buffered(f, image_id, created_ns).map_err(io("writing", &tmp))?;
         f.sync_all().map_err(io("syncing", &tmp))?;
         std::fs::rename(&tmp, path).map_err(io("renaming into place", path))?;
         Ok(n)
