@@ -57,10 +57,12 @@ enum Cmd {
     /// DIR/parent to the parent directory, and kills the container unless
     /// --leave-running.
     Dump(cmd_dump::DumpArgs),
-    /// Restore a checkpoint chain into a new container.
+    /// Restore a checkpoint chain (or one image piped in) into a new container.
     ///
     /// Verifies the whole chain first (every checksum, page data
-    /// included), starts rrc-restore as pid 1 of a new container, waits
+    /// included; with --stdin, rrc-restore checks the image as it reads it,
+    /// before the process runs), starts rrc-restore as pid 1 of a new
+    /// container, waits
     /// for its status and for the restored library to answer PING, and
     /// prints the new pid as the last line of stdout.
     Restore(cmd_restore::RestoreArgs),
