@@ -39,6 +39,7 @@ demo-checkpoint: setup all
 # Benchmarks are not tests: they measure and write bench/results/*.json|png.
 bench: setup all
 	python3 bench/checkpoint_pause.py
+	python3 bench/checkpoint_pause.py --snapshot copy
 	python3 bench/replication.py
 	python3 bench/failover_campaign.py
 

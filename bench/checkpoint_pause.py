@@ -37,6 +37,13 @@ PAGE = 4096
 KEY_FMT = "key:%012d"  # the layout of redis-benchmark's __rand_int__ and of loadgen.c
 TARGET_P50_US = 1000
 TARGET_P99_US = 3000
+# TCP established-hash buckets of the bench's netns, as the lab's containers
+# have (crates/rrc-agent/src/net.rs): the checkpoint's TCP table dump walks
+# the namespace's hash, and the machine-wide one it shares by default is big.
+NETNS_EHASH_BUCKETS = 1024
+# The pause's parts as `rrc dump --json` reports them (fork_us is 0 for a
+# copy snapshot, copy_us for a fork snapshot).
+PAUSE_PARTS = ("quiesce_us", "scan_us", "capture_us", "fork_us", "copy_us")
 
 
 class BenchError(Exception):
@@ -121,6 +128,10 @@ def machine_description(workdir):
     fstype = run(["findmnt", "-n", "-o", "FSTYPE", "-T", str(workdir)], 10, check=False).strip()
     commit = run(["git", "-C", str(REPO), "rev-parse", "HEAD"], 10, check=False).strip()
     status = run(["git", "-C", str(REPO), "status", "--porcelain"], 10, check=False).splitlines()
+    try:  # the host namespace's TCP established-hash (the bench's netns has its own)
+        ehash = int(Path("/proc/sys/net/ipv4/tcp_ehash_entries").read_text())
+    except (OSError, ValueError):
+        ehash = None
     return {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "kernel": platform.release(),
@@ -134,7 +145,47 @@ def machine_description(workdir):
         "git_tracked_files_modified": sum(1 for l in status if not l.startswith("??")),
         "git_untracked_files": sum(1 for l in status if l.startswith("??")),
         "loadavg_at_start": Path("/proc/loadavg").read_text().strip(),
+        "tcp_ehash_entries": ehash,
     }
+
+
+# ---------------------------------------------------------------- netns
+
+def create_netns(ns, cleanup):
+    """Creates network namespace NS (/run/netns/NS) with a private TCP
+    established-hash of NETNS_EHASH_BUCKETS buckets, without touching the
+    host's sysctls: tcp_child_ehash_entries is read from the namespace of
+    the process that creates a new one, so NS is created from inside a
+    helper namespace that has it set (and the helper is removed again; NS
+    lives on through its bind mount). The bind mount is made in the host's
+    mount namespace (nsenter enters only the helper's network namespace),
+    so `ip netns` sees NS like any other."""
+    helper = f"{ns}-ehash"
+    for name in (ns, helper):
+        if Path(f"/run/netns/{name}").exists():
+            raise BenchError(f"network namespace {name} already exists")
+    run(["ip", "netns", "add", helper], 10)
+    hidx = cleanup.push(f"ip netns del {helper}", lambda: run(["ip", "netns", "del", helper], 10))
+    sysctl = f"net.ipv4.tcp_child_ehash_entries={NETNS_EHASH_BUCKETS}"
+    try:
+        run(ns_argv(helper, ["sysctl", "-q", "-w", sysctl]), 10)
+    except BenchError as e:
+        raise BenchError(f"cannot set {sysctl} in the helper namespace {helper} (needs Linux 6.1): {e}")
+    # unshare --net=FILE bind-mounts the new namespace onto FILE, which must
+    # exist; `ip netns del` also removes a FILE that never got mounted.
+    path = Path(f"/run/netns/{ns}")
+    cleanup.push(f"ip netns del {ns}", lambda: path.exists() and run(["ip", "netns", "del", ns], 10))
+    path.touch(exist_ok=False)
+    run(["nsenter", f"--net=/run/netns/{helper}", "unshare", f"--net=/run/netns/{ns}", "true"], 10)
+    cleanup.run_one(hidx)
+    # Positive in a child namespace: its own hash; negative: the shared one.
+    ehash = run(ns_argv(ns, ["sysctl", "-n", "net.ipv4.tcp_ehash_entries"]), 10).strip()
+    if ehash != str(NETNS_EHASH_BUCKETS):
+        raise BenchError(f"network namespace {ns}: net.ipv4.tcp_ehash_entries is {ehash!r}, "
+                         f"expected a private hash of {NETNS_EHASH_BUCKETS}")
+    run(ns_argv(ns, ["ip", "link", "set", "lo", "up"]), 10)
+    log(f"network namespace {ns}: loopback, private TCP established-hash of {ehash} buckets")
+    return int(ehash)
 
 
 # ---------------------------------------------------------------- redis
@@ -439,7 +490,7 @@ def dir_bytes(path):
 
 def run_protected(args, ns, workdir, loadgen, cleanup, nkeys):
     rrc = str(args.rrc)
-    log(f"protected run: {rrc} exec --netns {ns} -- redis-server")
+    log(f"protected run: {rrc} exec --netns {ns} -- redis-server; rrc dump --snapshot {args.snapshot}")
     # If `rrc exec` is interrupted after starting the container but before
     # printing its pid, find the container by our unique --dir in `rrc ps`.
     cleanup.push("sweep rrc ps for containers of this run", lambda: sweep_containers(rrc, workdir))
@@ -482,7 +533,8 @@ def run_protected(args, ns, workdir, loadgen, cleanup, nkeys):
         if due > now:
             time.sleep((due - now) / 1e9)
         d = images / f"ck-{k:05d}"
-        argv = [rrc, "dump", "--pid", str(pid), "--images", str(d), "--leave-running", "--json"]
+        argv = [rrc, "dump", "--pid", str(pid), "--images", str(d), "--leave-running",
+                "--snapshot", args.snapshot, "--json"]
         if prev is not None:
             argv += ["--parent", str(prev)]
         s0 = time.monotonic_ns()
@@ -498,16 +550,21 @@ def run_protected(args, ns, workdir, loadgen, cleanup, nkeys):
             j = json.loads(p.stdout.decode().strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise BenchError(f"checkpoint {k}: rrc dump --json printed no JSON object: {p.stdout!r}")
-        for key in ("pause_us", "pages", "bytes", "total_us"):
+        for key in ("pause_us", "pages", "bytes", "total_us", "snapshot") + PAUSE_PARTS:
             if key not in j:
                 raise BenchError(f"checkpoint {k}: rrc dump JSON lacks {key!r}: {j}")
+        if j["snapshot"] != args.snapshot:
+            raise BenchError(f"checkpoint {k}: asked for a {args.snapshot} snapshot, rrc dump reports {j['snapshot']}")
         samples.append({"index": k, "scheduled_ns": due - t0, "start_ns": s0 - t0,
                         "wall_us": (s1 - s0) / 1e3, "late_us": max(0, s0 - grid) / 1e3,
                         "bytes_on_disk": dir_bytes(d), "rrc": j,
                         "_s0": s0, "_s1": s1})
         if k % 10 == 9 or k == args.checkpoints - 1:
-            log(f"checkpoint {k}: pause {j['pause_us']} us, {j['pages']} pages, write {j.get('write_us')} us, "
-                f"total {j['total_us']} us, rrc dump wall {(s1 - s0) / 1e6:.1f} ms")
+            snap = (f"fork {j['fork_us']} us" if args.snapshot == "fork" else
+                    f"copy {j['copy_us']} us of {j['copied_pages']} pages, before the pause "
+                    f"{j['precopy_us']} us / {j['precopy_pages']} pages in {j['precopy_passes']} passes")
+            log(f"checkpoint {k}: pause {j['pause_us']} us ({snap}), {j['pages']} pages, "
+                f"write {j.get('write_us')} us, total {j['total_us']} us, rrc dump wall {(s1 - s0) / 1e6:.1f} ms")
         # Every image stays until the end: `rrc dump` verifies the whole chain
         # (headers and page indexes) that ends at the new image.
         free = shutil.disk_usage(images).free
@@ -536,8 +593,11 @@ def summarize(args, samples, lg_p, win_p, useg):
         inc = [x for x in rr if not x.get("full", False)]
         out["pause_us"] = pct(g("pause_us"))
         out["pause_us_incremental_only"] = pct(g("pause_us", inc))
-        out["pause_breakdown_us"] = {n: pct(g(n)) for n in ("quiesce_us", "scan_us", "capture_us", "fork_us")
-                                     if g(n)}
+        out["pause_breakdown_us"] = {n: pct(g(n)) for n in PAUSE_PARTS if g(n)}
+        # Copy snapshot: what was copied in the pause, and before it (the
+        # process running, so not part of the pause). Zero for a fork.
+        out["snapshot_copy"] = {n: pct(g(n)) for n in ("copied_pages", "precopy_us", "precopy_pages",
+                                                      "precopy_passes") if g(n)}
         out["completion_us"] = {n: pct(g(n)) for n in ("write_us", "total_us") if g(n)}
         out["completion_us"]["rrc_dump_wall_us"] = pct([s["wall_us"] for s in samples])
         # Per-interval logical bytes: SETs the load generator saw
@@ -554,14 +614,21 @@ def summarize(args, samples, lg_p, win_p, useg):
                 n = int(np.count_nonzero((done >= a) & (done < b)))
                 s["interval_sets_acked"] = n
                 s["interval_logical_bytes"] = n * kb
-            wp = s["rrc"].get("written_pages")
+            # A fork snapshot's pause scan finds every page written since the
+            # parent. A copy snapshot's pause scan only finds those written
+            # after its last pre-copy pass (the passes found the rest, some
+            # pages more than once): no separate count of the pages dirtied,
+            # and its image holds exactly the pages its scans found.
+            wp = s["rrc"].get("written_pages") if s["rrc"].get("snapshot", "fork") == "fork" else None
             s["dirtied_bytes"] = wp * PAGE if wp is not None else None
         incs = [s for s in samples[1:]]
         img = sum(s["rrc"]["bytes"] for s in incs)
-        dirt = sum(s["dirtied_bytes"] or 0 for s in incs)
+        measured = [s["dirtied_bytes"] for s in incs if s["dirtied_bytes"] is not None]
+        dirt = sum(measured) if measured else None
         logical = sum(s["interval_logical_bytes"] or 0 for s in incs)
         out["image_vs_dirtied"] = {
-            "note": "incremental checkpoints only (index >= 1); first (full) image separately",
+            "note": "incremental checkpoints only (index >= 1); first (full) image separately; "
+                    "dirtied is not measured for copy snapshots (their scans run before and in the pause)",
             "full_image_bytes": samples[0]["rrc"]["bytes"],
             "incremental_image_bytes": pct([s["rrc"]["bytes"] for s in incs]),
             "incremental_pages": pct([s["rrc"]["pages"] for s in incs]),
@@ -612,7 +679,8 @@ def plot(path, res, samples, lg_p, win_p, useg, interval_ms):
           [fig.add_subplot(gs[2, :])]]
     m = res["machine"]
     ld = res["config"]["load"]
-    fig.suptitle(f"rrc dump --leave-running of redis-server ({res['config']['keys']} keys, "
+    fig.suptitle(f"rrc dump --leave-running --snapshot {res['config']['snapshot']} of redis-server "
+                 f"({res['config']['keys']} keys, "
                  f"~{res['config']['fill_mb']} MB) every {interval_ms} ms under a SET load "
                  f"({ld['kind']}, {ld['clients']} clients)\n"
                  f"{m['cpu_model']}, {m['nproc']} CPUs, Linux {m['kernel']}, {m['date_utc']}, "
@@ -623,8 +691,7 @@ def plot(path, res, samples, lg_p, win_p, useg, interval_ms):
     if samples:
         idx = [s["index"] for s in samples]
         bottom = np.zeros(len(samples))
-        for name, color in (("quiesce_us", "tab:blue"), ("scan_us", "tab:orange"),
-                            ("capture_us", "tab:green"), ("fork_us", "tab:red")):
+        for name, color in zip(PAUSE_PARTS, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")):
             vals = np.array([s["rrc"].get(name) or 0 for s in samples], dtype=float) / 1e3
             if vals.any():
                 a.bar(idx, vals, bottom=bottom, color=color, width=0.8, label=name[:-3], alpha=0.7)
@@ -735,9 +802,12 @@ def main():
     ap.add_argument("--port", type=int, default=6379,
                     help="port of the protected redis inside the private netns (unprotected: port+1)")
     ap.add_argument("--rrc", type=Path, default=DEFAULT_RRC, help="the rrc binary")
+    ap.add_argument("--snapshot", choices=("fork", "copy"), default="fork",
+                    help="rrc dump --snapshot: fork = clone of the parked process, copy-on-write; "
+                         "copy = written pages copied before and during the pause, no fork")
     ap.add_argument("--out", type=Path, default=None,
                     help="output prefix (.json, .png); default bench/results/checkpoint_pause "
-                         "(bench/results/baseline_only with --baseline-only)")
+                         "(checkpoint_pause_copy with --snapshot copy, baseline_only with --baseline-only)")
     ap.add_argument("--workdir", type=Path, default=None, help="parent of the temporary directory")
     ap.add_argument("--min-free-mb", type=int, default=2000,
                     help="abort when the image file system has less free space (every image is kept)")
@@ -757,12 +827,15 @@ def main():
     if args.max_seconds is None:
         args.max_seconds = max(60.0, 20 * args.checkpoints * args.interval_ms / 1000)
     if args.out is None:
-        args.out = HERE / "results" / ("baseline_only" if args.baseline_only else "checkpoint_pause")
+        args.out = HERE / "results" / ("baseline_only" if args.baseline_only
+                                       else "checkpoint_pause" if args.snapshot == "fork"
+                                       else "checkpoint_pause_copy")
     if os.geteuid() != 0:
         sys.exit("checkpoint_pause.py: needs root (network namespace, rrc exec)")
-    for tool in ("ip", "redis-server", "redis-cli", "findmnt"):
+    for tool in ("ip", "redis-server", "redis-cli", "findmnt", "nsenter", "unshare", "sysctl"):
         if not shutil.which(tool):
-            sys.exit(f"checkpoint_pause.py: {tool} not found (apt: iproute2, redis-server, redis-tools, util-linux)")
+            sys.exit(f"checkpoint_pause.py: {tool} not found "
+                     f"(apt: iproute2, redis-server, redis-tools, util-linux, procps)")
     try:
         import numpy  # noqa: F401
         if not args.no_plot:
@@ -792,11 +865,7 @@ def main():
         loadgen = build_c(workdir, "loadgen")
         forkfloor = build_c(workdir, "forkfloor")
 
-        if Path(f"/run/netns/{ns}").exists():
-            raise BenchError(f"network namespace {ns} already exists")
-        run(["ip", "netns", "add", ns], 10)
-        cleanup.push(f"ip netns del {ns}", lambda: run(["ip", "netns", "del", ns], 10))
-        run(ns_argv(ns, ["ip", "link", "set", "lo", "up"]), 10)
+        netns_ehash = create_netns(ns, cleanup)
 
         window_ms = args.checkpoints * args.interval_ms
         uport = args.port + 1
@@ -839,6 +908,11 @@ def main():
                 "order": "unprotected (before), protected, unprotected (after); the unprotected "
                          "server stays up idle in between; ratios use before+after pooled",
                 "rrc": str(args.rrc) if not args.baseline_only else None,
+                "snapshot": args.snapshot,
+                "netns": {"tcp_ehash": "private", "tcp_ehash_entries": netns_ehash,
+                          "host_tcp_ehash_entries": machine["tcp_ehash_entries"],
+                          "why": "as the lab's containers: the checkpoint's TCP table dump (sock_diag) "
+                                 "walks the namespace's established-hash; a shared one is machine-wide"},
                 "build": build,
                 "images": "all kept until the end of the run (an incremental image needs its ancestors)",
                 "protected_threads_at_start": threads,
@@ -881,6 +955,10 @@ def print_summary(s):
         return "n/a" if x is None else f"{x / scale:.3f}{unit}"
     if "pause_us" in s:
         p = s["pause_us"]
+        print("pause breakdown p50: " + ", ".join(f"{k[:-3]} {f(v['p50'], 1e3, ' ms')}"
+                                                   for k, v in s["pause_breakdown_us"].items()))
+        if any(v["max"] for v in s.get("snapshot_copy", {}).values()):
+            print("copy snapshot p50: " + ", ".join(f"{k} {f(v['p50'])}" for k, v in s["snapshot_copy"].items()))
         print(f"pause: p50 {f(p['p50'], 1e3, ' ms')}  p90 {f(p['p90'], 1e3, ' ms')}  "
               f"p99 {f(p['p99'], 1e3, ' ms')}  max {f(p['max'], 1e3, ' ms')}  (n={p['n']})")
         for name, t in s["targets"].items():
@@ -893,7 +971,8 @@ def print_summary(s):
                   f"  (pause p50 / fork p50 = {f(p['p50'] / ff['p50'])})")
         iv = s["image_vs_dirtied"]
         print(f"incremental images: sum {iv['sum_image_bytes'] / 1e6:.1f} MB, dirtied "
-              f"{iv['sum_dirtied_bytes'] / 1e6:.1f} MB, logical {iv['sum_logical_bytes'] / 1e6:.1f} MB "
+              f"{f(iv['sum_dirtied_bytes'] and iv['sum_dirtied_bytes'] / 1e6)} MB, "
+              f"logical {iv['sum_logical_bytes'] / 1e6:.1f} MB "
               f"(image/dirtied {f(iv['image_over_dirtied'])}, image/logical {f(iv['image_over_logical'])})")
         for name, c in s["completion_us"].items():
             print(f"{name}: p50 {f(c['p50'], 1e3, ' ms')}  p99 {f(c['p99'], 1e3, ' ms')}")

@@ -165,8 +165,13 @@ class Rrc:
         assert pid_alive(pid), f"rrc exec printed pid {pid}, which is not running\n{read_text(log) if log else ''}"
         return pid
 
-    def dump(self, pid: int, images: Path, parent: Path | None = None, leave_running=False) -> dict:
+    def dump(self, pid: int, images: Path, parent: Path | None = None, leave_running=False,
+             snapshot: str | None = None, tcp_table=False) -> dict:
         args = ["dump", "--pid", str(pid), "--images", str(images), "--json"]
+        if snapshot:
+            args += ["--snapshot", snapshot]
+        if tcp_table:
+            args.append("--tcp-table")
         if parent:
             args += ["--parent", str(parent)]
         if leave_running:
@@ -178,6 +183,8 @@ class Rrc:
             raise AssertionError(f"rrc dump --json printed no JSON object on its last line:\n{p.stdout}\n{p.stderr}")
         for key in ("pid", "image_id", "parent_id", "sequence", "full", "pause_us", "total_us", "pages", "bytes"):
             assert key in out, f"rrc dump --json lacks '{key}': {out}"
+        if snapshot:
+            assert out.get("snapshot") == snapshot, f"asked for a {snapshot} snapshot, got {out.get('snapshot')}"
         return out
 
     def restore(self, images: Path, netns: str | None = None) -> int:

@@ -132,16 +132,22 @@ def check_table(image, server_port, c):
     return srv
 
 
-def test_tcp_table_of_a_server(rrc, tmp_path, netns):
+def busy_connection(rrc, tmp_path, netns):
+    """redis and a client connection with bytes in flight both ways:
+    (port, redis pid, client, the client's settled state)."""
     port, log, pid, cli = start_redis(rrc, tmp_path, netns)
     c = Client(netns, port)
+    c.do(f"set {VALUE}")
+    c.do(f"gets {GETS}")
+    c.do("read 100000")
+    return port, pid, c, c.settled()
+
+
+def test_tcp_table_of_a_server(rrc, tmp_path, netns):
+    port, pid, c, s0 = busy_connection(rrc, tmp_path, netns)
     try:
-        c.do(f"set {VALUE}")
-        c.do(f"gets {GETS}")
-        c.do("read 100000")
-        s0 = c.settled()
         full = tmp_path / "img0"
-        rrc.dump(pid, full, leave_running=True)
+        rrc.dump(pid, full, leave_running=True, tcp_table=True)
         assert c.state() == s0, "the connection moved while it was settled"
         chain = rrc.inspect(full)
         check_table(chain["images"][-1], port, s0)
@@ -150,7 +156,7 @@ def test_tcp_table_of_a_server(rrc, tmp_path, netns):
         c.do(f"read {3 * VALUE}")
         s1 = c.settled()
         incr = tmp_path / "img1"
-        rrc.dump(pid, incr, parent=full, leave_running=True)
+        rrc.dump(pid, incr, parent=full, leave_running=True, tcp_table=True)
         chain = rrc.inspect(incr)
         assert [i["full"] for i in chain["images"]] == [True, False]
         srv0 = check_table(chain["images"][0], port, s0)
@@ -159,5 +165,28 @@ def test_tcp_table_of_a_server(rrc, tmp_path, netns):
         text = rrc.run("inspect", "--images", incr).stdout
         assert f"ESTABLISHED 127.0.0.1:{port} -> 127.0.0.1:{s1['port']}" in text, text
         assert f"written {srv1['write_seq_rel']} read {s1['sent']}" in text, text
+    finally:
+        c.close()
+
+
+def test_tcp_table_in_copy_snapshots_and_only_when_asked(rrc, tmp_path, netns):
+    """A copy snapshot takes the table on its pause helper (a second CPU):
+    the same records as the fork snapshot's. Without --tcp-table a dump
+    leaves the TCP section empty (a restore does not use it; replication
+    epochs always ask for it)."""
+    port, pid, c, s0 = busy_connection(rrc, tmp_path, netns)
+    try:
+        full = tmp_path / "img0"
+        rrc.dump(pid, full, leave_running=True, snapshot="copy", tcp_table=True)
+        check_table(rrc.inspect(full)["images"][-1], port, s0)
+        incr = tmp_path / "img1"
+        rrc.dump(pid, incr, parent=full, leave_running=True, snapshot="copy", tcp_table=True)
+        check_table(rrc.inspect(incr)["images"][-1], port, s0)
+        plain = tmp_path / "img2"
+        rrc.dump(pid, plain, parent=incr, leave_running=True, snapshot="copy")
+        assert rrc.inspect(plain)["images"][-1]["tcp"] == [], "a dump without --tcp-table has a TCP table"
+        forked = tmp_path / "img3"
+        rrc.dump(pid, forked, parent=plain, leave_running=True)
+        assert rrc.inspect(forked)["images"][-1]["tcp"] == [], "a dump without --tcp-table has a TCP table"
     finally:
         c.close()

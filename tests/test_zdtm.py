@@ -43,14 +43,17 @@ PROGRAMS = {
     "procstate": [],
     "sockets": [],
     "threads": ["4"],
+    "vmachurn": [],
 }
 
 
 class Cycle:
     """One exec/dump.../restore/verify run of a zdtm program."""
 
-    def __init__(self, rrc, tmp_path: Path, netns: str, prog: str, args=(), env=None):
+    def __init__(self, rrc, tmp_path: Path, netns: str, prog: str, args=(), env=None, snapshot=None):
         self.rrc, self.tmp, self.netns = rrc, tmp_path, netns
+        # None: rrc's default; "fork"/"copy"; a list: one mode per dump, in turn
+        self.snapshot = snapshot
         self.zdir = tmp_path / "zdtm"
         self.zdir.mkdir()
         self.log = tmp_path / f"{prog}.log"
@@ -71,8 +74,9 @@ class Cycle:
     def dump(self, leave_running=True) -> dict:
         d = self.tmp / f"img{len(self.images)}"
         parent = self.images[-1] if self.images else None
-        out = self.rrc.dump(self.pid, d, parent=parent, leave_running=leave_running)
         seq = len(self.images)
+        mode = self.snapshot[seq % len(self.snapshot)] if isinstance(self.snapshot, list) else self.snapshot
+        out = self.rrc.dump(self.pid, d, parent=parent, leave_running=leave_running, snapshot=mode)
         assert out["sequence"] == seq, f"dump {seq}: sequence {out['sequence']}"
         assert out["full"] == (parent is None), f"dump {seq}: full={out['full']}"
         if self.dumps:
@@ -113,8 +117,8 @@ class Cycle:
         assert result == "PASS\n", f"{self.prog} after restore: {result.strip()}\n{self.diag()}"
 
 
-def full_cycle(rrc, tmp_path, netns, prog, args=(), increments=3, env=None, before_verify=None):
-    c = Cycle(rrc, tmp_path, netns, prog, args, env).start()
+def full_cycle(rrc, tmp_path, netns, prog, args=(), increments=3, env=None, before_verify=None, snapshot=None):
+    c = Cycle(rrc, tmp_path, netns, prog, args, env, snapshot).start()
     c.run_chain(increments)
     c.inspect()
     c.restore_and_verify(before_verify)
@@ -138,6 +142,50 @@ def test_selfcheck(prog):
 @pytest.mark.parametrize("prog", [p for p in sorted(PROGRAMS) if p not in ("threads", "sockets", "bigmem")])
 def test_cycle(rrc, tmp_path, netns, prog):
     full_cycle(rrc, tmp_path, netns, prog, PROGRAMS[prog])
+
+
+# The snapshot by copy (rrc dump --snapshot copy, runtime/lib/precopy.c):
+# the same programs, every dump of the chain a copy snapshot; with the
+# default pre-copy passes, and with none (RRC_PRECOPY_PASSES=0: an
+# incremental dump copies every written page in the pause, the path that
+# otherwise only sees the last few).
+@pytest.mark.parametrize("passes", [5, 0])
+@pytest.mark.parametrize("prog", [p for p in sorted(PROGRAMS) if p not in ("threads", "sockets")])
+def test_cycle_copy(rrc, tmp_path, netns, prog, passes):
+    c = full_cycle(rrc, tmp_path, netns, prog, PROGRAMS[prog], snapshot="copy",
+                   env={"RRC_PRECOPY_PASSES": passes})
+    assert all(d["fork_us"] == 0 for d in c.dumps), f"copy snapshots that forked: {c.dumps}"
+    assert c.dumps[0]["precopy_passes"] >= 1, "a full copy snapshot without its first pass"
+    assert all(d["precopy_passes"] == 0 for d in c.dumps[1:]) == (passes == 0), \
+        f"RRC_PRECOPY_PASSES={passes}: {[d['precopy_passes'] for d in c.dumps]}"
+
+
+def test_threads_64_copy(rrc, tmp_path, netns):
+    full_cycle(rrc, tmp_path, netns, "threads", ["64"], snapshot="copy")
+
+
+def test_chain_alternating_fork_and_copy(rrc, tmp_path, netns):
+    """Both snapshot kinds keep the same write-protect invariant (what an
+    image holds is re-armed), so one chain can mix them: fork, copy, fork,
+    copy... over bigmem, which rewrites and drops ranges between dumps."""
+    c = Cycle(rrc, tmp_path, netns, "bigmem", snapshot=["fork", "copy"]).start()
+    c.run_chain(increments=6, interval=0.1)
+    assert [d["snapshot"] for d in c.dumps] == ["fork", "copy"] * 4
+    c.restore_and_verify()
+
+
+def test_dump_after_restore_copy(rrc, tmp_path, netns):
+    """A restored process (its library state fresh: no page store, no
+    previous copy) takes copy snapshots on top of the image it came from."""
+    c = Cycle(rrc, tmp_path, netns, "bigmem", snapshot="copy").start()
+    c.run_chain(increments=1)
+    c.pid = rrc.restore(c.images[-1], netns=netns)
+    time.sleep(0.2)
+    c.dump()
+    time.sleep(0.2)
+    c.dump(leave_running=False)
+    wait_until(lambda: not pid_alive(c.pid), 15, "restored process to end after its final dump")
+    c.restore_and_verify()
 
 
 @pytest.mark.parametrize("nthreads", [1, 4, 64])

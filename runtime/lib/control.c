@@ -231,11 +231,34 @@ static void forget_parent(void)
 
 enum { DUMP_SERVED = 0, DUMP_RESTORED = 1 };
 
+/* The fork snapshot: the child (a copy of this process) writes the image
+ * and exits; the parent gets its pid. */
+static __attribute__((noinline)) long spawn_snapshot(void)
+{
+	long pid = rrc_sys_clone_snapshot();
+	if (pid == 0)
+		rrc_snapshot_main(); /* never returns */
+	return pid;
+}
+
+/* The copy snapshot's image writer: returns once it has exited (its pid,
+ * to reap) or failed to start. A function of its own, out of do_dump's
+ * frame: the child runs on this stack until it switches to its own. */
+static __attribute__((noinline)) long spawn_writer(void)
+{
+	long pid = rrc_sys_clone_writer();
+	if (pid == 0)
+		rrc_copy_writer_main(); /* never returns */
+	return pid;
+}
+
 static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 {
 	struct rrc_scratch *s = rrc_s;
 	struct rrc_ctl_dump_paused paused = { 0 };
 	int incremental = (req->flags & RRC_DUMP_F_INCREMENTAL) != 0;
+	int copy = (req->flags & RRC_DUMP_F_COPY) != 0;
+	int tcp = (req->flags & RRC_DUMP_F_TCP_TABLE) != 0;
 
 	if (incremental && (zero_id(rrc_g.last_image_id) ||
 			    memcmp(req->parent_id, rrc_g.last_image_id, 16))) {
@@ -252,6 +275,13 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	rrc_lib_ranges();
 	if (check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0 ||
 	    rrc_aq_check() < 0) {
+		send_error(c, s->err_code, s->err_errno, s->err_msg);
+		goto refused;
+	}
+	/* the copy snapshot's passes, before the pause (precopy.c) */
+	if (copy && (rrc_precopy(!incremental) < 0 || rrc_copy_prefetch() < 0)) {
+		forget_parent(); /* pages were re-armed that are in no image */
+		rrc_pstore_done(0);
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}
@@ -278,20 +308,54 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		rrc_release(); /* the data directory's journal is unusable (sticky) */
 	}
 	uint64_t t1 = rrc_mono_ns();
-	if (!failed && rrc_scan() < 0) {
+	/* a copy snapshot carrying the last image's defined set over: the
+	 * scan also finds the pages dropped since (snapshot.c, carry_presence) */
+	struct rrc_pstore *ps = &s->pstore;
+	int carried = copy && incremental && ps->defined_valid;
+	struct rrc_holes holes = { ps->wide, ps->nr_wide, ps->holes, 0, ps->cap_holes };
+	if (!failed && rrc_scan(carried ? &holes : NULL) < 0) {
 		failed = 1;
 		forget_parent(); /* pages may have been re-armed without being recorded */
 		rrc_release();
 	}
+	s->nr_tcp = 0;
+	/* A copy snapshot's pause runs on two CPUs: the pause helper
+	 * (precopy.c) lists the fd table and takes the TCP table if asked,
+	 * while this thread takes the rest (snapshot.c). */
+	int helper = 0;
+	if (!failed && copy) {
+		ps->nr_holes = holes.nr;
+		rrc_copy_begin(carried);
+		s->dbg_ns[9] = rrc_mono_ns();
+		helper = rrc_helper_start(tcp);
+		s->dbg_ns[10] = rrc_mono_ns();
+	}
 	uint64_t t2 = rrc_mono_ns();
-	if (!failed && rrc_fds_capture() < 0) {
+	if (!failed && !helper && rrc_fds_capture() < 0) {
 		failed = 1;
 		forget_parent();
 		rrc_release();
 	}
+	s->dbg_ns[3] = rrc_mono_ns();
 	/* the TCP stream table: write_seq/copied_seq cannot move while every
 	 * application thread is parked (sk-diag.c) */
-	if (!failed && rrc_tcp_capture() < 0) {
+	if (!failed && tcp && !helper && rrc_tcp_capture() < 0) {
+		failed = 1;
+		forget_parent();
+		rrc_release();
+	}
+	/* copy snapshot: what the image describes, and the last pages */
+	if (!failed && copy && rrc_copy_capture() < 0) {
+		failed = 1;
+		forget_parent();
+		rrc_release();
+	}
+	if (!failed && copy && rrc_copy_capture_pages() < 0) {
+		failed = 1;
+		forget_parent();
+		rrc_release();
+	}
+	if (!failed && helper && rrc_helper_join() < 0) {
 		failed = 1;
 		forget_parent();
 		rrc_release();
@@ -312,9 +376,13 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			return DUMP_RESTORED;
 		}
 		rrc_fj_cut(); /* the image's FILEOPS: the journal up to now */
-		pid = rrc_sys_clone_snapshot();
-		if (pid == 0)
-			rrc_snapshot_main(); /* the snapshot child: never returns */
+		if (!copy)
+			pid = spawn_snapshot();
+		else if (rrc_copy_capture_last() < 0) {
+			failed = 1;
+			forget_parent();
+			rrc_release();
+		}
 	}
 	uint64_t t4 = rrc_mono_ns();
 	/* the pause ends when the release starts: once the futex wake is
@@ -323,6 +391,34 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed)
 		rrc_release();
 	/* ---------------- end of the pause ---------------- */
+	if (copy)
+		rrc_helper_end();
+
+	paused.pause_ns = t5 - t0;
+	paused.quiesce_ns = t1 - t0;
+	paused.scan_ns = t2 - t1;
+	paused.capture_ns = t3 - t2;
+	paused.threads = rrc_g.nslots;
+	paused.untracked_vmas = s->nr_newly_untracked;
+	paused.written_pages = s->written_pages;
+	if (copy) {
+		paused.snapshot = RRC_SNAPSHOT_COPY;
+		paused.copy_ns = t4 - t3;
+		paused.copied_pages = ps->copy_pages;
+		paused.precopy_ns = ps->precopy_ns;
+		paused.precopy_pages = ps->precopy_pages;
+		paused.precopy_passes = ps->passes;
+	} else {
+		paused.snapshot = RRC_SNAPSHOT_FORK;
+		paused.fork_ns = t4 - t3;
+	}
+	if (!failed && copy) {
+		/* the writer holds this thread until it exits (CLONE_VFORK): the
+		 * caller hears of the pause first */
+		send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
+		rrc_register_untracked();
+		pid = spawn_writer();
+	}
 
 	rrc_g.image_fd = -1;
 	close(s->res_wfd);
@@ -330,8 +426,13 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (failed || pid < 0) {
 		if (!failed) {
 			forget_parent();
-			rrc_set_err(RRC_ERR_SNAPSHOT, (int)-pid, "clone() of the snapshot failed", -1, 0);
+			rrc_set_err(RRC_ERR_SNAPSHOT, (int)-pid, copy ? "clone() of the image writer failed"
+						: "clone() of the snapshot failed", -1, 0);
 		}
+		if (copy)
+			rrc_pstore_done(0);
+		else
+			rrc_pstore_forget();
 		rrc_fds_cleanup();
 		rrc_fj_commit(0);
 		close(s->res_rfd);
@@ -340,15 +441,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		return DUMP_SERVED;
 	}
-	paused.pause_ns = t5 - t0;
-	paused.quiesce_ns = t1 - t0;
-	paused.scan_ns = t2 - t1;
-	paused.capture_ns = t3 - t2;
-	paused.fork_ns = t4 - t3;
-	paused.threads = rrc_g.nslots;
-	paused.untracked_vmas = s->nr_newly_untracked;
-	paused.written_pages = s->written_pages;
-	send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
+	if (!copy)
+		send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
 	if (rrc_g.debug) {
 		char m[200];
 		size_t l = rrc_bput(m, sizeof m, 0, "debug: rrc_lib_ranges ");
@@ -357,11 +451,43 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[1] - s->dbg_ns[0]) / 1000);
 		l = rrc_bput(m, sizeof m, l, " us, untracked scan ");
 		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[2] - s->dbg_ns[1]) / 1000);
+		l = rrc_bput(m, sizeof m, l, " us (");
+		l = rrc_bput_u64(m, sizeof m, l, s->nr_untracked);
+		rrc_bput(m, sizeof m, l, " VMAs)");
+		rrc_log(m);
+		if (copy) {
+			l = rrc_bput(m, sizeof m, 0, "debug: pause helper (fd table, TCP table) ");
+			l = rrc_bput_u64(m, sizeof m, l, s->helper.ns / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, its start ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[10] - s->dbg_ns[9]) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, arena set-up ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[9] - s->dbg_ns[2]) / 1000);
+		} else {
+			l = rrc_bput(m, sizeof m, 0, "debug: capture: fds ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[3] - t2) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, TCP table ");
+			l = rrc_bput_u64(m, sizeof m, l, (t3 - s->dbg_ns[3]) / 1000);
+		}
 		rrc_bput(m, sizeof m, l, " us");
 		rrc_log(m);
+		if (copy) {
+			l = rrc_bput(m, sizeof m, 0, "debug: copy capture: process and signals ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[4] - s->dbg_ns[3]) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, memory map ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[5] - s->dbg_ns[4]) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, untracked presence ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[7] - s->dbg_ns[6]) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, copies ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[8] - s->dbg_ns[7]) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, helper wait ");
+			l = rrc_bput_u64(m, sizeof m, l, (t3 - s->dbg_ns[8]) / 1000);
+			rrc_bput(m, sizeof m, l, " us");
+			rrc_log(m);
+		}
 	}
 
-	rrc_register_untracked();
+	if (!copy)
+		rrc_register_untracked();
 
 	int status = 0;
 	long w;
@@ -370,11 +496,16 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	while (w == -EINTR);
 	struct rrc_ctl_dump_done done = { 0 };
 	long n = rrc_read_fd_all(s->res_rfd, (char *)&done, sizeof done + 1);
+	int image_ok = w >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == (long)sizeof done;
+	if (copy)
+		rrc_pstore_done(image_ok);
+	else
+		rrc_pstore_forget();
 	rrc_fds_cleanup();
 	close(s->res_rfd);
 	s->res_rfd = -1;
 	close(imgfd);
-	if (w < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != (long)sizeof done) {
+	if (!image_ok) {
 		char m[300];
 		size_t l = rrc_bput(m, sizeof m, 0, "the snapshot child failed: ");
 		if (w < 0)

@@ -63,3 +63,40 @@ rrc_call_on_stack:
 	.cfi_endproc
 	.size	rrc_call_on_stack, .-rrc_call_on_stack
 	.section .note.GNU-stack,"",@progbits
+
+/*
+ * long rrc_clone_on_stack(unsigned long flags, void *stack_top, void (*fn)(void))
+ *
+ * clone(flags) whose child starts on its own stack in fn, which must not
+ * return (it ends with exit). The parent gets the child's pid or -errno.
+ * With CLONE_VM the child shares this memory, so it cannot go on on the
+ * caller's stack as a fork child does: fn's address travels on the new
+ * stack, the only memory the child may use before its first call.
+ * ASYNC-SIGNAL-SAFE.
+ */
+	.text
+	.globl	rrc_clone_on_stack
+	.hidden	rrc_clone_on_stack
+	.type	rrc_clone_on_stack, @function
+rrc_clone_on_stack:
+	.cfi_startproc
+	andq	$-16, %rsi
+	subq	$16, %rsi
+	movq	%rdx, (%rsi)		/* fn, popped by the child */
+	movl	$56, %eax		/* SYS_clone: flags, stack, ptid, ctid, tls */
+	xorl	%edx, %edx
+	xorl	%r10d, %r10d
+	xorl	%r8d, %r8d
+	syscall
+	testq	%rax, %rax
+	jnz	1f
+	/* the child, on the new stack */
+	popq	%rax
+	andq	$-16, %rsp
+	xorl	%ebp, %ebp
+	callq	*%rax
+	ud2
+1:	ret
+	.cfi_endproc
+	.size	rrc_clone_on_stack, .-rrc_clone_on_stack
+	.section .note.GNU-stack,"",@progbits

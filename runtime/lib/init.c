@@ -118,6 +118,11 @@ __attribute__((constructor)) static void rrc_init(void)
 	}
 	const char *dbg = getenv("RRC_DEBUG");
 	rrc_g.debug = dbg && *dbg == '1';
+	/* the copy snapshot's pre-copy passes of an incremental dump at most
+	 * (0..9, default 5; precopy.c): 0 copies every written page in the
+	 * pause (tests use it to exercise that path) */
+	const char *passes = getenv("RRC_PRECOPY_PASSES");
+	rrc_g.precopy_passes = passes && *passes >= '0' && *passes <= '9' && !passes[1] ? *passes - '0' : 5;
 	const char *path = getenv("RRC_CONTROL");
 	if (!path || !*path)
 		return;

@@ -44,6 +44,51 @@ struct rrc_slot {
 
 struct rrc_range { uint64_t start, end; };
 
+/* The copy snapshot's page store (precopy.c): page copies in runs. */
+#define RRC_MAX_MISSED   4096
+/* runs are kept in copy order: a later copy of a page replaces an earlier one */
+struct rrc_pstore_run { uint64_t vaddr, npages, slot; };
+struct rrc_pstore {
+	uint8_t *map;                   /* the mapping (0: not made yet) */
+	uint64_t map_len;
+	struct rrc_pstore_run *runs;    /* in copy order */
+	uint64_t nr_runs, cap_runs;
+	uint8_t *pages;                 /* page copies; slot i at pages + i * 4096 */
+	uint64_t used, cap, populated;  /* in pages */
+	uint32_t passes;                /* pre-copy passes of this dump */
+	/* ranges pre-copy could not read (unmapped meanwhile): retried in the pause */
+	struct rrc_range missed[RRC_MAX_MISSED];
+	uint32_t nr_missed;
+	int      mem_fd;                /* /proc/self/mem, for unreadable pages */
+	/* the defined pages of the last copy image (its pagemap's ranges), two
+	 * buffers: the writer fills defined[cur ^ 1], the dump's success makes
+	 * it current. Valid only after a successful copy snapshot: a fork
+	 * snapshot's child cannot hand its pagemap back. */
+	struct rrc_range *defined[2];
+	uint64_t nr_defined[2], cap_defined;
+	uint32_t cur, defined_valid;
+	uint64_t precopy_ns, precopy_pages, copy_pages, last_pause_pages;
+	/* pages dropped since last armed, found by the pause's scan (rrc_scan) */
+	struct page_region *holes;
+	uint64_t nr_holes, cap_holes;
+	struct rrc_range *wide;         /* where the scan looks for them (precopy.c) */
+	uint64_t nr_wide, cap_wide;
+	uint8_t *helper_stack;          /* RRC_HELPER_STACK bytes */
+	struct rrc_process proc_stable; /* read before the pause (rrc_copy_prefetch) */
+};
+#define RRC_HELPER_STACK (256 * 1024)
+
+/* The copy snapshot's pause helper (precopy.c): a CLONE_VM process that
+ * takes the fd table and the TCP table on the second CPU. */
+enum { RRC_HELPER_WAIT = 0, RRC_HELPER_GO, RRC_HELPER_ABORT, RRC_HELPER_DONE };
+struct rrc_pause_helper {
+	volatile uint32_t state;        /* futex: RRC_HELPER_* */
+	int      do_tcp;                /* besides the fd table */
+	int      fds_rc, tcp_rc;        /* 0, or -1 with the error set */
+	uint64_t ns;                    /* its work, start to DONE */
+	long     pid;                   /* > 0 while it exists */
+};
+
 /* Persistent state: in .bss, hence in every image (see top of file). */
 struct rrc_lib_state {
 	struct rrc_restore_area restore_area;
@@ -60,6 +105,7 @@ struct rrc_lib_state {
 	uint64_t cur_sequence;
 	uint64_t last_sequence;         /* sequence of last_image_id */
 	int      debug;                 /* RRC_DEBUG=1: timings to stderr */
+	int      precopy_passes;        /* RRC_PRECOPY_PASSES (precopy.c), default 5 */
 	int      active;                /* RRC_CONTROL set and set-up succeeded */
 	int      ctl_tid;               /* the control thread */
 	int      pid;
@@ -133,9 +179,11 @@ struct rrc_scratch {
 	char     dirbuf[32768];
 	char     pathbuf[RRC_PATH_MAX + 64];
 	struct page_region uvec[512];   /* untracked-VMA scan */
-	uint64_t dbg_ns[8];             /* phase timings, logged with RRC_DEBUG=1 */
+	uint64_t dbg_ns[12];            /* phase timings, logged with RRC_DEBUG=1 */
 	int      walk_fd;               /* the directory fd of the current getdents walk */
 	char     textbuf[1 << 22];      /* fdinfo of big epoll sets */
+	struct rrc_pstore pstore;       /* the copy snapshot (precopy.c) */
+	struct rrc_pause_helper helper;
 };
 extern struct rrc_scratch *rrc_s RRC_HIDDEN;
 
@@ -222,8 +270,16 @@ void rrc_fill_self_slot(struct rrc_slot *s) RRC_HIDDEN;
 /* ---- memory.c ---- */
 int rrc_uffd_open(void) RRC_HIDDEN;          /* returns fd or -errno */
 void rrc_lib_ranges(void) RRC_HIDDEN;        /* fills lib_excluded / lib_always */
+uint32_t rrc_lib_excluded_sorted(struct rrc_range out[4]) RRC_HIDDEN;
 int rrc_register_all(int wp_arm) RRC_HIDDEN; /* register every private VMA; returns count */
-int rrc_scan(void) RRC_HIDDEN;               /* pause path: written + untracked; -1 on error */
+/* the dropped pages a copy snapshot's scan also finds (memory.c, rrc_scan) */
+struct rrc_holes {
+	const struct rrc_range *wide;   /* ascending, 2 MiB-aligned: where to look */
+	uint64_t nr_wide;
+	struct page_region *v;          /* out */
+	uint64_t nr, cap;
+};
+int rrc_scan(struct rrc_holes *h) RRC_HIDDEN; /* pause path: written + untracked; -1 on error */
 void rrc_register_untracked(void) RRC_HIDDEN;/* after resume */
 int rrc_check_maps(void) RRC_HIDDEN;         /* refusals from /proc/self/maps: 0 or -1 */
 int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
@@ -260,12 +316,32 @@ long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare
 			uint8_t *buf, size_t buflen, uint32_t *dumps) RRC_HIDDEN;
 int rrc_tcp_capture(void) RRC_HIDDEN;        /* pause path: 0, or -1 with rrc_s->err_* set */
 
+/* ---- precopy.c: the snapshot by copy ---- */
+int rrc_precopy(int full) RRC_HIDDEN;        /* before the pause: 0 or -1 with the error set */
+int rrc_pstore_range(struct rrc_range *r) RRC_HIDDEN;
+int rrc_pstore_put(uint64_t a, uint64_t b, int readable) RRC_HIDDEN; /* pause: 0 or -1 */
+void rrc_pstore_done(int ok) RRC_HIDDEN;     /* after the writer (ok: the image is complete) */
+void rrc_pstore_forget(void) RRC_HIDDEN;     /* a fork snapshot: no defined set to carry */
+int rrc_helper_start(int tcp) RRC_HIDDEN;     /* pause: 1 if it runs */
+int rrc_helper_join(void) RRC_HIDDEN;        /* pause: 0, or -1 with the error set */
+void rrc_helper_end(void) RRC_HIDDEN;        /* abort if not joined, reap */
+long rrc_clone_on_stack(unsigned long flags, void *stack_top, void (*fn)(void)) RRC_HIDDEN; /* ctx.S */
+
 /* ---- snapshot.c (ASYNC-SIGNAL-SAFE, runs in the clone()d child) ---- */
 __attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;
+/* the copy snapshot: state captured in the pause (0 or -1 with the error
+ * set), the lib ranges last (after the control thread's context is
+ * saved), then the writer (a CLONE_VM process) */
+int rrc_copy_prefetch(void) RRC_HIDDEN;
+void rrc_copy_begin(int carried) RRC_HIDDEN;
+int rrc_copy_capture(void) RRC_HIDDEN;
+int rrc_copy_capture_pages(void) RRC_HIDDEN;
+int rrc_copy_capture_last(void) RRC_HIDDEN;
+__attribute__((noreturn)) void rrc_copy_writer_main(void) RRC_HIDDEN;
 /* child exit codes (the parent turns them into messages) */
 enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_SNAP_SCAN,
        RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG, RRC_SNAP_LIBMERGE,
-       RRC_SNAP_EPIPE };
+       RRC_SNAP_EPIPE, RRC_SNAP_INCOMPLETE };
 const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
 
 /* ---- accept-queue.c (ASYNC-SIGNAL-SAFE): repaired connections for accept() ---- */

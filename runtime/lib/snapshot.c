@@ -8,6 +8,12 @@
  * is written strictly forward from its current position, so it may be a
  * file, a pipe or a socket (it must be blocking).
  *
+ * The snapshot by copy (precopy.c) writes the same image with the same
+ * code: its state is captured in the pause by rrc_copy_capture*, on the
+ * control thread, its pages come from the page store, and the writer is
+ * a process sharing the memory (rrc_copy_writer_main). What differs is
+ * marked copy_mode.
+ *
  * ASYNC-SIGNAL-SAFE: the whole file. The parked threads may have held
  * malloc's or stdio's locks at the fork, so no libc: raw syscalls, and
  * working memory from the scratch arena's child area (which is excluded
@@ -31,8 +37,18 @@
 #define OBUF     (1u << 20)
 #define STACK_WINDOW (8 * 4096ull)
 
+/* The capture of a copy snapshot runs these functions in the pause, on
+ * the control thread: there a failure must return to the caller
+ * (rrc_copy_capture) instead of ending the thread. */
+static void *capture_jmp[5];
+static int capture_escape, capture_code;
+
 static __attribute__((noreturn)) void die(int code)
 {
+	if (capture_escape) {
+		capture_code = code;
+		__builtin_longjmp(capture_jmp, 1);
+	}
 	rrc_sys_exit(code); /* only this thread exists in the child */
 	rrc_sys_exit_group(code);
 }
@@ -50,6 +66,7 @@ const char *rrc_snapshot_strerror(int code)
 	case RRC_SNAP_PROC: return "cannot read /proc/self (stat, auxv, exe or cwd)";
 	case RRC_SNAP_TOOBIG: return "a VMA or shared anonymous mapping the format cannot describe";
 	case RRC_SNAP_LIBMERGE: return "a VMA holds both librrc's scratch memory and application memory";
+	case RRC_SNAP_INCOMPLETE: return "copy snapshot: a present page of a full image was never copied (a bug)";
 	}
 	return "unknown failure";
 }
@@ -231,6 +248,8 @@ struct cvma {
 	struct rrc_vma v;
 	uint32_t name_off;
 	uint32_t special;         /* no pages: vdso, vvar, vsyscall, shared file */
+	uint64_t pres_first;      /* its present regions: pres[pres_first..+pres_n) */
+	uint64_t pres_n;
 };
 static struct cvma *vmas;
 static uint32_t nr_vmas;
@@ -414,59 +433,290 @@ static void add_pme(uint64_t a, uint64_t b, uint32_t flags)
 	}
 }
 
+/* ---- present pages, per VMA ----
+ * A defined page is present or swapped and neither the zero page nor a
+ * page-cache page of a file mapping. The page-cache test costs a lookup of
+ * every page's struct page (~1.7 ms per 100 MB here): it is only asked for
+ * file-backed VMAs, an anonymous one cannot hold such pages. */
+static struct page_region *pres;
+static uint64_t nr_pres, cap_pres;
+
+static void scan_vma_presence(struct cvma *c)
+{
+	c->pres_first = nr_pres;
+	c->pres_n = 0;
+	if (c->special)
+		return;
+	uint64_t not = c->v.kind == RRC_VMA_FILE_PRIVATE ? PAGE_IS_FILE | PAGE_IS_PFNZERO : PAGE_IS_PFNZERO;
+	uint64_t start = c->v.start;
+	for (;;) {
+		if (nr_pres == cap_pres)
+			die(RRC_SNAP_ENOMEM);
+		struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = start, .end = c->v.end,
+					 .vec = (uint64_t)(pres + nr_pres), .vec_len = cap_pres - nr_pres,
+					 .category_inverted = not, .category_mask = not,
+					 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+					 .return_mask = PAGE_IS_PRESENT };
+		long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
+		if (r < 0)
+			die(RRC_SNAP_SCAN);
+		nr_pres += (uint64_t)r;
+		if (nr_pres < cap_pres || a.walk_end >= c->v.end)
+			break;
+		start = a.walk_end;
+	}
+	c->pres_n = nr_pres - c->pres_first;
+}
+
+static int copy_mode;
+static int carried;       /* copy snapshot: tracked VMAs' presence from the last image's */
+static int deferred(const struct cvma *c);
+
+/* Every VMA's present regions; in the pause of a copy snapshot, all but
+ * the deferred VMAs (rrc_copy_capture_last scans those) and, when the
+ * defined set is carried over, the tracked ones (see carry_presence). */
+static void capture_presence(void)
+{
+	cap_pres = 1u << 20;
+	pres = alloc(sizeof *pres * cap_pres);
+	for (uint32_t i = 0; i < nr_vmas; i++) {
+		if (copy_mode && (deferred(&vmas[i]) || (carried && (vmas[i].v.flags & RRC_VMA_F_TRACKED)))) {
+			vmas[i].pres_first = nr_pres;
+			vmas[i].pres_n = 0;
+			continue;
+		}
+		scan_vma_presence(&vmas[i]);
+	}
+}
+
+/* ---- the defined set carried over from the last copy image ----
+ * Scanning every VMA for its present pages costs ~1 ms per 100 MB in the
+ * pause. A page of a tracked (write-protected) VMA changes between defined
+ * and not only through the application, and every such change goes
+ * through "written" (measured on 6.18 with MADV_DONTNEED, and MADV_FREE
+ * followed by MADV_PAGEOUT: the dropped page is a hole without its
+ * write-protect marker, and reading it maps the zero page, also
+ * unmarked): written to, it is in the page store (a scan reported it);
+ * dropped, it is a hole; dropped and read, a written zero page, copied
+ * (zeros) like any written page. So, for the tracked VMAs, defined now =
+ * (defined in the last image, or copied in this dump) minus the pages
+ * dropped since they were last armed: holes without their marker, which
+ * the pause's write-protect scan reports in the same walk (memory.c,
+ * rrc_scan; around those pages only, precopy.c, wide_ranges). */
+static struct page_region *undef;
+static uint64_t nr_undef;
+
+/* ---- the copy snapshot's page copies, by address ----
+ * The store's runs (precopy.c) in copy order, one entry per page, sorted
+ * by address with a stable radix sort: the last entry of an address is
+ * its latest copy. */
+struct spage { uint64_t vaddr, slot; };
+static struct spage *spages;
+static uint64_t nr_spages, scur;
+
+static void build_store_index(void)
+{
+	struct rrc_pstore *ps = &rrc_s->pstore;
+	uint64_t n = ps->used;
+	struct spage *a = alloc(sizeof *a * (n + 1)), *b = alloc(sizeof *b * (n + 1));
+	uint64_t *count = alloc(sizeof *count * 4096);
+	uint64_t k = 0;
+	for (uint64_t r = 0; r < ps->nr_runs; r++)
+		for (uint64_t i = 0; i < ps->runs[r].npages; i++)
+			a[k++] = (struct spage){ ps->runs[r].vaddr + i * RRC_PAGE_SIZE, ps->runs[r].slot + i };
+	/* page numbers are below 2^36 (USER_END >> 12): three 12-bit digits */
+	for (int shift = 12; shift < 48; shift += 12) {
+		rrc_memset(count, 0, sizeof *count * 4096);
+		for (uint64_t i = 0; i < k; i++)
+			count[(a[i].vaddr >> shift) & 4095]++;
+		uint64_t sum = 0;
+		for (int d = 0; d < 4096; d++) {
+			uint64_t c = count[d];
+			count[d] = sum;
+			sum += c;
+		}
+		for (uint64_t i = 0; i < k; i++)
+			b[count[(a[i].vaddr >> shift) & 4095]++] = a[i];
+		struct spage *t = a;
+		a = b;
+		b = t;
+	}
+	uint64_t m = 0;
+	for (uint64_t i = 0; i < k; i++) {
+		if (m && a[m - 1].vaddr == a[i].vaddr)
+			a[m - 1] = a[i];
+		else
+			a[m++] = a[i];
+	}
+	spages = a;
+	nr_spages = m;
+}
+
+/* The store's slot of page x, or -1 (cursor: ascending queries). */
+static int64_t store_slot(uint64_t x)
+{
+	while (scur < nr_spages && spages[scur].vaddr < x)
+		scur++;
+	return scur < nr_spages && spages[scur].vaddr == x ? (int64_t)spages[scur].slot : -1;
+}
+
+/* Is x in the store, and up to where does that answer hold? */
+static int in_store(uint64_t x, uint64_t end, uint64_t *until)
+{
+	int in = store_slot(x) >= 0;
+	uint64_t y = x + RRC_PAGE_SIZE;
+	uint64_t i = scur;
+	if (in) {
+		while (y < end && i + 1 < nr_spages && spages[i + 1].vaddr == y) {
+			i++;
+			y += RRC_PAGE_SIZE;
+		}
+	} else {
+		y = scur < nr_spages && spages[scur].vaddr < end ? spages[scur].vaddr : end;
+	}
+	*until = y;
+	return in;
+}
+
+/* The tracked VMAs' present regions (see undefined_scan): the last
+ * image's defined ranges and this dump's page copies, both ascending,
+ * merged, minus the undefined regions, cut by VMA. */
+static void carry_presence(void)
+{
+	struct rrc_pstore *ps = &rrc_s->pstore;
+	const struct rrc_range *d = ps->defined[ps->cur];
+	undef = ps->holes;
+	nr_undef = ps->nr_holes;
+	uint64_t nd = ps->nr_defined[ps->cur], di = 0, si = 0, ui = 0;
+	uint32_t vi = 0;
+	for (;;) {
+		/* next range of the union (D u S), by ascending start */
+		uint64_t a, b;
+		if (di < nd && (si >= nr_spages || d[di].start <= spages[si].vaddr)) {
+			a = d[di].start;
+			b = d[di].end;
+			di++;
+		} else if (si < nr_spages) {
+			a = spages[si].vaddr;
+			b = a + RRC_PAGE_SIZE;
+			si++;
+		} else
+			break;
+		/* extend while the next piece of either list touches it */
+		for (;;) {
+			if (di < nd && d[di].start <= b) {
+				if (d[di].end > b)
+					b = d[di].end;
+				di++;
+			} else if (si < nr_spages && spages[si].vaddr <= b) {
+				if (spages[si].vaddr + RRC_PAGE_SIZE > b)
+					b = spages[si].vaddr + RRC_PAGE_SIZE;
+				si++;
+			} else
+				break;
+		}
+		/* [a, b) minus the undefined regions, cut by the tracked VMAs */
+		while (a < b) {
+			while (ui < nr_undef && undef[ui].end <= a)
+				ui++;
+			uint64_t e = b;
+			if (ui < nr_undef) {
+				if (undef[ui].start <= a) {
+					a = undef[ui].end;
+					continue;
+				}
+				if (undef[ui].start < e)
+					e = undef[ui].start;
+			}
+			while (vi < nr_vmas && vmas[vi].v.end <= a)
+				vi++;
+			if (vi >= nr_vmas)
+				return;
+			struct cvma *c = &vmas[vi];
+			if (c->v.start >= e) {
+				a = c->v.start < b ? c->v.start : b;
+				continue;
+			}
+			uint64_t lo = a > c->v.start ? a : c->v.start, hi = e < c->v.end ? e : c->v.end;
+			if ((c->v.flags & RRC_VMA_F_TRACKED) && lo < hi) {
+				if (c->pres_n == 0)
+					c->pres_first = nr_pres;
+				if (nr_pres == cap_pres)
+					die(RRC_SNAP_ENOMEM);
+				pres[nr_pres++] = (struct page_region){ lo, hi, PAGE_IS_PRESENT };
+				c->pres_n++;
+			}
+			a = hi > a ? hi : e;
+		}
+	}
+}
+
+/* This image's defined ranges, for the next copy snapshot's carry_presence
+ * (rrc_pstore_done makes them current if the image is complete). */
+static void save_defined(void)
+{
+	struct rrc_pstore *ps = &rrc_s->pstore;
+	struct rrc_range *out = ps->defined[ps->cur ^ 1];
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < nr_pme; i++) {
+		uint64_t a = pme[i].vaddr, b = a + (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE;
+		if (n && out[n - 1].end == a) {
+			out[n - 1].end = b;
+			continue;
+		}
+		if (n == ps->cap_defined) {
+			ps->nr_defined[ps->cur ^ 1] = ~0ull; /* the next copy snapshot scans */
+			return;
+		}
+		out[n++] = (struct rrc_range){ a, b };
+	}
+	ps->nr_defined[ps->cur ^ 1] = n;
+}
+
 static void build_pagemap(void)
 {
 	int full = !(rrc_s->req.flags & RRC_DUMP_F_INCREMENTAL);
-	struct page_region *vec = alloc(sizeof *vec * 65536);
 	cap_pme = 8u << 20;
 	pme = alloc(sizeof *pme * cap_pme);
-	build_force();
+	if (copy_mode)
+		scur = 0;
+	else
+		build_force();
 	for (uint32_t i = 0; i < nr_vmas; i++) {
 		struct cvma *c = &vmas[i];
-		if (c->special)
-			continue;
-		uint64_t start = c->v.start;
-		for (;;) {
-			struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = start, .end = c->v.end,
-						 .vec = (uint64_t)vec, .vec_len = 65536,
-						 .category_inverted = PAGE_IS_FILE | PAGE_IS_PFNZERO,
-						 .category_mask = PAGE_IS_FILE | PAGE_IS_PFNZERO,
-						 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-						 .return_mask = PAGE_IS_PRESENT };
-			long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
-			if (r < 0)
-				die(RRC_SNAP_SCAN);
-			for (long k = 0; k < r; k++) {
-				uint64_t x = vec[k].start;
-				while (x < vec[k].end) {
-					uint64_t until;
-					int in = full ? 1 : in_image(x, &until);
-					if (full || until > vec[k].end)
-						until = vec[k].end;
-					add_pme(x, until, in ? RRC_PME_IN_IMAGE : 0);
-					x = until;
+		for (uint64_t k = c->pres_first; k < c->pres_first + c->pres_n; k++) {
+			uint64_t x = pres[k].start;
+			while (x < pres[k].end) {
+				uint64_t until;
+				int in;
+				if (copy_mode) {
+					in = in_store(x, pres[k].end, &until);
+					if (full && !in)
+						die(RRC_SNAP_INCOMPLETE);
+				} else {
+					in = full ? 1 : in_image(x, &until);
+					if (full)
+						until = pres[k].end;
 				}
+				if (until > pres[k].end)
+					until = pres[k].end;
+				add_pme(x, until, in ? RRC_PME_IN_IMAGE : 0);
+				x = until;
 			}
-			if (r < 65536 || a.walk_end >= c->v.end)
-				break;
-			start = a.walk_end;
 		}
 	}
 }
 
 /* ---- PROCESS ---- */
-static void fill_process(struct rrc_process *p)
+/* What only exec or prctl(PR_SET_MM/PR_SET_NAME) changes: a copy snapshot
+ * reads it before the pause (rrc_copy_prefetch), where it may open files;
+ * the pause itself opens none (the pause helper lists the fd table at the
+ * same time). buf: a scratch buffer of 64 KiB. */
+static void fill_process_stable(struct rrc_process *p, char *buf)
 {
-	char *buf = alloc(65536);
 	long n;
 
 	p->pid = (uint32_t)rrc_g.pid;
-	long um = rrc_sys_umask(0);
-	rrc_sys_umask((int)um);
-	p->umask = (uint32_t)um;
-	p->personality = (uint32_t)rrc_sys_personality(0xffffffff);
-	p->nr_threads = (rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS) + 1;
-
 	n = rrc_read_file("/proc/self/stat", buf, 65536);
 	if (n <= 0)
 		die(RRC_SNAP_PROC);
@@ -497,7 +747,6 @@ static void fill_process(struct rrc_process *p)
 	p->arg_end = f[49];
 	p->env_start = f[50];
 	p->env_end = f[51];
-	p->brk = (uint64_t)rrc_sys_brk(0);
 
 	n = rrc_read_file("/proc/self/auxv", buf, 65536);
 	if (n <= 0)
@@ -507,13 +756,6 @@ static void fill_process(struct rrc_process *p)
 		words = RRC_AUXV_MAX;
 	rrc_memcpy(p->auxv, buf, words * 8ull);
 	p->auxv_words = words;
-	for (int i = 0; i < RRC_RLIMIT_MAX; i++) {
-		struct rrc_rlimit rl = { ~0ull, ~0ull };
-		if (rrc_sys_getrlimit(i, &rl) == 0)
-			p->rlimits[i] = rl;
-		else
-			p->rlimits[i] = (struct rrc_rlimit){ ~0ull, ~0ull };
-	}
 	p->restore_area_addr = (uint64_t)&rrc_g.restore_area;
 
 	/* comm of the main thread (ours is the control thread's) */
@@ -532,8 +774,27 @@ static void fill_process(struct rrc_process *p)
 	n = rrc_sys_readlinkat(-100, "/proc/self/exe", p->exe_path, RRC_PATH_MAX - 1);
 	if (n < 0)
 		die(RRC_SNAP_PROC);
-	n = rrc_sys_getcwd(p->cwd, RRC_PATH_MAX);
-	if (n < 0)
+}
+
+/* What the application changes with ordinary calls: read with the
+ * threads parked (syscalls only). */
+static void fill_process_volatile(struct rrc_process *p)
+{
+	long um = rrc_sys_umask(0);
+	rrc_sys_umask((int)um);
+	p->umask = (uint32_t)um;
+	p->personality = (uint32_t)rrc_sys_personality(0xffffffff);
+	p->nr_threads = (rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS) + 1;
+	p->brk = (uint64_t)rrc_sys_brk(0);
+	for (int i = 0; i < RRC_RLIMIT_MAX; i++) {
+		struct rrc_rlimit rl = { ~0ull, ~0ull };
+		if (rrc_sys_getrlimit(i, &rl) == 0)
+			p->rlimits[i] = rl;
+		else
+			p->rlimits[i] = (struct rrc_rlimit){ ~0ull, ~0ull };
+	}
+	rrc_memset(p->cwd, 0, sizeof p->cwd);
+	if (rrc_sys_getcwd(p->cwd, RRC_PATH_MAX) < 0)
 		die(RRC_SNAP_PROC);
 }
 
@@ -577,7 +838,67 @@ static void write_fds(void)
 
 static uint64_t t0;
 
+/* ---- state captured for the image (fork: by the child; copy: in the pause) ---- */
+static struct rrc_process *cproc;
+static struct rrc_sigaction *csigs;       /* 64 */
+static struct rrc_thread *cthreads;
+static uint32_t nr_cthreads;
+
+static int capture_failed(void);
+
+static void capture_process(void)
+{
+	cproc = alloc(sizeof *cproc);
+	if (copy_mode) {
+		rrc_memcpy(cproc, &rrc_s->pstore.proc_stable, sizeof *cproc);
+	} else {
+		rrc_memset(cproc, 0, sizeof *cproc);
+		fill_process_stable(cproc, alloc(65536));
+	}
+	fill_process_volatile(cproc);
+}
+
+/* Before the pause of a copy snapshot: the process's stable fields (see
+ * fill_process_stable). 0, or -1 with the error set. */
+int rrc_copy_prefetch(void)
+{
+	char *buf = rrc_s->textbuf; /* a scratch buffer the pause uses later */
+	struct rrc_process *p = &rrc_s->pstore.proc_stable;
+	rrc_memset(p, 0, sizeof *p);
+	capture_escape = 1;
+	if (__builtin_setjmp(capture_jmp))
+		return capture_failed();
+	fill_process_stable(p, buf);
+	capture_escape = 0;
+	return 0;
+}
+
+/* The actions: a fork child has the parent's copy (clone() without
+ * CLONE_SIGHAND); the pause reads the process's own. */
+static void capture_signals(void)
+{
+	csigs = alloc(sizeof *csigs * 64);
+	for (int sig = 1; sig <= 64; sig++) {
+		struct rrc_sigaction *a = &csigs[sig - 1];
+		rrc_memset(a, 0, sizeof *a);
+		if (rrc_sys_rt_sigaction(sig, 0, a) < 0)
+			rrc_memset(a, 0, sizeof *a);
+	}
+}
+
+/* The parked application threads, then the control thread. */
+static void capture_threads(void)
+{
+	uint32_t nt = rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS;
+	cthreads = alloc(sizeof *cthreads * (nt + 1));
+	for (uint32_t i = 0; i < nt; i++)
+		rrc_memcpy(&cthreads[i], &rrc_g.slots[i].t, sizeof *cthreads);
+	rrc_memcpy(&cthreads[nt], &rrc_g.ctl_slot.t, sizeof *cthreads);
+	nr_cthreads = nt + 1;
+}
+
 static __attribute__((noreturn)) void snapshot(void);
+static __attribute__((noreturn)) void write_image(void);
 
 /* The statics of this file live in the library's .bss, which is part of
  * every image: a restored process carries the values the previous
@@ -599,14 +920,36 @@ static void reset_child_state(void)
 	wcur = fcur = 0;
 	pme = NULL;
 	nr_pme = cap_pme = pages_in_image = 0;
+	pres = NULL;
+	nr_pres = cap_pres = 0;
+	spages = NULL;
+	nr_spages = scur = 0;
+	copy_mode = 0;
+	carried = 0;
+	undef = NULL;
+	nr_undef = 0;
+	cproc = NULL;
+	csigs = NULL;
+	cthreads = NULL;
+	nr_cthreads = 0;
+	capture_escape = capture_code = 0;
 	t0 = 0;
+}
+
+static void start_arena(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	reset_child_state();
+	t0 = rrc_mono_ns();
+	arena = s->child_area;
+	arena_cap = s->child_area_len;
+	arena_used = 0;
 }
 
 /* Entered right after clone(), on the control thread's stack, which is
  * part of the image: move to a stack in the child area first. */
 __attribute__((noreturn)) void rrc_snapshot_main(void)
 {
-	struct rrc_scratch *s = rrc_s;
 	/* The control thread's rseq registration came along with clone(): the
 	 * kernel would go on writing cpu_id/mm_cid into its area (glibc's TCB,
 	 * part of the image) whenever this child is preempted or migrates, so
@@ -615,22 +958,16 @@ __attribute__((noreturn)) void rrc_snapshot_main(void)
 	if (rrc_g.ctl_slot.t.rseq_addr)
 		rrc_sys_rseq(rrc_g.ctl_slot.t.rseq_addr, rrc_g.ctl_slot.t.rseq_len, 1 /* RSEQ_FLAG_UNREGISTER */,
 			     rrc_g.ctl_slot.t.rseq_sig);
-	reset_child_state();
-	t0 = rrc_mono_ns();
-	arena = s->child_area;
-	arena_cap = s->child_area_len;
-	arena_used = 0;
+	start_arena();
 	uint8_t *stack = alloc(1u << 20);
 	op = alloc(sizeof *op);
 	rrc_memset(op, 0, sizeof *op);
 	rrc_call_on_stack(stack + (1u << 20), snapshot);
 }
 
+/* The fork snapshot: this child's memory is the frozen process. */
 static __attribute__((noreturn)) void snapshot(void)
 {
-	struct rrc_scratch *s = rrc_s;
-	o.fd = rrc_g.image_fd;
-	o.buf = alloc(OBUF);
 	long fd = rrc_sys_openat(-100, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		die(RRC_SNAP_MAPS);
@@ -639,6 +976,177 @@ static __attribute__((noreturn)) void snapshot(void)
 	if (fd < 0)
 		die(RRC_SNAP_SCAN);
 	pm_fd = (int)fd;
+	capture_process();
+	read_vmas();
+	capture_presence();
+	capture_signals();
+	capture_threads();
+	write_image();
+}
+
+/* ---- the copy snapshot (precopy.c): capture in the pause ---- */
+
+/* VMAs holding the library's always-dumped ranges (rrc_g, the control
+ * thread's stack): the control thread writes them until the end of the
+ * pause, so their pages are scanned and copied last. */
+static int deferred(const struct cvma *c)
+{
+	struct rrc_scratch *s = rrc_s;
+	return rrc_in_ranges(s->lib_always, s->nr_lib_always, c->v.start, c->v.end);
+}
+
+/* First VMA whose end is above x. */
+static uint32_t vma_at(uint64_t x)
+{
+	uint32_t lo = 0, hi = nr_vmas;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (vmas[mid].v.end <= x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void put(uint64_t a, uint64_t b, const struct cvma *c)
+{
+	if (a < b && rrc_pstore_put(a, b, (c->v.prot & PROT_READ) != 0) < 0)
+		die(RRC_SNAP_ENOMEM);
+}
+
+/* Copies [a, b) as the VMAs cut it; with_pres: only its present pages. */
+static void put_range(uint64_t a, uint64_t b, int with_pres)
+{
+	for (uint32_t i = vma_at(a); i < nr_vmas && vmas[i].v.start < b; i++) {
+		const struct cvma *c = &vmas[i];
+		if (c->special || deferred(c))
+			continue;
+		uint64_t lo = a > c->v.start ? a : c->v.start, hi = b < c->v.end ? b : c->v.end;
+		if (!with_pres) {
+			put(lo, hi, c);
+			continue;
+		}
+		for (uint64_t k = c->pres_first; k < c->pres_first + c->pres_n; k++) {
+			if (pres[k].end <= lo)
+				continue;
+			if (pres[k].start >= hi)
+				break;
+			put(pres[k].start > lo ? pres[k].start : lo, pres[k].end < hi ? pres[k].end : hi, c);
+		}
+	}
+}
+
+static int capture_failed(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	if (!s->err_code)
+		rrc_set_err(RRC_ERR_SNAPSHOT, 0, "copy snapshot: ", -1, rrc_snapshot_strerror(capture_code));
+	capture_escape = 0;
+	return -1;
+}
+
+/* The copy snapshot's pause, in three steps on the control thread, the
+ * pause helper (precopy.c) running alongside the second:
+ *  1. rrc_copy_begin: the arena set up;
+ *  2. rrc_copy_capture: the process's fields, the signal actions and the
+ *     memory map, while the helper lists the fd table and takes the TCP
+ *     table if asked;
+ *  3. rrc_copy_capture_pages, the helper still running: the present pages
+ *     of the untracked VMAs, and the copies: the pages written since the
+ *     last pre-copy pass, the VMAs dumped whole, the parked threads' stack
+ *     windows and what pre-copy missed.
+ * Then the control thread waits for the helper (rrc_helper_join).
+ * The helper allocates nothing from the arena (one bump allocator, two
+ * CPUs): it writes into the scratch and the page store only.
+ * ASYNC-SIGNAL-SAFE, all of it. */
+void rrc_copy_begin(int carry)
+{
+	start_arena();
+	copy_mode = 1;
+	carried = carry;
+	maps_fd = rrc_g.maps_fd;
+	pm_fd = rrc_g.pagemap_fd;
+}
+
+int rrc_copy_capture(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	capture_escape = 1;
+	if (__builtin_setjmp(capture_jmp))
+		return capture_failed();
+	capture_process();
+	capture_signals();
+	s->dbg_ns[4] = rrc_mono_ns();
+	read_vmas();
+	s->dbg_ns[5] = rrc_mono_ns();
+	capture_escape = 0;
+	return 0;
+}
+
+int rrc_copy_capture_pages(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	struct rrc_pstore *ps = &s->pstore;
+	capture_escape = 1;
+	if (__builtin_setjmp(capture_jmp))
+		return capture_failed();
+	s->dbg_ns[6] = rrc_mono_ns();
+	/* the deferred VMAs get no present regions here: see rrc_copy_capture_last */
+	capture_presence();
+	s->dbg_ns[7] = rrc_mono_ns();
+	for (uint64_t i = 0; i < s->nr_written; i++)
+		put_range(s->written[i].start, s->written[i].end, 0);
+	build_force();
+	for (uint32_t i = 0; i < nr_force; i++)
+		put_range(force[i].start, force[i].end, 1);
+	for (uint32_t i = 0; i < ps->nr_missed; i++)
+		put_range(ps->missed[i].start, ps->missed[i].end, 1);
+	s->dbg_ns[8] = rrc_mono_ns();
+	capture_escape = 0;
+	return 0;
+}
+
+/* The end of the pause, after the control thread saved its context: the
+ * threads' records, and the VMAs the control thread wrote until now.
+ * ASYNC-SIGNAL-SAFE. */
+int rrc_copy_capture_last(void)
+{
+	capture_escape = 1;
+	if (__builtin_setjmp(capture_jmp))
+		return capture_failed();
+	capture_threads();
+	for (uint32_t i = 0; i < nr_vmas; i++) {
+		struct cvma *c = &vmas[i];
+		if (c->special || !deferred(c))
+			continue;
+		scan_vma_presence(c);
+		uint64_t first = c->pres_first;
+		for (uint64_t k = first; k < nr_pres; k++)
+			put(pres[k].start, pres[k].end, c);
+	}
+	capture_escape = 0;
+	return 0;
+}
+
+/* The writer: a process sharing the memory (CLONE_VM|CLONE_VFORK) entered
+ * on the control thread's stack; the captured state and the arena stay as
+ * the pause left them. */
+__attribute__((noreturn)) void rrc_copy_writer_main(void)
+{
+	t0 = rrc_mono_ns();
+	uint8_t *stack = alloc(1u << 20);
+	op = alloc(sizeof *op);
+	rrc_memset(op, 0, sizeof *op);
+	rrc_call_on_stack(stack + (1u << 20), write_image);
+}
+
+/* ---- the image, from the captured state ---- */
+static __attribute__((noreturn)) void write_image(void)
+{
+	struct rrc_scratch *s = rrc_s;
+	o.fd = rrc_g.image_fd;
+	o.buf = alloc(OBUF);
 	/* A reader that goes away must end this child with RRC_SNAP_EPIPE,
 	 * not kill it with SIGPIPE (the application's disposition was
 	 * inherited). Blocking it changes nothing captured: the SIGNALS
@@ -646,6 +1154,11 @@ static __attribute__((noreturn)) void snapshot(void)
 	 * the clone. */
 	uint64_t pipe_mask = 1ull << (13 /* SIGPIPE */ - 1);
 	rrc_sys_rt_sigprocmask(0 /* SIG_BLOCK */, &pipe_mask, NULL);
+	if (copy_mode) {
+		build_store_index();
+		if (carried)
+			carry_presence();
+	}
 
 	/* image header */
 	struct rrc_image_header h;
@@ -663,15 +1176,9 @@ static __attribute__((noreturn)) void snapshot(void)
 	o_emit(&h, sizeof h);
 
 	/* PROCESS */
-	struct rrc_process *p = alloc(sizeof *p);
-	rrc_memset(p, 0, sizeof *p);
-	fill_process(p);
-	sec_begin();
-	o_put(p, sizeof *p);
-	sec_end(RRC_SEC_PROCESS);
+	emit_section(RRC_SEC_PROCESS, cproc, sizeof *cproc);
 
 	/* VMAS */
-	read_vmas();
 	sec_begin();
 	for (uint32_t i = 0; i < nr_vmas; i++) {
 		o_put(&vmas[i].v, sizeof vmas[i].v);
@@ -683,31 +1190,20 @@ static __attribute__((noreturn)) void snapshot(void)
 
 	/* PAGEMAP: already contiguous in the arena */
 	build_pagemap();
+	if (copy_mode)
+		save_defined();
 	emit_section(RRC_SEC_PAGEMAP, pme, nr_pme * sizeof *pme);
 
-	/* THREADS: the parked application threads, then the control thread */
-	sec_begin();
-	uint32_t nt = rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS;
-	for (uint32_t i = 0; i < nt; i++)
-		o_put(&rrc_g.slots[i].t, sizeof(struct rrc_thread));
-	o_put(&rrc_g.ctl_slot.t, sizeof(struct rrc_thread));
-	sec_end(RRC_SEC_THREADS);
+	/* THREADS */
+	emit_section(RRC_SEC_THREADS, cthreads, (uint64_t)nr_cthreads * sizeof *cthreads);
 
 	/* FDS */
 	sec_begin();
 	write_fds();
 	sec_end(RRC_SEC_FDS);
 
-	/* SIGNALS: the actions are copied by clone() without CLONE_SIGHAND */
-	sec_begin();
-	for (int sig = 1; sig <= 64; sig++) {
-		struct rrc_sigaction a;
-		rrc_memset(&a, 0, sizeof a);
-		if (rrc_sys_rt_sigaction(sig, 0, &a) < 0)
-			rrc_memset(&a, 0, sizeof a);
-		o_put(&a, sizeof a);
-	}
-	sec_end(RRC_SEC_SIGNALS);
+	/* SIGNALS */
+	emit_section(RRC_SEC_SIGNALS, csigs, 64 * sizeof *csigs);
 
 	/* FILEOPS: the data directory's changes up to the snapshot instant
 	 * (files-journal.c), straight from the journal in the arena */
@@ -731,40 +1227,51 @@ static __attribute__((noreturn)) void snapshot(void)
 	o_put(s->tcp, (uint64_t)s->nr_tcp * sizeof(struct rrc_tcp_stream));
 	sec_end(RRC_SEC_TCP);
 
-	/* PAGES, in pagemap order. Unreadable VMAs are made readable in this
-	 * disposable copy (the VMAS section already holds their protection). */
-	for (uint32_t i = 0; i < nr_vmas; i++)
-		if (!vmas[i].special && !(vmas[i].v.prot & PROT_READ))
-			rrc_sys_mprotect((void *)vmas[i].v.start, vmas[i].v.end - vmas[i].v.start,
-					 (int)vmas[i].v.prot | PROT_READ);
+	/* PAGES, in pagemap order: from this child's memory (fork), where
+	 * unreadable VMAs are made readable in this disposable copy (the VMAS
+	 * section already holds their protection), or from the page store
+	 * (copy). */
+	if (!copy_mode)
+		for (uint32_t i = 0; i < nr_vmas; i++)
+			if (!vmas[i].special && !(vmas[i].v.prot & PROT_READ))
+				rrc_sys_mprotect((void *)vmas[i].v.start, vmas[i].v.end - vmas[i].v.start,
+						 (int)vmas[i].v.prot | PROT_READ);
 	/* Between the two passes nothing in the image may change: the
 	 * statics of this file are in the library's .bss, which is dumped
 	 * (alloc() moves arena_used), so allocate first. */
-	struct iovec *iov = alloc(sizeof *iov * 1024);
-	/* first pass: length and CRC, for the header that precedes the data */
-	uint32_t crc = 0;
-	uint64_t len = 0;
-	for (uint64_t i = 0; i < nr_pme; i++)
-		if (pme[i].flags & RRC_PME_IN_IMAGE) {
-			uint64_t n = (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE;
-			crc = rrc_crc32c_extend(crc, (void *)pme[i].vaddr, n);
-			len += n;
-		}
-	emit_header(RRC_SEC_PAGES, len, crc);
-	o_flush();
-	/* second pass: the data, straight from memory */
-	int niov = 0;
+	uint64_t nr_iov = 0;
+	struct iovec *iov = alloc(sizeof *iov * (copy_mode ? pages_in_image + 1 : nr_pme + 1));
+	scur = 0;
 	for (uint64_t i = 0; i < nr_pme; i++) {
 		if (!(pme[i].flags & RRC_PME_IN_IMAGE))
 			continue;
-		iov[niov].iov_base = (void *)pme[i].vaddr;
-		iov[niov].iov_len = (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE;
-		if (++niov == 1024) {
-			o_writev(iov, niov);
-			niov = 0;
+		if (!copy_mode) {
+			iov[nr_iov++] = (struct iovec){ (void *)pme[i].vaddr, (uint64_t)pme[i].nr_pages * RRC_PAGE_SIZE };
+			continue;
+		}
+		for (uint64_t k = 0; k < pme[i].nr_pages; k++) {
+			int64_t slot = store_slot(pme[i].vaddr + k * RRC_PAGE_SIZE);
+			if (slot < 0)
+				die(RRC_SNAP_INCOMPLETE); /* the pagemap said it is in the store */
+			uint8_t *p = rrc_s->pstore.pages + (uint64_t)slot * RRC_PAGE_SIZE;
+			if (nr_iov && (uint8_t *)iov[nr_iov - 1].iov_base + iov[nr_iov - 1].iov_len == p)
+				iov[nr_iov - 1].iov_len += RRC_PAGE_SIZE;
+			else
+				iov[nr_iov++] = (struct iovec){ p, RRC_PAGE_SIZE };
 		}
 	}
-	o_writev(iov, niov);
+	/* first pass: length and CRC, for the header that precedes the data */
+	uint32_t crc = 0;
+	uint64_t len = 0;
+	for (uint64_t i = 0; i < nr_iov; i++) {
+		crc = rrc_crc32c_extend(crc, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	emit_header(RRC_SEC_PAGES, len, crc);
+	o_flush();
+	/* second pass: the data, straight from memory */
+	for (uint64_t i = 0; i < nr_iov; i += 1024)
+		o_writev(iov + i, (int)(nr_iov - i < 1024 ? nr_iov - i : 1024));
 	emit_pad(len); /* none: whole pages */
 
 	/* END */

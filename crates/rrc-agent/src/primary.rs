@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
-use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL};
+use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, ServiceSpec, Stop};
 use rrc_wire::{read_frame, write_frame, Frame, FrameKind, WireError};
 use serde::Serialize;
@@ -899,8 +899,9 @@ impl Primary {
         staging.reset()?;
         let image_id = random_id();
         let req = match parent {
-            Some(p) => DumpRequest { flags: DUMP_F_INCREMENTAL, image_id, parent_id: p },
-            None => DumpRequest { flags: 0, image_id, parent_id: [0; 16] },
+            // the gate's release rule and the failover's repair read the TCP table
+            Some(p) => DumpRequest { flags: DUMP_F_INCREMENTAL | DUMP_F_TCP_TABLE, image_id, parent_id: p },
+            None => DumpRequest { flags: DUMP_F_TCP_TABLE, image_id, parent_id: [0; 16] },
         };
         let sock = control_socket_of(self.pid);
         let snap_t = Instant::now();

@@ -284,10 +284,11 @@ s.bind(os.environ["RRC_CONTROL"]); s.listen(1)
 c, _ = s.accept()
 hdr = c.recv(24)
 payload = struct.pack("<4I16s", os.getpid(), 1, 0, 0, b"\0" * 16)
-h = struct.pack("<IHHII", 0x43435252, 1, 2, len(payload), crc32c(payload))
+h = struct.pack("<IHHII", 0x43435252, CTL_VERSION, 2, len(payload), crc32c(payload))
 c.sendall(h + struct.pack("<II", crc32c(h), 0) + payload)
-"#;
-    let mut s = spec(&["python3", "-c", py]);
+"#
+    .replace("CTL_VERSION", &rrc_control::VERSION.to_string());
+    let mut s = spec(&["python3", "-c", &py]);
     s.env.push(("RRC_CONTROL".into(), "/run/rrc-container/control.sock".into()));
     s.env = s.env.into_iter().map(|(k, v)| if k == "PATH" { (k, std::env::var_os("PATH").unwrap()) } else { (k, v) }).collect();
     let c = spawn(&cfg, s).unwrap();

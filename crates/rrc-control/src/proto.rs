@@ -3,16 +3,25 @@
 use serde::Serialize;
 
 pub const MAGIC: u32 = 0x4343_5252; // "RRCC"
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const HEADER_SIZE: usize = 24;
 pub const MAX_PAYLOAD: u32 = 65536;
 pub const DEFAULT_PATH: &str = "/run/rrc-container/control.sock";
 /// rrc_ctl_dump.flags: parent_id must equal the library's last_image_id.
 pub const DUMP_F_INCREMENTAL: u32 = 1 << 0;
+/// rrc_ctl_dump.flags: snapshot by copying the written pages (before and
+/// during the pause) instead of fork().
+pub const DUMP_F_COPY: u32 = 1 << 1;
+/// rrc_ctl_dump.flags: capture the TCP stream table (the image's TCP
+/// section), which the replication gate and the failover need.
+pub const DUMP_F_TCP_TABLE: u32 = 1 << 2;
+/// rrc_ctl_dump_paused.snapshot: `RRC_SNAPSHOT_FORK`, `RRC_SNAPSHOT_COPY`.
+pub const SNAPSHOT_FORK: u32 = 0;
+pub const SNAPSHOT_COPY: u32 = 1;
 
 pub const PONG_SIZE: usize = 32;
 pub const DUMP_SIZE: usize = 40;
-pub const DUMP_PAUSED_SIZE: usize = 56;
+pub const DUMP_PAUSED_SIZE: usize = 96;
 pub const DUMP_DONE_SIZE: usize = 24;
 pub const ERROR_MIN_SIZE: usize = 8;
 pub const HOLD_SIZE: usize = 8;
@@ -98,6 +107,16 @@ pub struct DumpPaused {
     pub threads: u32,
     pub untracked_vmas: u32,
     pub written_pages: u64,
+    /// Snapshot by copy ([`DUMP_F_COPY`]); zero for a fork snapshot: pages
+    /// copied in the pause, and the time it took.
+    pub copy_ns: u64,
+    pub copied_pages: u64,
+    /// Copy passes before the pause (the process was running).
+    pub precopy_ns: u64,
+    pub precopy_pages: u64,
+    pub precopy_passes: u32,
+    /// [`SNAPSHOT_FORK`] or [`SNAPSHOT_COPY`].
+    pub snapshot: u32,
 }
 
 /// `struct rrc_ctl_dump_done`.
@@ -287,6 +306,11 @@ impl Message {
                 p.extend_from_slice(&m.threads.to_le_bytes());
                 p.extend_from_slice(&m.untracked_vmas.to_le_bytes());
                 p.extend_from_slice(&m.written_pages.to_le_bytes());
+                for v in [m.copy_ns, m.copied_pages, m.precopy_ns, m.precopy_pages] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+                p.extend_from_slice(&m.precopy_passes.to_le_bytes());
+                p.extend_from_slice(&m.snapshot.to_le_bytes());
             }
             Message::DumpDone(m) => {
                 for v in [m.pages, m.bytes, m.write_ns] {
@@ -412,6 +436,12 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
                 threads: u32_at(p, 40),
                 untracked_vmas: u32_at(p, 44),
                 written_pages: u64_at(p, 48),
+                copy_ns: u64_at(p, 56),
+                copied_pages: u64_at(p, 64),
+                precopy_ns: u64_at(p, 72),
+                precopy_pages: u64_at(p, 80),
+                precopy_passes: u32_at(p, 88),
+                snapshot: u32_at(p, 92),
             })
         }
         MsgType::DumpDone => {

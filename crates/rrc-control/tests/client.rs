@@ -73,20 +73,36 @@ fn dump_sends_the_fd_and_reads_both_replies() {
             Message::Dump(r) => r,
             m => panic!("{m:?}"),
         };
-        assert_eq!(req.flags, DUMP_F_INCREMENTAL);
+        assert_eq!(req.flags, DUMP_F_INCREMENTAL | DUMP_F_COPY);
         // Write through the received fd, as the snapshot child does.
         let mut f = std::fs::File::from(fd.expect("no fd received"));
         f.write_all(b"image bytes").unwrap();
-        let paused = DumpPaused { pause_ns: 1, quiesce_ns: 2, scan_ns: 3, capture_ns: 4, fork_ns: 5, threads: 6, untracked_vmas: 7, written_pages: 8 };
+        let paused = DumpPaused {
+            pause_ns: 1,
+            quiesce_ns: 2,
+            scan_ns: 3,
+            capture_ns: 4,
+            fork_ns: 0,
+            threads: 6,
+            untracked_vmas: 7,
+            written_pages: 8,
+            copy_ns: 9,
+            copied_pages: 10,
+            precopy_ns: 11,
+            precopy_pages: 12,
+            precopy_passes: 13,
+            snapshot: SNAPSHOT_COPY,
+        };
         s.write_all(&Message::DumpPaused(paused).encode()).unwrap();
         s.write_all(&Message::DumpDone(DumpDone { pages: 8, bytes: 11, write_ns: 9 }).encode()).unwrap();
     });
     let img = std::env::temp_dir().join(format!("rrc-ctl-img-{}", std::process::id()));
     let file = std::fs::File::create(&img).unwrap();
-    let req = DumpRequest { flags: DUMP_F_INCREMENTAL, image_id: [1; 16], parent_id: [2; 16] };
+    let req = DumpRequest { flags: DUMP_F_INCREMENTAL | DUMP_F_COPY, image_id: [1; 16], parent_id: [2; 16] };
     let mut s = dump(&path, &req, file.as_fd(), Duration::from_secs(5)).unwrap();
     let p = s.wait_paused(Duration::from_secs(5)).unwrap();
     assert_eq!((p.pause_ns, p.written_pages), (1, 8));
+    assert_eq!((p.copy_ns, p.precopy_passes, p.snapshot), (9, 13, SNAPSHOT_COPY));
     let d = s.wait_done(Duration::from_secs(5)).unwrap();
     assert_eq!((d.pages, d.bytes), (8, 11));
     assert_eq!(std::fs::read(&img).unwrap(), b"image bytes");

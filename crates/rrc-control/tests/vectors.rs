@@ -59,6 +59,11 @@ fn every_vector_decodes_and_reencodes_identically() {
                     [p.pause_ns, p.quiesce_ns, p.scan_ns, p.capture_ns, p.fork_ns, p.threads.into(), p.untracked_vmas.into(), p.written_pages],
                     ["pause_ns", "quiesce_ns", "scan_ns", "capture_ns", "fork_ns", "threads", "untracked_vmas", "written_pages"].map(|k| u(&e[k]))
                 );
+                assert_eq!(
+                    [p.copy_ns, p.copied_pages, p.precopy_ns, p.precopy_pages, p.precopy_passes.into(), p.snapshot.into()],
+                    ["copy_ns", "copied_pages", "precopy_ns", "precopy_pages", "precopy_passes", "snapshot"].map(|k| u(&e[k]))
+                );
+                assert_eq!(p.snapshot, SNAPSHOT_COPY);
             }
             Message::DumpDone(d) => assert_eq!([d.pages, d.bytes, d.write_ns], ["pages", "bytes", "write_ns"].map(|k| u(&e[k]))),
             Message::Error(r) => {
@@ -93,6 +98,8 @@ fn requests_encode_like_c() {
         assert_eq!(Message::Dump(req).encode(), bytes, "{name}");
     }
     assert_eq!(DUMP_F_INCREMENTAL, 1);
+    // mkvectors.c asserts the C side of these (RRC_DUMP_F_COPY, RRC_SNAPSHOT_*).
+    assert_eq!((DUMP_F_COPY, DUMP_F_TCP_TABLE, SNAPSHOT_FORK, SNAPSHOT_COPY), (2, 4, 0, 1));
     let (hold, e) = load("hold");
     assert_eq!(Message::Hold(HoldRequest { timeout_ms: u(&e["timeout_ms"]) as u32 }).encode(), hold);
     let (resume, _) = load("resume");

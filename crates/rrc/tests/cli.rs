@@ -191,9 +191,15 @@ fn exec_dump_incremental_inspect() {
     assert_eq!(d0["full"], true);
     assert_eq!(d0["sequence"], 0);
     assert_eq!(d0["parent_id"], Value::Null);
-    for k in ["pause_us", "quiesce_us", "scan_us", "capture_us", "fork_us", "write_us", "total_us", "pages", "bytes", "threads", "untracked_vmas", "written_pages"] {
+    for k in [
+        "pause_us", "quiesce_us", "scan_us", "capture_us", "fork_us", "copy_us", "copied_pages", "precopy_us", "precopy_pages", "precopy_passes",
+        "write_us", "total_us", "pages", "bytes", "threads", "untracked_vmas", "written_pages",
+    ] {
         assert!(d0[k].is_u64(), "{k} missing in {d0}");
     }
+    // The default snapshot is a fork: nothing is copied.
+    assert_eq!(d0["snapshot"], "fork");
+    assert_eq!((d0["copied_pages"].as_u64(), d0["precopy_passes"].as_u64()), (Some(0), Some(0)));
     assert_eq!(d0["bytes"].as_u64().unwrap(), std::fs::metadata(ck0.join("checkpoint.rrc")).unwrap().len());
     assert!(registry_has(|r| r["pid"] == pid && r["running"] == true));
 
@@ -246,7 +252,8 @@ fn help_documents_every_verb() {
         assert!(out.contains(verb), "{verb} missing from --help");
     }
     let (_, out, _) = run(rrc().args(["dump", "--help"]));
-    for flag in ["--pid", "--images", "--parent", "--leave-running", "--json"] {
+    for flag in ["--pid", "--images", "--parent", "--leave-running", "--snapshot", "--json"] {
         assert!(out.contains(flag), "{flag} missing from dump --help");
     }
+    assert!(out.contains("- fork: ") && out.contains("- copy: "), "snapshot kinds missing from dump --help: {out}");
 }

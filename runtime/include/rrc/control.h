@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #define RRC_CTL_MAGIC   0x43435252u /* "RRCC" little-endian */
-#define RRC_CTL_VERSION 1u
+#define RRC_CTL_VERSION 2u
 #define RRC_CTL_DEFAULT_PATH "/run/rrc-container/control.sock"
 #define RRC_CTL_MAX_PAYLOAD 65536u
 
@@ -83,6 +83,9 @@ struct rrc_ctl_pong {
 
 /* rrc_ctl_dump.flags */
 #define RRC_DUMP_F_INCREMENTAL (1u << 0) /* parent_id must equal last_image_id */
+#define RRC_DUMP_F_COPY        (1u << 1) /* snapshot by copy (precopy.c) instead of fork */
+#define RRC_DUMP_F_TCP_TABLE   (1u << 2) /* capture the TCP stream table (image section TCP):
+					    what the replication gate and the failover need */
 
 struct rrc_ctl_dump {
 	uint32_t flags;
@@ -100,7 +103,16 @@ struct rrc_ctl_dump_paused {
 	uint32_t threads;         /* application threads parked */
 	uint32_t untracked_vmas;  /* VMAs dumped whole (new since the parent) */
 	uint64_t written_pages;   /* pages the scan reported written */
+	/* snapshot by copy (RRC_DUMP_F_COPY); zero for a fork snapshot */
+	uint64_t copy_ns;         /* pages copied in the pause */
+	uint64_t copied_pages;    /* .. how many */
+	uint64_t precopy_ns;      /* copy passes before the pause (not paused) */
+	uint64_t precopy_pages;   /* .. pages they copied */
+	uint32_t precopy_passes;
+	uint32_t snapshot;        /* RRC_SNAPSHOT_FORK or RRC_SNAPSHOT_COPY */
 };
+#define RRC_SNAPSHOT_FORK 0u
+#define RRC_SNAPSHOT_COPY 1u
 
 struct rrc_ctl_dump_done {
 	uint64_t pages;           /* pages written into the image */

@@ -122,6 +122,15 @@ static inline long rrc_sys_userfaultfd(int flags) { return rrc_syscall1(SYS_user
 /* fork-like clone: no CLONE_VM, exit signal 0 (no SIGCHLD to the
  * application, invisible to its wait()); the child returns 0 on the same stack. */
 static inline long rrc_sys_clone_snapshot(void) { return rrc_syscall5(SYS_clone, 0, 0, 0, 0, 0); }
+/* The copy snapshot's image writer (precopy.c): a process that shares the
+ * memory (CLONE_VM) and suspends the caller until it exits (CLONE_VFORK),
+ * exit signal 0. It runs on the caller's stack until it switches to its
+ * own: it must not return from the caller's function, only call
+ * noreturn code. */
+static inline long rrc_sys_clone_writer(void) { return rrc_syscall5(SYS_clone, 0x00000100 /* CLONE_VM */ | 0x00004000 /* CLONE_VFORK */, 0, 0, 0, 0); }
+/* iovs: arrays of the kernel's struct iovec; pid: our own (fault-safe copy) */
+static inline long rrc_sys_process_vm_readv(int pid, const void *liov, unsigned long lcnt, const void *riov, unsigned long rcnt)
+{ return rrc_syscall6(SYS_process_vm_readv, pid, (long)liov, (long)lcnt, (long)riov, (long)rcnt, 0); }
 static inline long rrc_sys_exit(int code) { return rrc_syscall1(SYS_exit, code); }
 static inline long rrc_sys_pwrite(int fd, const void *b, size_t n, long off) { return rrc_syscall4(SYS_pwrite64, fd, (long)b, (long)n, off); }
 /* iov: an array of the kernel's struct iovec { void *base; size_t len; } */

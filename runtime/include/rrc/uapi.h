@@ -25,6 +25,11 @@
 #define UFFD_USER_MODE_ONLY 1
 #endif
 
+/* ---- madvise (include/uapi/asm-generic/mman-common.h, 5.14) ---- */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 /* ---- PAGEMAP_SCAN (include/uapi/linux/fs.h, 6.7) ---- */
 #ifndef PAGEMAP_SCAN
 #define PAGE_IS_WPALLOWED  (1ULL << 0)

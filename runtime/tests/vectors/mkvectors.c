@@ -84,7 +84,12 @@ _Static_assert(sizeof(struct rrc_tcp_stream) == 112, "rrc_tcp_stream size");
 _Static_assert(sizeof(struct rrc_ctl_header) == 24, "ctl header size");
 _Static_assert(sizeof(struct rrc_ctl_pong) == 32, "pong size");
 _Static_assert(sizeof(struct rrc_ctl_dump) == 40, "dump size");
-_Static_assert(sizeof(struct rrc_ctl_dump_paused) == 56, "dump_paused size");
+_Static_assert(sizeof(struct rrc_ctl_dump_paused) == 96, "dump_paused size");
+_Static_assert(offsetof(struct rrc_ctl_dump_paused, copy_ns) == 56, "dump_paused copy_ns");
+_Static_assert(offsetof(struct rrc_ctl_dump_paused, precopy_passes) == 88, "dump_paused precopy_passes");
+/* the constants rrc-control copies (tests/vectors.rs checks the Rust side) */
+_Static_assert(RRC_CTL_VERSION == 2 && RRC_DUMP_F_COPY == 2 && RRC_DUMP_F_TCP_TABLE == 4 && RRC_SNAPSHOT_COPY == 1,
+	       "control constants");
 _Static_assert(sizeof(struct rrc_ctl_dump_done) == 24, "dump_done size");
 _Static_assert(sizeof(struct rrc_ctl_error) == 8, "error size");
 _Static_assert(sizeof(struct rrc_ctl_hold) == 8, "hold size");
@@ -804,7 +809,10 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	emit("control-dump-incremental.bin", &b);
 	b.len = 0;
 
-	struct rrc_ctl_dump_paused p = { 850000, 120000, 300000, 50000, 250000, 2, 1, 4 };
+	/* Every field nonzero and distinct, so that each offset is checked
+	 * (a real copy snapshot reports fork_ns 0). */
+	struct rrc_ctl_dump_paused p = { 850000, 120000, 300000, 50000, 250000, 2, 1, 4,
+					 70000, 3, 400000, 12, 2, RRC_SNAPSHOT_COPY };
 	ctl_msg(&b, RRC_CTL_DUMP_PAUSED, &p, sizeof(p));
 	emit("control-dump-paused.bin", &b);
 	b.len = 0;
@@ -863,7 +871,8 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	json_id(j, 0xb0);
 	printfb(j, ", \"parent_id\": ");
 	json_id(j, 0xa0);
-	printfb(j, "},\n    \"dump_paused\": {\"file\": \"control-dump-paused.bin\", \"type\": 4, \"pause_ns\": 850000, \"quiesce_ns\": 120000, \"scan_ns\": 300000, \"capture_ns\": 50000, \"fork_ns\": 250000, \"threads\": 2, \"untracked_vmas\": 1, \"written_pages\": 4},\n");
+	printfb(j, "},\n    \"dump_paused\": {\"file\": \"control-dump-paused.bin\", \"type\": 4, \"pause_ns\": 850000, \"quiesce_ns\": 120000, \"scan_ns\": 300000, \"capture_ns\": 50000, \"fork_ns\": 250000, \"threads\": 2, \"untracked_vmas\": 1, \"written_pages\": 4, "
+	       "\"copy_ns\": 70000, \"copied_pages\": 3, \"precopy_ns\": 400000, \"precopy_pages\": 12, \"precopy_passes\": 2, \"snapshot\": 1},\n");
 	printfb(j, "    \"dump_done\": {\"file\": \"control-dump-done.bin\", \"type\": 5, \"pages\": 4, \"bytes\": %zu, \"write_ns\": 1500000},\n", incr_bytes);
 	printfb(j, "    \"error\": {\"file\": \"control-error.bin\", \"type\": 6, \"code\": %d, \"code_name\": \"IO_URING\", \"sys_errno\": 95, \"message\": \"%s\"},\n",
 		RRC_ERR_IO_URING, err_msg);
