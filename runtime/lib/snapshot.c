@@ -35,7 +35,14 @@
 
 #define USER_END 0x7ffffffff000ull
 #define OBUF     (1u << 20)
+/* Around each parked thread's saved stack pointer, the pages its park
+ * handler may write after it counted itself parked, i.e. after the scan:
+ * the handler's own frame (quiesce.c; its futex calls are inline). The
+ * fork snapshot takes a generous window (its child reads it for free);
+ * the copy snapshot copies it in the pause: the page of the stack
+ * pointer and one on each side. */
 #define STACK_WINDOW (8 * 4096ull)
+#define STACK_WINDOW_COPY 4096ull
 
 /* The capture of a copy snapshot runs these functions in the pause, on
  * the control thread: there a failure must return to the caller
@@ -343,7 +350,7 @@ static struct rrc_range *force;
 static uint32_t nr_force;
 static uint64_t wcur, fcur;
 
-static void build_force(void)
+static void build_force(uint64_t window)
 {
 	struct rrc_scratch *s = rrc_s;
 	uint32_t n = rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS;
@@ -352,7 +359,7 @@ static void build_force(void)
 		force[nr_force++] = s->untracked[i];
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t sp = rrc_g.slots[i].t.resume.rsp & ~4095ull;
-		force[nr_force++] = (struct rrc_range){ sp - STACK_WINDOW, sp + STACK_WINDOW };
+		force[nr_force++] = (struct rrc_range){ sp - window, sp + 4096 + window };
 	}
 	if (s->scan_overflow_from)
 		force[nr_force++] = (struct rrc_range){ s->scan_overflow_from, USER_END };
@@ -681,7 +688,7 @@ static void build_pagemap(void)
 	if (copy_mode)
 		scur = 0;
 	else
-		build_force();
+		build_force(STACK_WINDOW);
 	for (uint32_t i = 0; i < nr_vmas; i++) {
 		struct cvma *c = &vmas[i];
 		for (uint64_t k = c->pres_first; k < c->pres_first + c->pres_n; k++) {
@@ -1015,6 +1022,31 @@ static void put(uint64_t a, uint64_t b, const struct cvma *c)
 		die(RRC_SNAP_ENOMEM);
 }
 
+/* The present pages of [lo, hi) in c, asked of the kernel: a tracked VMA
+ * has no captured present regions when the defined set is carried over
+ * (capture_presence), and the stack windows and missed ranges are few and
+ * small. */
+static void put_present(uint64_t lo, uint64_t hi, const struct cvma *c)
+{
+	struct page_region v[64];
+	uint64_t not = c->v.kind == RRC_VMA_FILE_PRIVATE ? PAGE_IS_FILE | PAGE_IS_PFNZERO : PAGE_IS_PFNZERO;
+	while (lo < hi) {
+		struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = lo, .end = hi,
+					 .vec = (uint64_t)v, .vec_len = 64,
+					 .category_inverted = not, .category_mask = not,
+					 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+					 .return_mask = PAGE_IS_PRESENT };
+		long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
+		if (r < 0)
+			die(RRC_SNAP_SCAN);
+		for (long k = 0; k < r; k++)
+			put(v[k].start, v[k].end, c);
+		if (r < 64 || a.walk_end >= hi)
+			return;
+		lo = a.walk_end;
+	}
+}
+
 /* Copies [a, b) as the VMAs cut it; with_pres: only its present pages. */
 static void put_range(uint64_t a, uint64_t b, int with_pres)
 {
@@ -1025,6 +1057,10 @@ static void put_range(uint64_t a, uint64_t b, int with_pres)
 		uint64_t lo = a > c->v.start ? a : c->v.start, hi = b < c->v.end ? b : c->v.end;
 		if (!with_pres) {
 			put(lo, hi, c);
+			continue;
+		}
+		if (carried && (c->v.flags & RRC_VMA_F_TRACKED)) {
+			put_present(lo, hi, c);
 			continue;
 		}
 		for (uint64_t k = c->pres_first; k < c->pres_first + c->pres_n; k++) {
@@ -1097,7 +1133,7 @@ int rrc_copy_capture_pages(void)
 	s->dbg_ns[7] = rrc_mono_ns();
 	for (uint64_t i = 0; i < s->nr_written; i++)
 		put_range(s->written[i].start, s->written[i].end, 0);
-	build_force();
+	build_force(STACK_WINDOW_COPY);
 	for (uint32_t i = 0; i < nr_force; i++)
 		put_range(force[i].start, force[i].end, 1);
 	for (uint32_t i = 0; i < ps->nr_missed; i++)
