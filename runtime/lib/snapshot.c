@@ -448,29 +448,38 @@ static void add_pme(uint64_t a, uint64_t b, uint32_t flags)
 static struct page_region *pres;
 static uint64_t nr_pres, cap_pres;
 
+/* One PAGEMAP_SCAN of c's defined pages in [lo, hi) into vec[0..cap):
+ * the count; *walk_end: where it stopped. */
+static uint64_t present_scan(const struct cvma *c, uint64_t lo, uint64_t hi, struct page_region *vec,
+			     uint64_t cap, uint64_t *walk_end)
+{
+	uint64_t not = c->v.kind == RRC_VMA_FILE_PRIVATE ? PAGE_IS_FILE | PAGE_IS_PFNZERO : PAGE_IS_PFNZERO;
+	struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = lo, .end = hi,
+				 .vec = (uint64_t)vec, .vec_len = cap,
+				 .category_inverted = not, .category_mask = not,
+				 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+				 .return_mask = PAGE_IS_PRESENT };
+	long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
+	if (r < 0)
+		die(RRC_SNAP_SCAN);
+	*walk_end = a.walk_end;
+	return (uint64_t)r;
+}
+
 static void scan_vma_presence(struct cvma *c)
 {
 	c->pres_first = nr_pres;
 	c->pres_n = 0;
 	if (c->special)
 		return;
-	uint64_t not = c->v.kind == RRC_VMA_FILE_PRIVATE ? PAGE_IS_FILE | PAGE_IS_PFNZERO : PAGE_IS_PFNZERO;
 	uint64_t start = c->v.start;
 	for (;;) {
 		if (nr_pres == cap_pres)
 			die(RRC_SNAP_ENOMEM);
-		struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = start, .end = c->v.end,
-					 .vec = (uint64_t)(pres + nr_pres), .vec_len = cap_pres - nr_pres,
-					 .category_inverted = not, .category_mask = not,
-					 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-					 .return_mask = PAGE_IS_PRESENT };
-		long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
-		if (r < 0)
-			die(RRC_SNAP_SCAN);
-		nr_pres += (uint64_t)r;
-		if (nr_pres < cap_pres || a.walk_end >= c->v.end)
+		uint64_t r = present_scan(c, start, c->v.end, pres + nr_pres, cap_pres - nr_pres, &start);
+		nr_pres += r;
+		if (nr_pres < cap_pres || start >= c->v.end)
 			break;
-		start = a.walk_end;
 	}
 	c->pres_n = nr_pres - c->pres_first;
 }
@@ -1029,21 +1038,12 @@ static void put(uint64_t a, uint64_t b, const struct cvma *c)
 static void put_present(uint64_t lo, uint64_t hi, const struct cvma *c)
 {
 	struct page_region v[64];
-	uint64_t not = c->v.kind == RRC_VMA_FILE_PRIVATE ? PAGE_IS_FILE | PAGE_IS_PFNZERO : PAGE_IS_PFNZERO;
 	while (lo < hi) {
-		struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = lo, .end = hi,
-					 .vec = (uint64_t)v, .vec_len = 64,
-					 .category_inverted = not, .category_mask = not,
-					 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-					 .return_mask = PAGE_IS_PRESENT };
-		long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
-		if (r < 0)
-			die(RRC_SNAP_SCAN);
-		for (long k = 0; k < r; k++)
+		uint64_t r = present_scan(c, lo, hi, v, 64, &lo);
+		for (uint64_t k = 0; k < r; k++)
 			put(v[k].start, v[k].end, c);
-		if (r < 64 || a.walk_end >= hi)
+		if (r < 64)
 			return;
-		lo = a.walk_end;
 	}
 }
 
