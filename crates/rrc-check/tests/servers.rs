@@ -40,9 +40,20 @@ impl Server {
     }
 }
 
+/// A port nothing listens on, never handed out twice in this process:
+/// the tests run in parallel, and two servers given the same port made
+/// one of them fail to bind while start() found the other one listening.
 fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("binding a free port");
-    l.local_addr().expect("local addr").port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("binding a free port");
+        let port = l.local_addr().expect("local addr").port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 fn start(program: &str, args: &[&str], port: u16) -> Server {
@@ -61,6 +72,11 @@ fn start(program: &str, args: &[&str], port: u16) -> Server {
         }
         assert!(Instant::now() < deadline, "{program} does not listen on {port}");
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // the listener found must be this server's: it is still running
+    std::thread::sleep(Duration::from_millis(50));
+    if let Ok(Some(st)) = server.child.try_wait() {
+        panic!("{program} exited at start ({st}); something else listens on {port}");
     }
     server
 }
