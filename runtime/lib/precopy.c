@@ -50,7 +50,7 @@
 #define STORE_PAGES  (1ull << 24)          /* 64 GB virtual of page copies */
 #define STORE_DEFINED (1ull << 20)         /* defined ranges per buffer (16 MB virtual) */
 #define STORE_HOLES  (1ull << 20)          /* dropped-page regions (24 MB virtual) */
-#define STORE_WIDE   (1ull << 20)          /* 2 MiB-aligned ranges to look for them in (16 MB virtual) */
+#define STORE_WIDE   (1ull << 20)          /* 2 MiB-aligned ranges to look for them in (2 x 16 MB virtual) */
 /* A pass that finds fewer written pages than this is the last one: the
  * pause copies what is written after it in a fraction of a millisecond. */
 #define PRECOPY_ENOUGH 128
@@ -70,7 +70,7 @@ static long store_map(void)
 	uint64_t runs_len = STORE_RUNS * sizeof(struct rrc_pstore_run);
 	uint64_t def_len = STORE_DEFINED * sizeof(struct rrc_range);
 	uint64_t holes_len = STORE_HOLES * sizeof(struct page_region);
-	uint64_t wide_len = STORE_WIDE * sizeof(struct rrc_range);
+	uint64_t wide_len = 2 * STORE_WIDE * sizeof(struct rrc_range); /* and its spare half */
 	uint64_t len = runs_len + 2 * def_len + holes_len + wide_len + RRC_HELPER_STACK +
 		       STORE_PAGES * RRC_PAGE_SIZE;
 	/* guard pages on both sides, as for the scratch arena (init.c): an
@@ -234,21 +234,21 @@ static long precopy_pass(int all)
 
 #define PMD_SIZE (2ull << 20)
 
-static void add_wide(uint64_t a, uint64_t b, int *full)
+/* Appends [a, b), widened to 2 MiB boundaries, to the ascending list
+ * out[0..*n), merging it with the last range. -1 if full. */
+static int add_wide(struct rrc_range *out, uint64_t *n, uint64_t cap, uint64_t a, uint64_t b)
 {
-	struct rrc_pstore *ps = &rrc_s->pstore;
 	a &= ~(PMD_SIZE - 1);
 	b = (b + PMD_SIZE - 1) & ~(PMD_SIZE - 1);
-	if (ps->nr_wide && ps->wide[ps->nr_wide - 1].end >= a) {
-		if (b > ps->wide[ps->nr_wide - 1].end)
-			ps->wide[ps->nr_wide - 1].end = b;
-		return;
+	if (*n && out[*n - 1].end >= a) {
+		if (b > out[*n - 1].end)
+			out[*n - 1].end = b;
+		return 0;
 	}
-	if (ps->nr_wide == ps->cap_wide) {
-		*full = 1;
-		return;
-	}
-	ps->wide[ps->nr_wide++] = (struct rrc_range){ a, b };
+	if (*n == cap)
+		return -1;
+	out[(*n)++] = (struct rrc_range){ a, b };
+	return 0;
 }
 
 /* Where the pause's scan looks for dropped pages (memory.c, rrc_scan):
@@ -256,51 +256,42 @@ static void add_wide(uint64_t a, uint64_t b, int *full)
  * pre-copy copied. A page-table page covers 2 MiB, and none of those has
  * been freed since (dropping pages keeps the page table; unmapping
  * removes the VMA, which the scan then finds untracked). The last image's
- * ranges ascend; each pre-copy pass's runs ascend: merged pass by pass.
- * 0, or -1 if they do not fit (the pause then scans for present pages). */
+ * ranges ascend, and so do each pre-copy pass's runs (a run below its
+ * predecessor starts the next pass): each pass is merged in turn, through
+ * the spare half of the buffer. 0, or -1 if they do not fit (the pause
+ * then scans for present pages). */
 static int wide_ranges(void)
 {
 	struct rrc_pstore *ps = &rrc_s->pstore;
-	int full = 0;
-	/* the last image's defined ranges, then each pass's runs inserted */
+	struct rrc_range *cur = ps->wide, *next = ps->wide + ps->cap_wide;
 	const struct rrc_range *d = ps->defined[ps->cur];
+	uint64_t n = 0;
 	for (uint64_t i = 0; i < ps->nr_defined[ps->cur]; i++)
-		add_wide(d[i].start, d[i].end, &full);
-	for (uint64_t r = 0; r < ps->nr_runs && !full; r++) {
-		uint64_t a = ps->runs[r].vaddr & ~(PMD_SIZE - 1);
-		uint64_t b = (ps->runs[r].vaddr + ps->runs[r].npages * RRC_PAGE_SIZE + PMD_SIZE - 1) & ~(PMD_SIZE - 1);
-		/* binary search: already covered? */
-		uint64_t lo = 0, hi = ps->nr_wide;
-		while (lo < hi) {
-			uint64_t mid = lo + (hi - lo) / 2;
-			if (ps->wide[mid].end <= a)
-				lo = mid + 1;
-			else
-				hi = mid;
+		if (add_wide(cur, &n, ps->cap_wide, d[i].start, d[i].end) < 0)
+			return -1;
+	for (uint64_t r = 0; r < ps->nr_runs;) {
+		uint64_t end = r + 1;
+		while (end < ps->nr_runs && ps->runs[end].vaddr > ps->runs[end - 1].vaddr)
+			end++;
+		uint64_t m = 0, i = 0;
+		while (i < n || r < end) {
+			int rc;
+			if (r >= end || (i < n && cur[i].start <= ps->runs[r].vaddr)) {
+				rc = add_wide(next, &m, ps->cap_wide, cur[i].start, cur[i].end);
+				i++;
+			} else {
+				rc = add_wide(next, &m, ps->cap_wide, ps->runs[r].vaddr,
+					      ps->runs[r].vaddr + ps->runs[r].npages * RRC_PAGE_SIZE);
+				r++;
+			}
+			if (rc < 0)
+				return -1;
 		}
-		if (lo < ps->nr_wide && ps->wide[lo].start <= a && b <= ps->wide[lo].end)
-			continue;
-		/* a new piece: insert in order, then merge with neighbours */
-		if (ps->nr_wide == ps->cap_wide) {
-			full = 1;
-			break;
-		}
-		for (uint64_t k = ps->nr_wide; k > lo; k--)
-			ps->wide[k] = ps->wide[k - 1];
-		ps->wide[lo] = (struct rrc_range){ a, b };
-		ps->nr_wide++;
-		uint64_t m = lo > 0 ? lo - 1 : lo;
-		while (m + 1 < ps->nr_wide && ps->wide[m + 1].start <= ps->wide[m].end) {
-			if (ps->wide[m + 1].end > ps->wide[m].end)
-				ps->wide[m].end = ps->wide[m + 1].end;
-			for (uint64_t k = m + 1; k + 1 < ps->nr_wide; k++)
-				ps->wide[k] = ps->wide[k + 1];
-			ps->nr_wide--;
-			if (m < lo && ps->wide[m].end < ps->wide[m + 1].start)
-				m++;
-		}
+		rrc_memcpy(cur, next, m * sizeof *cur);
+		n = m;
 	}
-	return full ? -1 : 0;
+	ps->nr_wide = n;
+	return 0;
 }
 
 /* Populated store pages beyond those used: twice the pages the last scan
@@ -470,7 +461,7 @@ static void helper_main(void)
 int rrc_helper_start(int tcp)
 {
 	struct rrc_pause_helper *h = &rrc_s->helper;
-	h->state = RRC_HELPER_GO;
+	h->state = RRC_HELPER_RUNNING;
 	h->do_tcp = tcp;
 	h->fds_rc = h->tcp_rc = 0;
 	h->ns = 0;

@@ -80,7 +80,7 @@ struct rrc_pstore {
 
 /* The copy snapshot's pause helper (precopy.c): a CLONE_VM process that
  * takes the fd table and the TCP table on the second CPU. */
-enum { RRC_HELPER_WAIT = 0, RRC_HELPER_GO, RRC_HELPER_ABORT, RRC_HELPER_DONE };
+enum { RRC_HELPER_RUNNING = 0, RRC_HELPER_DONE };
 struct rrc_pause_helper {
 	volatile uint32_t state;        /* futex: RRC_HELPER_* */
 	int      do_tcp;                /* besides the fd table */

@@ -519,8 +519,6 @@ static void capture_presence(void)
  * dropped since they were last armed: holes without their marker, which
  * the pause's write-protect scan reports in the same walk (memory.c,
  * rrc_scan; around those pages only, precopy.c, wide_ranges). */
-static struct page_region *undef;
-static uint64_t nr_undef;
 
 /* ---- the copy snapshot's page copies, by address ----
  * The store's runs (precopy.c) in copy order, one entry per page, sorted
@@ -594,15 +592,15 @@ static int in_store(uint64_t x, uint64_t end, uint64_t *until)
 	return in;
 }
 
-/* The tracked VMAs' present regions (see undefined_scan): the last
- * image's defined ranges and this dump's page copies, both ascending,
- * merged, minus the undefined regions, cut by VMA. */
+/* The tracked VMAs' present regions (see "the defined set carried over"
+ * above): the last image's defined ranges and this dump's page copies,
+ * both ascending, merged, minus the dropped pages, cut by VMA. */
 static void carry_presence(void)
 {
 	struct rrc_pstore *ps = &rrc_s->pstore;
 	const struct rrc_range *d = ps->defined[ps->cur];
-	undef = ps->holes;
-	nr_undef = ps->nr_holes;
+	const struct page_region *undef = ps->holes;
+	uint64_t nr_undef = ps->nr_holes;
 	uint64_t nd = ps->nr_defined[ps->cur], di = 0, si = 0, ui = 0;
 	uint32_t vi = 0;
 	for (;;) {
@@ -942,8 +940,6 @@ static void reset_child_state(void)
 	nr_spages = scur = 0;
 	copy_mode = 0;
 	carried = 0;
-	undef = NULL;
-	nr_undef = 0;
 	cproc = NULL;
 	csigs = NULL;
 	cthreads = NULL;
