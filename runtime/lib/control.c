@@ -231,6 +231,16 @@ static void forget_parent(void)
 
 enum { DUMP_SERVED = 0, DUMP_RESTORED = 1 };
 
+/* A step of the pause failed once the scan may have re-armed pages that
+ * no image holds: the next dump must be full, and the threads run again.
+ * Returns 1, the new value of do_dump's "failed". */
+static int fail_pause(void)
+{
+	forget_parent();
+	rrc_release();
+	return 1;
+}
+
 /* The fork snapshot: the child (a copy of this process) writes the image
  * and exits; the parent gets its pid. */
 static __attribute__((noinline)) long spawn_snapshot(void)
@@ -313,11 +323,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	struct rrc_pstore *ps = &s->pstore;
 	int carried = copy && incremental && ps->defined_valid;
 	struct rrc_holes holes = { ps->wide, ps->nr_wide, ps->holes, 0, ps->cap_holes };
-	if (!failed && rrc_scan(carried ? &holes : NULL) < 0) {
-		failed = 1;
-		forget_parent(); /* pages may have been re-armed without being recorded */
-		rrc_release();
-	}
+	if (!failed && rrc_scan(carried ? &holes : NULL) < 0)
+		failed = fail_pause(); /* pages may have been re-armed without being recorded */
 	s->nr_tcp = 0;
 	/* A copy snapshot's pause runs on two CPUs: the pause helper
 	 * (precopy.c) lists the fd table and takes the TCP table if asked,
@@ -331,35 +338,20 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		s->dbg_ns[10] = rrc_mono_ns();
 	}
 	uint64_t t2 = rrc_mono_ns();
-	if (!failed && !helper && rrc_fds_capture() < 0) {
-		failed = 1;
-		forget_parent();
-		rrc_release();
-	}
+	if (!failed && !helper && rrc_fds_capture() < 0)
+		failed = fail_pause();
 	s->dbg_ns[3] = rrc_mono_ns();
 	/* the TCP stream table: write_seq/copied_seq cannot move while every
 	 * application thread is parked (sk-diag.c) */
-	if (!failed && tcp && !helper && rrc_tcp_capture() < 0) {
-		failed = 1;
-		forget_parent();
-		rrc_release();
-	}
+	if (!failed && tcp && !helper && rrc_tcp_capture() < 0)
+		failed = fail_pause();
 	/* copy snapshot: what the image describes, and the last pages */
-	if (!failed && copy && rrc_copy_capture() < 0) {
-		failed = 1;
-		forget_parent();
-		rrc_release();
-	}
-	if (!failed && copy && rrc_copy_capture_pages() < 0) {
-		failed = 1;
-		forget_parent();
-		rrc_release();
-	}
-	if (!failed && helper && rrc_helper_join() < 0) {
-		failed = 1;
-		forget_parent();
-		rrc_release();
-	}
+	if (!failed && copy && rrc_copy_capture() < 0)
+		failed = fail_pause();
+	if (!failed && copy && rrc_copy_capture_pages() < 0)
+		failed = fail_pause();
+	if (!failed && helper && rrc_helper_join() < 0)
+		failed = fail_pause();
 	uint64_t t3 = rrc_mono_ns();
 	long pid = -1;
 	if (!failed) {
@@ -378,11 +370,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		rrc_fj_cut(); /* the image's FILEOPS: the journal up to now */
 		if (!copy)
 			pid = spawn_snapshot();
-		else if (rrc_copy_capture_last() < 0) {
-			failed = 1;
-			forget_parent();
-			rrc_release();
-		}
+		else if (rrc_copy_capture_last() < 0)
+			failed = fail_pause();
 	}
 	uint64_t t4 = rrc_mono_ns();
 	/* the pause ends when the release starts: once the futex wake is
