@@ -27,7 +27,6 @@
 #define ZAP_PAGES   32ul
 
 static uint8_t *region;
-static volatile long last_round; /* last completed round */
 
 static long slot_block(long j) { return (j % 256) * 16 + (j >= 256 ? 8 : 0); }
 
@@ -158,19 +157,12 @@ int main(int argc, char **argv)
 
 	for (long j = 0; j < 256; j++)
 		write_slot(j, 0);
-	last_round = 0;
 	zdtm_ready();
 
-	long r = 1;
-	while (!zdtm_should_verify()) {
-		round_step(r);
-		last_round = r++;
-		/* 256 KiB every 20 ms: the whole live set (64 MiB) is rewritten
-		 * only after ~5 s, so an incremental image between two dumps a
-		 * fraction of a second apart must be much smaller than the full. */
-		zdtm_sleep_ms(20);
-	}
-	long R = last_round;
+	/* 256 KiB every 20 ms: the whole live set (64 MiB) is rewritten only
+	 * after ~5 s, so an incremental image between two dumps a fraction of
+	 * a second apart must be much smaller than the full. */
+	long R = zdtm_rounds(round_step, 20);
 	if (zdtm_corrupt) {
 		/* a slot written in round 0 or long ago: one byte changed */
 		region[(size_t)slot_block(100) * BLK_BYTES + 5 * PAGE + 777] ^= 0x40;

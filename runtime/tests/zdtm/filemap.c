@@ -170,12 +170,7 @@ int main(int argc, char **argv)
 	(void)sink;
 	zdtm_ready();
 
-	long r = 1, R = 0;
-	while (!zdtm_should_verify()) {
-		round_step(r);
-		R = r++;
-		zdtm_sleep_ms(2);
-	}
+	long R = zdtm_rounds(round_step, 2);
 	if (zdtm_corrupt)
 		A[3 * PG + 100] ^= 1;
 	verify(R);

@@ -31,7 +31,6 @@
 static uint8_t *region;                /* 64 pages */
 static uint8_t *place[2];              /* the moving mapping's two places */
 static uint8_t *fresh;                 /* the remapped 2-page mapping */
-static volatile long last_round;
 
 /* The last round <= R that did something to page p of the region:
  * > 0 a write in that round, < 0 a drop in round -result, 0 nothing. */
@@ -134,16 +133,9 @@ int main(int argc, char **argv)
 	fresh = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	zdtm_check(fresh != MAP_FAILED, "mmap fresh");
 	zdtm_fill(fresh, 2 * PAGE, 2000, 0);
-	last_round = 0;
 	zdtm_ready();
 
-	long r = 1;
-	while (!zdtm_should_verify()) {
-		round_step(r);
-		last_round = r++;
-		zdtm_sleep_ms(1);
-	}
-	long R = last_round;
+	long R = zdtm_rounds(round_step, 1);
 	if (zdtm_corrupt) /* one byte of the page the last round wrote */
 		region[(size_t)(R % NPAGES) * PAGE + 5] ^= 1;
 	verify(R);

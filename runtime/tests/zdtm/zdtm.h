@@ -165,6 +165,20 @@ ZDTM_FN void zdtm_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Runs step(1), step(2), ... ms milliseconds apart until the harness asks
+ * to verify; returns the last round completed, from which the verifier
+ * recomputes the state. */
+ZDTM_FN long zdtm_rounds(void (*step)(long), unsigned ms)
+{
+	long last = 0;
+	for (long r = 1; !zdtm_should_verify(); r++) {
+		step(r);
+		last = r;
+		zdtm_sleep_ms(ms);
+	}
+	return last;
+}
+
 /* Blocks until verify appears (polling every 5 ms). */
 ZDTM_FN void zdtm_wait_verify(void)
 {
