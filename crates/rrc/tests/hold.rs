@@ -17,7 +17,7 @@ use rrc_control::{Client, ControlError, DumpRequest, ErrorCode, HoldRequest, Mes
 use rrc_image::Image;
 
 mod common;
-use common::{require_runtime, rrc};
+use common::{exec_pid, require_runtime, rrc, Container as Writer};
 
 const T: Duration = Duration::from_secs(30);
 const CPATH: &str = "/rrc-data";
@@ -65,19 +65,6 @@ fn python() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// Kills the container and removes the directory, pass or fail.
-struct Writer {
-    pid: i32,
-    dir: PathBuf,
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        let _ = rrc().args(["kill", "--pid", &self.pid.to_string()]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 impl Writer {
     fn start(tag: &str) -> Writer {
         require_runtime();
@@ -98,8 +85,7 @@ impl Writer {
             let _ = std::fs::remove_dir_all(&dir);
             panic!("rrc exec: {}", String::from_utf8_lossy(&out.stderr));
         }
-        let pid: i32 = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().trim().parse().unwrap();
-        let w = Writer { pid, dir };
+        let w = Writer { pid: exec_pid(&out), dir };
         w.wait_for(|w| w.counter() > 10, "the writer running");
         w
     }

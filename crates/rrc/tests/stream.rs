@@ -17,7 +17,7 @@ use rrc_image::sections::{FdKind, VmaKind};
 use rrc_image::Image;
 
 mod common;
-use common::{require_runtime, rrc};
+use common::{exec_pid, require_runtime, rrc, Container};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -28,25 +28,11 @@ fn tmp(tag: &str) -> PathBuf {
     p
 }
 
-/// Kills the container and removes the directory, pass or fail.
-struct Cleanup {
-    pid: i32,
-    dir: PathBuf,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = rrc().args(["kill", "--pid", &self.pid.to_string()]).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn exec_sleep(dir: &Path) -> Cleanup {
+fn exec_sleep(dir: &Path) -> Container {
     let log = dir.join("log");
     let out = rrc().args(["exec", "--log"]).arg(&log).args(["--", "sleep", "1000"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let pid: i32 = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().trim().parse().unwrap();
-    Cleanup { pid, dir: dir.to_path_buf() }
+    Container { pid: exec_pid(&out), dir: dir.to_path_buf() }
 }
 
 fn pipe() -> (File, OwnedFd) {
