@@ -240,6 +240,8 @@ static int add_wide(struct rrc_range *out, uint64_t *n, uint64_t cap, uint64_t a
 {
 	a &= ~(PMD_SIZE - 1);
 	b = (b + PMD_SIZE - 1) & ~(PMD_SIZE - 1);
+	if (b > USER_END)
+		b = USER_END; /* PAGEMAP_SCAN refuses a range past the user address space (EFAULT) */
 	if (*n && out[*n - 1].end >= a) {
 		if (b > out[*n - 1].end)
 			out[*n - 1].end = b;

@@ -13,7 +13,9 @@
  *     fixed places and its first page rewritten; the place it left is
  *     reserved again (PROT_NONE, so that the mmap below cannot land there);
  *   - r % 8 == 4: a 2-page mapping is unmapped and a new one mapped wherever
- *     the kernel puts it, filled with data of round r.
+ *     the kernel puts it, filled with data of round r;
+ *   - the last page of the user address space (mapped there at start) is
+ *     rewritten: ranges computed around it must not run past the end.
  * The state after round R is a pure function of R: the verifier recomputes
  * it. A dropped page that comes back with data, a moved page lost or left
  * behind, a stale mapping resurrected: each is a FAIL naming the page.
@@ -31,6 +33,8 @@
 static uint8_t *region;                /* 64 pages */
 static uint8_t *place[2];              /* the moving mapping's two places */
 static uint8_t *fresh;                 /* the remapped 2-page mapping */
+static uint8_t *top;                   /* the last user page */
+#define TOP_PAGE 0x7fffffffe000ul
 
 /* The last round <= R that did something to page p of the region:
  * > 0 a write in that round, < 0 a drop in round -result, 0 nothing. */
@@ -79,6 +83,7 @@ static void round_step(long r)
 			   "mmap PROT_NONE over the place left");
 		zdtm_fill(to, PAGE, 1000, (uint64_t)gen);
 	}
+	zdtm_fill(top, PAGE, 3000, (uint64_t)r);
 	if (r % 8 == 4) {
 		zdtm_check(munmap(fresh, 2 * PAGE) == 0, "munmap");
 		fresh = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -114,6 +119,8 @@ static void verify(long R)
 	long rf = R >= 4 ? R - ((R - 4) % 8) : 0;
 	if (zdtm_cmp_fill(fresh, 2 * PAGE, 2000, (uint64_t)rf) >= 0)
 		zdtm_fail("the remapped mapping does not hold the data of round %ld", rf);
+	if (zdtm_cmp_fill(top, PAGE, 3000, (uint64_t)R) >= 0)
+		zdtm_fail("the last user page does not hold the data of round %ld", R);
 	printf("vmachurn: verified after round %ld\n", R);
 }
 
@@ -133,6 +140,10 @@ int main(int argc, char **argv)
 	fresh = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	zdtm_check(fresh != MAP_FAILED, "mmap fresh");
 	zdtm_fill(fresh, 2 * PAGE, 2000, 0);
+	top = mmap((void *)TOP_PAGE, PAGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	zdtm_check(top == (uint8_t *)TOP_PAGE, "mmap of the last user page");
+	zdtm_fill(top, PAGE, 3000, 0);
 	zdtm_ready();
 
 	long R = zdtm_rounds(round_step, 1);
