@@ -35,6 +35,7 @@ PROGRAMS = {
     "growth": [],
     "fpu": [],
     "fdstate": [],
+    "fdreuse": [],
     "pipes": [],
     "eventfd": [],
     "epoll": [],
@@ -185,6 +186,50 @@ def test_dump_after_restore_copy(rrc, tmp_path, netns):
     time.sleep(0.2)
     c.dump(leave_running=False)
     wait_until(lambda: not pid_alive(c.pid), 15, "restored process to end after its final dump")
+    c.restore_and_verify()
+
+
+def _sin_port(sockaddr: dict) -> int:
+    """The port of a record's sockaddr_in (family, then the port big-endian)."""
+    assert sockaddr["family"] == socket.AF_INET, f"not an AF_INET address: {sockaddr}"
+    return int.from_bytes(bytes(sockaddr["addr"][2:4]), "big")
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy"])
+def test_fd_numbers_reused_between_dumps(rrc, tmp_path, netns, snapshot):
+    """One fd number holds a TCP connection to A, one to B, a pipe, a UDP
+    socket, a connection to A again... a new object at each dump (fdreuse.c),
+    beside a connection kept open throughout. Each image's record of that
+    fd is the object of its step: the capture carries a connection's record
+    over from the last dump only for the same socket between the same
+    addresses (runtime/lib/sockets.c), and tells pipes and sockets apart by
+    fstat. The restored process finds the last step's object there."""
+    slot, keep = 40, 41
+    c = Cycle(rrc, tmp_path, netns, "fdreuse", snapshot=snapshot).start()
+    port_a, port_b = map(int, (c.zdir / "ports").read_text().split())
+    steps = 7
+    for step in range(steps):
+        if step:
+            (c.zdir / "next").touch()
+            wait_until(lambda: read_text(c.zdir / "step").strip() == str(step), 10, f"fdreuse step {step}")
+        c.dump(leave_running=step < steps - 1)
+    wait_until(lambda: not pid_alive(c.pid), 15, f"pid {c.pid} to end after the final dump")
+    for step, image in enumerate(c.images):
+        records = {r["fd"]: r for r in rrc.inspect(image)["images"][-1]["fd_records"]}
+        rec, kept = records.get(slot), records.get(keep)
+        where = f"image of step {step} ({image}): fd {slot} record {rec}"
+        assert rec is not None, where
+        if step % 4 in (0, 1):
+            assert rec["kind"] == "inet_conn", where
+            want = port_a if step % 4 == 0 else port_b
+            assert _sin_port(rec["detail"]["socket"]["peer"]) == want, f"{where}: peer port is not {want}"
+        elif step % 4 == 2:
+            assert rec["kind"] == "pipe", where
+            assert rec["detail"]["pipe"]["has_data"] == 1, f"{where}: the byte in flight is missing"
+        else:
+            assert rec["kind"] == "inet_dgram", where
+        assert kept is not None and kept["kind"] == "inet_conn", f"image of step {step}: fd {keep} {kept}"
+        assert _sin_port(kept["detail"]["socket"]["peer"]) == port_a, f"image of step {step}: fd {keep} {kept}"
     c.restore_and_verify()
 
 

@@ -736,6 +736,7 @@ out:
 void *rrc_control_main(void *arg)
 {
 	rrc_g.ctl_tid = (int)rrc_sys_gettid();
+	rrc_proc_dir_learn();
 	for (;;) {
 		int c = accept4(rrc_g.listen_fd, 0, 0, SOCK_CLOEXEC);
 		if (c < 0) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include "rrc_lib.h"
 
@@ -32,6 +33,29 @@ void rrc_wrap_files_resolve(void) RRC_HIDDEN;
 #define CHILD_AREA    (512ull << 20)      /* snapshot child's buffers (virtual) */
 #define LIB_FD_BASE   900                 /* library fds live high: apps close low ones */
 
+/* The devices of pipefs and sockfs on this kernel (they are numbered at
+ * boot, so a restored process learns them again with its fresh arena):
+ * an fd whose fstat shows one of them is a pipe or a socket without
+ * reading its /proc link, which costs the pause ~5 us per fd (fds.c).
+ * ASYNC-SIGNAL-SAFE. */
+static void learn_fs_devs(void)
+{
+	struct stat st;
+	int p[2];
+	if (rrc_sys_pipe2(p, O_CLOEXEC) == 0) {
+		if (rrc_sys_fstat(p[0], &st) == 0 && S_ISFIFO(st.st_mode))
+			rrc_s->pipefs_dev = st.st_dev;
+		rrc_sys_close(p[0]);
+		rrc_sys_close(p[1]);
+	}
+	long sk = rrc_sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sk >= 0) {
+		if (rrc_sys_fstat((int)sk, &st) == 0 && S_ISSOCK(st.st_mode))
+			rrc_s->sockfs_dev = st.st_dev;
+		rrc_sys_close((int)sk);
+	}
+}
+
 /* The arena is private anonymous and NORESERVE: only touched pages cost
  * memory. ASYNC-SIGNAL-SAFE (used again after a restore). */
 int rrc_scratch_map(void)
@@ -39,7 +63,7 @@ int rrc_scratch_map(void)
 	size_t head = (sizeof(struct rrc_scratch) + 4095) & ~(size_t)4095;
 	size_t wlen = (size_t)WRITTEN_CAP * sizeof(struct page_region);
 	size_t tlen = (size_t)TCP_CAP * sizeof(struct rrc_tcp_stream);
-	size_t len = head + wlen + FDBUF_CAP + 2 * tlen + CHILD_AREA;
+	size_t len = head + wlen + 2 * FDBUF_CAP + 2 * tlen + CHILD_AREA;
 	/* the data directory's change journal (files-journal.c) at the end */
 	size_t jlen = (sizeof(struct rrc_fj) + 4095) & ~(size_t)4095;
 	size_t joff = len;
@@ -66,16 +90,19 @@ int rrc_scratch_map(void)
 	rrc_s->cap_written = WRITTEN_CAP;
 	rrc_s->fdbuf = p + head + wlen;
 	rrc_s->fdbuf_cap = FDBUF_CAP;
-	rrc_s->tcp = (struct rrc_tcp_stream *)(p + head + wlen + FDBUF_CAP);
-	rrc_s->tcp_prev = (struct rrc_tcp_stream *)(p + head + wlen + FDBUF_CAP + tlen);
+	rrc_s->fdprev = p + head + wlen + FDBUF_CAP;
+	uint8_t *q = p + head + wlen + 2 * FDBUF_CAP;
+	rrc_s->tcp = (struct rrc_tcp_stream *)q;
+	rrc_s->tcp_prev = (struct rrc_tcp_stream *)(q + tlen);
 	rrc_s->cap_tcp = TCP_CAP;
-	rrc_s->child_area = p + head + wlen + FDBUF_CAP + 2 * tlen;
+	rrc_s->child_area = q + 2 * tlen;
 	rrc_s->child_area_len = CHILD_AREA;
 	rrc_s->journal = (struct rrc_fj *)(p + joff);
 	rrc_s->journal->data = (uint8_t *)rrc_s->journal + jlen;
 	rrc_s->journal->cap = RRC_FJ_CAP;
 	rrc_s->walk_fd = -1;
 	rrc_s->res_rfd = rrc_s->res_wfd = -1;
+	learn_fs_devs();
 	return 0;
 }
 

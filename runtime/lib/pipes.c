@@ -43,9 +43,8 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd)
 	/* a readable end of this pipe: the fd itself, or a new one through /proc */
 	int rfd = fd, opened = 0;
 	if ((f->file_flags & O_ACCMODE) == O_WRONLY) {
-		char p[48];
-		size_t l = rrc_bput(p, sizeof p, 0, "/proc/self/fd/");
-		rrc_bput_u64(p, sizeof p, l, (uint64_t)fd);
+		char p[64];
+		rrc_proc_path(p, sizeof p, "fd", fd);
 		long r = rrc_sys_openat(AT_FDCWD, p, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
 		if (r < 0) {
 			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot open a read end of the pipe at fd ", fd, 0);

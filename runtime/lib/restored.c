@@ -53,6 +53,8 @@ void rrc_post_restore(void)
 	/* the scratch arena was not in the image */
 	if (rrc_scratch_map() < 0)
 		rrc_log("after restore: cannot map the scratch arena");
+	else
+		rrc_proc_dir_learn();
 	long fd = rrc_sys_openat(-100 /* AT_FDCWD */, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
 	rrc_g.maps_fd = fd < 0 ? -1 : rrc_fd_high((int)fd);
 	fd = rrc_sys_openat(-100, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC, 0);

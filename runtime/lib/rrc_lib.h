@@ -148,6 +148,15 @@ struct rrc_scratch {
 	uint8_t *fdbuf;
 	uint64_t fdbuf_len, fdbuf_cap;
 	uint32_t nr_fds;
+	/* the last successful capture's records (fds.c swaps the two buffers):
+	 * a TCP connection found there is not asked its fixed properties again */
+	uint8_t *fdprev;
+	uint64_t fdprev_len;            /* 0: nothing to carry */
+	/* st_dev of pipefs and sockfs, learnt when the arena is mapped (0:
+	 * unknown; every fd is then classified by its /proc link) */
+	uint64_t pipefs_dev, sockfs_dev;
+	/* "/proc/<pid>/task/<control thread>", as /proc names it (util.c) */
+	char     proc_dir[48];
 	/* pipe contents tee'd into library pipes: child reads them */
 	struct { int rfd, wfd; uint32_t len; int32_t app_fd; } libpipes[RRC_MAX_LIBPIPES];
 	uint32_t nr_libpipes;
@@ -245,6 +254,10 @@ uint64_t rrc_parse_u64(const char *s, int base, const char **end) RRC_HIDDEN;
 const char *rrc_skip_ws(const char *s) RRC_HIDDEN;
 /* read a whole small file into buf (NUL terminated); returns bytes or -errno */
 long rrc_read_file(const char *path, char *buf, size_t cap) RRC_HIDDEN;
+/* "<the control thread's /proc dir>/<sub>[/<num>]" (num < 0: none),
+ * learnt by rrc_proc_dir_learn in the control thread */
+size_t rrc_proc_path(char *buf, size_t cap, const char *sub, long num) RRC_HIDDEN;
+void rrc_proc_dir_learn(void) RRC_HIDDEN;
 long rrc_read_fd_all(int fd, char *buf, size_t cap) RRC_HIDDEN;
 /* write all bytes; returns 0 or -errno */
 long rrc_write_all(int fd, const void *buf, size_t n) RRC_HIDDEN;
@@ -298,7 +311,7 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd) RRC_HIDDEN;              /* pipes
 int rrc_capture_eventfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* eventfd.c */
 int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll.c */
 int rrc_capture_timerfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* timerfd.c */
-int rrc_capture_socket(struct rrc_fd *f, int fd) RRC_HIDDEN;            /* sockets.c */
+int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_HIDDEN; /* sockets.c */
 /* size of a record in the scratch fd buffer: struct, path padded to 8,
  * then (epoll only) the entries; pipe data lives in a library pipe */
 static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)

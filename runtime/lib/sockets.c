@@ -36,8 +36,38 @@ static void get_addr(int fd, struct rrc_sockaddr *a, int peer)
 	rrc_memcpy(a->addr, raw, l);
 }
 
-int rrc_capture_socket(struct rrc_fd *f, int fd)
+static int same_addr(const struct rrc_sockaddr *a, const struct rrc_sockaddr *b)
 {
+	return a->family == b->family && a->len == b->len && rrc_memeq(a->addr, b->addr, a->len);
+}
+
+/* A TCP connection is asked its two addresses only, when the last capture
+ * (prev, the same fd) saw the same socket inode connected between the
+ * same addresses: family, type and protocol cannot have changed, and the
+ * options are not used to restore a connection (their values are those
+ * of the first capture that saw it connected). Nine syscalls fewer per
+ * connection in the pause. 1 if carried, 0 if it needs the full capture. */
+static int carry_connection(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
+{
+	if (!prev || prev->kind != RRC_FD_INET_CONN || prev->ino != f->ino)
+		return 0;
+	struct rrc_sockaddr local, peer;
+	rrc_memset(&local, 0, sizeof local);
+	rrc_memset(&peer, 0, sizeof peer);
+	get_addr(fd, &local, 0);
+	get_addr(fd, &peer, 1);
+	if (!same_addr(&local, &prev->u.sock.local) || !same_addr(&peer, &prev->u.sock.peer))
+		return 0;
+	rrc_memcpy(&f->u.sock, &prev->u.sock, sizeof f->u.sock);
+	f->kind = RRC_FD_INET_CONN;
+	return 1;
+}
+
+/* prev: the last capture's record of this fd, or NULL. */
+int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
+{
+	if (carry_connection(f, fd, prev))
+		return 0;
 	int family = getopt_int(fd, SOL_SOCKET, SO_DOMAIN);
 	int type = getopt_int(fd, SOL_SOCKET, SO_TYPE);
 	int listening = getopt_int(fd, SOL_SOCKET, SO_ACCEPTCONN);

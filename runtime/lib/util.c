@@ -216,6 +216,37 @@ long rrc_for_each_num_dirent(const char *dir, char *buf, size_t cap,
 	return ret;
 }
 
+/* Paths under the control thread's /proc directory rather than
+ * /proc/self: the pause helper (precopy.c) is a process of its own, whose
+ * /proc/self entries would all be looked up for the first time in every
+ * pause, while the control thread's stay in the dentry cache from one
+ * dump to the next. The helper shares the fd table (CLONE_FILES), so the
+ * fd entries are the same. The thread, not the process: the fd entries
+ * of an exited main thread are empty. */
+void rrc_proc_dir_learn(void)
+{
+	char self[32];
+	long n = rrc_sys_readlinkat(AT_FDCWD, "/proc/thread-self", self, sizeof self - 1);
+	rrc_s->proc_dir[0] = 0;
+	if (n <= 0 || n >= (long)sizeof self - 1)
+		return;
+	self[n] = 0;
+	size_t l = rrc_bput(rrc_s->proc_dir, sizeof rrc_s->proc_dir, 0, "/proc/");
+	rrc_bput(rrc_s->proc_dir, sizeof rrc_s->proc_dir, l, self);
+}
+
+size_t rrc_proc_path(char *buf, size_t cap, const char *sub, long num)
+{
+	size_t l = rrc_bput(buf, cap, 0, rrc_s->proc_dir[0] ? rrc_s->proc_dir : "/proc/self");
+	l = rrc_bput(buf, cap, l, "/");
+	l = rrc_bput(buf, cap, l, sub);
+	if (num >= 0) {
+		l = rrc_bput(buf, cap, l, "/");
+		l = rrc_bput_u64(buf, cap, l, (uint64_t)num);
+	}
+	return l;
+}
+
 const char *rrc_next_line(const char *p, const char *end)
 {
 	while (p < end && *p != '\n')

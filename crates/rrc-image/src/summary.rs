@@ -30,6 +30,8 @@ pub struct ImageSummary {
     pub threads: usize,
     pub fds: usize,
     pub fds_by_kind: BTreeMap<String, usize>,
+    /// Every FDS record (data bytes left out).
+    pub fd_records: Vec<crate::sections::Fd>,
     /// FILEOPS: the data directory's changes in this image (absent: none tracked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fileops: Option<crate::fileops::FileOpsSummary>,
@@ -63,6 +65,7 @@ impl Image {
             threads: self.threads.len(),
             fds: self.fds.len(),
             fds_by_kind,
+            fd_records: self.fds.clone(),
             fileops: self.fileops.as_ref().map(|f| f.summary()),
             tcp: self.tcp.clone(),
         }
