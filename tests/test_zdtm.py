@@ -161,6 +161,17 @@ def test_cycle_copy(rrc, tmp_path, netns, prog, passes):
         f"RRC_PRECOPY_PASSES={passes}: {[d['precopy_passes'] for d in c.dumps]}"
 
 
+def test_copy_snapshot_vma_names_read_before_the_pause(rrc, tmp_path, netns):
+    """A copy snapshot reads the VMAs' names just before its pause and, in
+    the pause, keeps a name only for a VMA with the same bounds, file and
+    offset (runtime/lib/snapshot.c, name_known). vmachurn's thread maps
+    another file at the same place every ~0.1 ms; RRC_TEST_PREPAUSE_MS
+    makes sure it does between those reads and the pause. A name taken for
+    the wrong file restores the wrong file's page there."""
+    full_cycle(rrc, tmp_path, netns, "vmachurn", snapshot="copy", increments=4,
+               env={"RRC_TEST_PREPAUSE_MS": 3})
+
+
 def test_threads_64_copy(rrc, tmp_path, netns):
     full_cycle(rrc, tmp_path, netns, "threads", ["64"], snapshot="copy")
 

@@ -295,6 +295,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}
+	if (copy && rrc_g.test_prepause_ms)
+		usleep((useconds_t)rrc_g.test_prepause_ms * 1000);
 	int rp[2];
 	if (pipe2(rp, O_CLOEXEC) < 0) {
 		send_error(c, RRC_ERR_SNAPSHOT, errno, "cannot create the result pipe");

@@ -169,12 +169,29 @@ static int kind_by_stat(const struct stat *st)
 	return -1;
 }
 
+/* A record for fd with room for a path of plen bytes, or NULL with the
+ * error set and w->failed. */
+static struct rrc_fd *new_record(struct walk *w, int fd, uint32_t plen, int kind)
+{
+	struct rrc_fd *f = rrc_fd_append(plen, 0);
+	if (!f) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "too many fds for the library's buffer at fd ", fd, 0);
+		w->failed = 1;
+		return 0;
+	}
+	f->fd = fd;
+	f->kind = (uint32_t)kind;
+	return f;
+}
+
 /* One fd's record, in the pause. Returns 0, or 1 with w->failed set. */
 static int capture_in_pause(struct walk *w, int fd, int lk)
 {
 	struct rrc_scratch *s = rrc_s;
 	if (lk == RRC_FD_LIB_INTERNAL && fd == s->walk_fd)
 		return 0; /* the walk's own directory fd: gone in a moment */
+	if (lk == RRC_FD_LIB_INTERNAL) /* not restored (the library remakes them): the kind is all */
+		return new_record(w, fd, 0, lk) ? 0 : 1;
 	struct stat st;
 	long r = rrc_sys_fstat(fd, &st);
 	if (r == -EBADF)
@@ -210,14 +227,9 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 			plen = (uint32_t)n;
 	}
 	int is_socket = kind == 0 && !plen;
-	struct rrc_fd *f = rrc_fd_append(plen, 0);
-	if (!f) {
-		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "too many fds for the library's buffer at fd ", fd, 0);
-		w->failed = 1;
+	struct rrc_fd *f = new_record(w, fd, plen, kind);
+	if (!f)
 		return 1;
-	}
-	f->fd = fd;
-	f->kind = (uint32_t)kind;
 	f->fd_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFD, 0);
 	f->file_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFL, 0);
 	f->ino = st.st_ino;

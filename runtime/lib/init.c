@@ -150,6 +150,11 @@ __attribute__((constructor)) static void rrc_init(void)
 	 * pause (tests use it to exercise that path) */
 	const char *passes = getenv("RRC_PRECOPY_PASSES");
 	rrc_g.precopy_passes = passes && *passes >= '0' && *passes <= '9' && !passes[1] ? *passes - '0' : 5;
+	/* tests: a delay (0..9 ms) between a copy snapshot's last reads before
+	 * the pause and the pause, so that a test program's changes land in
+	 * between (what happens there on its own only now and then) */
+	const char *prepause = getenv("RRC_TEST_PREPAUSE_MS");
+	rrc_g.test_prepause_ms = prepause && *prepause >= '0' && *prepause <= '9' && !prepause[1] ? *prepause - '0' : 0;
 	const char *path = getenv("RRC_CONTROL");
 	if (!path || !*path)
 		return;

@@ -51,6 +51,8 @@
 #define STORE_DEFINED (1ull << 20)         /* defined ranges per buffer (16 MB virtual) */
 #define STORE_HOLES  (1ull << 20)          /* dropped-page regions (24 MB virtual) */
 #define STORE_WIDE   (1ull << 20)          /* 2 MiB-aligned ranges to look for them in (2 x 16 MB virtual) */
+#define STORE_VNAMES (1ull << 16)          /* VMAs named before the pause (3 MB virtual) */
+#define STORE_VNAME_TEXT (16ull << 20)     /* their names */
 /* A pass that finds fewer written pages than this is the last one: the
  * pause copies what is written after it in a fraction of a millisecond. */
 #define PRECOPY_ENOUGH 128
@@ -71,7 +73,8 @@ static long store_map(void)
 	uint64_t def_len = STORE_DEFINED * sizeof(struct rrc_range);
 	uint64_t holes_len = STORE_HOLES * sizeof(struct page_region);
 	uint64_t wide_len = 2 * STORE_WIDE * sizeof(struct rrc_range); /* and its spare half */
-	uint64_t len = runs_len + 2 * def_len + holes_len + wide_len + RRC_HELPER_STACK +
+	uint64_t vn_len = STORE_VNAMES * sizeof(struct rrc_vma_name) + STORE_VNAME_TEXT;
+	uint64_t len = runs_len + 2 * def_len + holes_len + wide_len + vn_len + RRC_HELPER_STACK +
 		       STORE_PAGES * RRC_PAGE_SIZE;
 	/* guard pages on both sides, as for the scratch arena (init.c): an
 	 * application mapping next to the store must not merge with it */
@@ -96,7 +99,12 @@ static long store_map(void)
 	ps->cap_holes = STORE_HOLES;
 	ps->wide = (struct rrc_range *)(p + runs_len + 2 * def_len + holes_len);
 	ps->cap_wide = STORE_WIDE;
-	ps->helper_stack = p + runs_len + 2 * def_len + holes_len + wide_len;
+	ps->vnames = (struct rrc_vma_name *)(p + runs_len + 2 * def_len + holes_len + wide_len);
+	ps->cap_vnames = STORE_VNAMES;
+	ps->nr_vnames = 0;
+	ps->vname_text = (char *)(ps->vnames + STORE_VNAMES);
+	ps->cap_vname_text = STORE_VNAME_TEXT;
+	ps->helper_stack = (uint8_t *)ps->vname_text + STORE_VNAME_TEXT;
 	ps->pages = ps->helper_stack + RRC_HELPER_STACK;
 	ps->cap = STORE_PAGES;
 	ps->populated = 0;

@@ -48,6 +48,13 @@ struct rrc_range { uint64_t start, end; };
 #define RRC_MAX_MISSED   4096
 /* runs are kept in copy order: a later copy of a page replaces an earlier one */
 struct rrc_pstore_run { uint64_t vaddr, npages, slot; };
+/* A VMA and its name as read before a copy snapshot's pause (snapshot.c). */
+struct rrc_vma_name {
+	uint64_t start, end, pgoff, inode;
+	uint32_t dev_major, dev_minor;
+	uint32_t text_off, text_len;    /* in rrc_pstore.vname_text, NUL after */
+};
+
 struct rrc_pstore {
 	uint8_t *map;                   /* the mapping (0: not made yet) */
 	uint64_t map_len;
@@ -75,6 +82,13 @@ struct rrc_pstore {
 	uint64_t nr_wide, cap_wide;
 	uint8_t *helper_stack;          /* RRC_HELPER_STACK bytes */
 	struct rrc_process proc_stable; /* read before the pause (rrc_copy_prefetch) */
+	/* the memory map with the VMAs' names, read before the pause
+	 * (rrc_copy_prefetch): the pause asks for a VMA's name only when this
+	 * has no VMA with the same bounds, file and offset (0 entries: none) */
+	struct rrc_vma_name *vnames;
+	uint64_t nr_vnames, cap_vnames;
+	char    *vname_text;
+	uint64_t vname_len, cap_vname_text;
 };
 #define RRC_HELPER_STACK (256 * 1024)
 
@@ -106,6 +120,7 @@ struct rrc_lib_state {
 	uint64_t last_sequence;         /* sequence of last_image_id */
 	int      debug;                 /* RRC_DEBUG=1: timings to stderr */
 	int      precopy_passes;        /* RRC_PRECOPY_PASSES (precopy.c), default 5 */
+	int      test_prepause_ms;      /* RRC_TEST_PREPAUSE_MS, tests only: see control.c */
 	int      active;                /* RRC_CONTROL set and set-up succeeded */
 	int      ctl_tid;               /* the control thread */
 	int      pid;

@@ -16,10 +16,17 @@
  *     the kernel puts it, filled with data of round r;
  *   - the last page of the user address space (mapped there at start) is
  *     rewritten: ranges computed around it must not run past the end.
+ * Beside the rounds, a thread replaces a read-only private mapping of one
+ * file page at a fixed place by one of the next of NFILES files every
+ * ~50 us (the same bounds, another file: a name the copy snapshot read just
+ * before its pause must not be taken for the file mapped at the pause).
+ * Before each replacement it checks that the page is the file it mapped
+ * last; after a restore, the first check is of the restored mapping.
  * The state after round R is a pure function of R: the verifier recomputes
  * it. A dropped page that comes back with data, a moved page lost or left
  * behind, a stale mapping resurrected: each is a FAIL naming the page.
  */
+#include <pthread.h>
 #include <sys/mman.h>
 #include "zdtm.h"
 
@@ -34,6 +41,11 @@ static uint8_t *region;                /* 64 pages */
 static uint8_t *place[2];              /* the moving mapping's two places */
 static uint8_t *fresh;                 /* the remapped 2-page mapping */
 static uint8_t *top;                   /* the last user page */
+static uint8_t *filepage;              /* the file page mapped in turn */
+#define NFILES 7
+static int files[NFILES];
+static volatile long file_mapped;      /* the file the page maps */
+static volatile int file_stop, file_wrong = -1; /* file_wrong: the file found instead */
 #define TOP_PAGE 0x7fffffffe000ul
 
 /* The last round <= R that did something to page p of the region:
@@ -92,6 +104,23 @@ static void round_step(long r)
 	}
 }
 
+static void *file_swapper(void *arg)
+{
+	(void)arg;
+	while (!file_stop) {
+		long k = file_mapped;
+		if (zdtm_cmp_fill(filepage, PAGE, (uint64_t)(4000 + k), 0) >= 0 && file_wrong < 0)
+			file_wrong = (int)k;
+		k = (k + 1) % NFILES;
+		if (mmap(filepage, PAGE, PROT_READ, MAP_PRIVATE | MAP_FIXED, files[k], 0) != filepage)
+			abort();
+		file_mapped = k;
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
 static void verify(long R)
 {
 	for (long p = 0; p < NPAGES; p++) {
@@ -121,6 +150,10 @@ static void verify(long R)
 		zdtm_fail("the remapped mapping does not hold the data of round %ld", rf);
 	if (zdtm_cmp_fill(top, PAGE, 3000, (uint64_t)R) >= 0)
 		zdtm_fail("the last user page does not hold the data of round %ld", R);
+	if (file_wrong >= 0)
+		zdtm_fail("the file page mapped file %ld held another file's data", (long)file_wrong);
+	if (zdtm_cmp_fill(filepage, PAGE, (uint64_t)(4000 + file_mapped), 0) >= 0)
+		zdtm_fail("the file page is not file %ld's", (long)file_mapped);
 	printf("vmachurn: verified after round %ld\n", R);
 }
 
@@ -144,9 +177,24 @@ int main(int argc, char **argv)
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	zdtm_check(top == (uint8_t *)TOP_PAGE, "mmap of the last user page");
 	zdtm_fill(top, PAGE, 3000, 0);
+	for (long k = 0; k < NFILES; k++) {
+		char path[PATH_MAX], name[32];
+		uint8_t data[PAGE];
+		snprintf(name, sizeof(name), "vmachurn-%ld.dat", k);
+		zdtm_path(path, sizeof(path), name);
+		files[k] = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		zdtm_fill(data, PAGE, (uint64_t)(4000 + k), 0);
+		zdtm_check(files[k] >= 0 && write(files[k], data, PAGE) == (ssize_t)PAGE, "write a file of the file page");
+	}
+	filepage = mmap(NULL, PAGE, PROT_READ, MAP_PRIVATE, files[0], 0);
+	zdtm_check(filepage != MAP_FAILED, "mmap of the file page");
+	pthread_t swapper;
+	zdtm_check(pthread_create(&swapper, NULL, file_swapper, NULL) == 0, "pthread_create");
 	zdtm_ready();
 
 	long R = zdtm_rounds(round_step, 1);
+	file_stop = 1;
+	pthread_join(swapper, NULL);
 	if (zdtm_corrupt) /* one byte of the page the last round wrote */
 		region[(size_t)(R % NPAGES) * PAGE + 5] ^= 1;
 	verify(R);
