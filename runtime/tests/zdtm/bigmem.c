@@ -39,18 +39,10 @@ static long block_slot(long b)
 	return -1;
 }
 
-/* Largest r in [1, R] with r == j (mod NSLOTS), or -1. */
-static long last_congruent(long R, long j)
-{
-	if (R < 1)
-		return -1;
-	long r = R - (((R - j) % NSLOTS) + NSLOTS) % NSLOTS;
-	return r >= 1 ? r : -1;
-}
-
+/* The last round that wrote slot j: 0 for round 0's, -1 if none. */
 static long last_write(long R, long j)
 {
-	long r = last_congruent(R, j);
+	long r = zdtm_last_round_congruent(R, j, NSLOTS);
 	if (r >= 1)
 		return r;
 	return j < 256 ? 0 : -1; /* round 0 wrote slots 0..255 */
@@ -59,7 +51,7 @@ static long last_write(long R, long j)
 static long last_zap(long R, long j)
 {
 	long jz = ((j - 128) % NSLOTS + NSLOTS) % NSLOTS;
-	for (long r = last_congruent(R, jz); r >= 1; r -= NSLOTS)
+	for (long r = zdtm_last_round_congruent(R, jz, NSLOTS); r >= 1; r -= NSLOTS)
 		if (r % 3 == 0)
 			return r;
 	return -1;

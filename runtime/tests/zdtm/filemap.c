@@ -32,14 +32,6 @@ static struct stat fst;
 
 static void file_page(uint8_t *buf, unsigned long p) { zdtm_fill(buf, PG, 0xf11e0000ull + p, 7); }
 
-static long last_round_congruent(long R, long k, long m)
-{
-	if (R < k || R < 1)
-		return -1;
-	long r = R - ((R - k) % m);
-	return r >= 1 ? r : -1;
-}
-
 static void round_step(long r)
 {
 	long k = r % 16;
@@ -100,10 +92,10 @@ static void verify(long R)
 		uint8_t *pg = A + p * PG;
 		snprintf(where, sizeof(where), "mapping A page %lu", p);
 		if (p < 16) {
-			long r = last_round_congruent(R, (long)p, 16);
+			long r = zdtm_last_round_congruent(R, (long)p, 16);
 			expect_pattern(pg, A_TAG + p, r < 0 ? 0 : r, where);
 		} else if (p >= 32 && p < 40) {
-			long k = (long)p - 32, r = last_round_congruent(R, k, 8);
+			long k = (long)p - 32, r = zdtm_last_round_congruent(R, k, 8);
 			if (r < 0 || k % 2 == 0)
 				expect_file(pg, p, where);
 			else

@@ -54,14 +54,6 @@ static long deep(int depth, int max, size_t chunk)
 	return below + 1;
 }
 
-static long last_round_congruent(long R, long k, long m)
-{
-	if (R < k || R < 1)
-		return -1;
-	long r = R - ((R - k) % m);
-	return r >= 1 ? r : -1;
-}
-
 int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
@@ -96,7 +88,7 @@ int main(int argc, char **argv)
 	if (sbrk(0) != brk_at_ready)
 		zdtm_fail("brk is %p, was %p before the dump", sbrk(0), brk_at_ready);
 	for (unsigned long p = 0; p < npages; p++) {
-		long lr = last_round_congruent(R, (long)p, (long)npages);
+		long lr = zdtm_last_round_congruent(R, (long)p, (long)npages);
 		long w = zdtm_cmp_fill(heap0 + p * PG, PG, 0xbe00000ull + p, (uint64_t)(lr < 0 ? 0 : lr));
 		if (w >= 0)
 			zdtm_fail("sbrk'd heap page %lu word %ld differs (expected round %ld data)", p, w, lr < 0 ? 0 : lr);

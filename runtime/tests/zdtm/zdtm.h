@@ -179,6 +179,16 @@ ZDTM_FN long zdtm_rounds(void (*step)(long), unsigned ms)
 	return last;
 }
 
+/* The last round r <= R with r == k (mod m) and r >= 1, -1 if none: for
+ * verifiers of programs whose round r writes item r mod m. */
+ZDTM_FN long zdtm_last_round_congruent(long R, long k, long m)
+{
+	if (R < 1)
+		return -1;
+	long r = R - (((R - k) % m) + m) % m;
+	return r >= 1 ? r : -1;
+}
+
 /* Blocks until verify appears (polling every 5 ms). */
 ZDTM_FN void zdtm_wait_verify(void)
 {
