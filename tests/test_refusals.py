@@ -175,6 +175,31 @@ def test_dump_refuses_state_it_would_lose(rrc, tmp_path, netns, mode, words):
     p.still_works()
 
 
+@pytest.mark.parametrize("snapshot", ["fork", "copy"])
+def test_dump_refuses_a_server_that_switched_users(rrc, tmp_path, netns, snapshot):
+    """memcached -u nobody drops root with setuid, which makes it not
+    dumpable: the kernel then denies it its own /proc/self/pagemap and mem.
+    The dump is refused naming that, and memcached runs on and answers."""
+    port = 11311
+    log = tmp_path / "memcached.log"
+    memcached = shutil.which("memcached") or "/usr/bin/memcached"
+    pid = rrc.exec([memcached, "-t", "2", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", "16",
+                    "-u", "nobody"], netns=netns, log=log)
+    version = ("import socket\n"
+               f"s=socket.create_connection(('127.0.0.1',{port}),timeout=5)\n"
+               "s.sendall(b'version\\r\\n')\n"
+               "print(s.recv(100).decode().strip())\n")
+    wait_until(lambda: netns_exec(netns, [sys.executable, "-c", version], check=False).returncode == 0,
+               30, "memcached to answer", interval=0.05, diag=lambda: read_text(log))
+    msg = rrc.fails("dump", "--pid", str(pid), "--images", str(tmp_path / "img"), "--leave-running",
+                    "--snapshot", snapshot)
+    assert_names(msg, "not dumpable", "setuid")
+    assert not (tmp_path / "img" / "checkpoint.rrc").exists(), "a refused dump left an image"
+    assert pid_alive(pid), f"a refused dump killed memcached\n{read_text(log)}"
+    assert netns_exec(netns, [sys.executable, "-c", version]).stdout.startswith("VERSION"), \
+        "memcached does not answer after the refused dump"
+
+
 # ------------------------------------------------------------------ restore-time refusals
 
 @pytest.fixture(scope="module")

@@ -154,6 +154,24 @@ static int check_children(void)
 	return -1;
 }
 
+/* A process that switched users (setuid/setgid: memcached -u, lighttpd's
+ * server.username, a daemon dropping root) or called
+ * prctl(PR_SET_DUMPABLE, 0) is not dumpable: the kernel then makes its
+ * /proc files root's, and denies it its own /proc/self/pagemap and
+ * /proc/self/mem, and the timers and children files the other checks
+ * read. Refused by name, before anything is paused. */
+static int check_dumpable(void)
+{
+	if (rrc_sys_prctl(3 /* PR_GET_DUMPABLE */, 0, 0, 0, 0) == 1)
+		return 0;
+	rrc_set_err(RRC_ERR_SNAPSHOT, 0,
+		    "the process is not dumpable (it switched users with setuid/setgid, e.g. memcached -u "
+		    "or a server's user setting, or called prctl(PR_SET_DUMPABLE, 0)): the kernel denies it "
+		    "its own /proc/self/pagemap and /proc/self/mem, which a checkpoint reads; run the server "
+		    "without switching users", -1, 0);
+	return -1;
+}
+
 /* Timers live in the kernel and are not in the image (fork does not even
  * copy them into the snapshot): refuse rather than restore a process
  * whose alarm or timer silently never fires. */
@@ -283,8 +301,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_code = 0;
 	s->err_msg[0] = 0;
 	rrc_lib_ranges();
-	if (check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 || rrc_fds_check() < 0 ||
-	    rrc_aq_check() < 0) {
+	if (check_dumpable() < 0 || check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 ||
+	    rrc_fds_check() < 0 || rrc_aq_check() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}
