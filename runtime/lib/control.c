@@ -259,6 +259,17 @@ static int fail_pause(void)
 	return 1;
 }
 
+/* After a dump, written or not: the copy snapshot's page store keeps the
+ * image's defined pages for the next one if it is complete; a fork
+ * snapshot re-armed pages whose defined state only its child saw. */
+static void store_after_dump(int copy, int image_ok)
+{
+	if (copy)
+		rrc_pstore_done(image_ok);
+	else
+		rrc_pstore_forget();
+}
+
 /* The fork snapshot: the child (a copy of this process) writes the image
  * and exits; the parent gets its pid. */
 static __attribute__((noinline)) long spawn_snapshot(void)
@@ -438,10 +449,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			rrc_set_err(RRC_ERR_SNAPSHOT, (int)-pid, copy ? "clone() of the image writer failed"
 						: "clone() of the snapshot failed", -1, 0);
 		}
-		if (copy)
-			rrc_pstore_done(0);
-		else
-			rrc_pstore_forget();
+		store_after_dump(copy, 0);
 		rrc_fds_cleanup();
 		rrc_fj_commit(0);
 		close(s->res_rfd);
@@ -506,10 +514,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	struct rrc_ctl_dump_done done = { 0 };
 	long n = rrc_read_fd_all(s->res_rfd, (char *)&done, sizeof done + 1);
 	int image_ok = w >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == (long)sizeof done;
-	if (copy)
-		rrc_pstore_done(image_ok);
-	else
-		rrc_pstore_forget();
+	store_after_dump(copy, image_ok);
 	rrc_fds_cleanup();
 	close(s->res_rfd);
 	s->res_rfd = -1;

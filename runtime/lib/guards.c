@@ -208,13 +208,7 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 static int range_has_shared(void *addr, size_t len)
 {
 	struct procmap_query q;
-	if (rrc_g.maps_fd < 0)
-		return 0;
-	rrc_memset(&q, 0, sizeof q);
-	q.size = sizeof q;
-	q.query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA | PROCMAP_QUERY_VMA_SHARED;
-	q.query_addr = (uint64_t)addr;
-	if (rrc_sys_ioctl(rrc_g.maps_fd, PROCMAP_QUERY, &q) < 0)
+	if (rrc_g.maps_fd < 0 || rrc_vma_query(rrc_g.maps_fd, (uint64_t)addr, PROCMAP_QUERY_VMA_SHARED, &q, 0, 0) < 0)
 		return 0;
 	return q.vma_start < (uint64_t)addr + len;
 }

@@ -62,8 +62,10 @@ int rrc_uffd_open(void)
 	return (int)fd;
 }
 
-/* One VMA at or after addr. Returns 0, or -ENOENT past the last one. */
-static long vma_query(uint64_t addr, uint64_t flags, struct procmap_query *q, char *name, uint32_t cap)
+/* One VMA at or after addr, through maps_fd (a /proc/<pid>/maps of the
+ * memory to ask about); its name into name[0..cap) unless name is NULL.
+ * Returns 0, or -ENOENT past the last one. ASYNC-SIGNAL-SAFE. */
+long rrc_vma_query(int maps_fd, uint64_t addr, uint64_t flags, struct procmap_query *q, char *name, uint32_t cap)
 {
 	rrc_memset(q, 0, sizeof *q);
 	q->size = sizeof *q;
@@ -74,7 +76,13 @@ static long vma_query(uint64_t addr, uint64_t flags, struct procmap_query *q, ch
 		q->vma_name_size = cap;
 		name[0] = 0;
 	}
-	return rrc_sys_ioctl(rrc_g.maps_fd, PROCMAP_QUERY, q);
+	return rrc_sys_ioctl(maps_fd, PROCMAP_QUERY, q);
+}
+
+/* The same of this process's memory. */
+static long vma_query(uint64_t addr, uint64_t flags, struct procmap_query *q, char *name, uint32_t cap)
+{
+	return rrc_vma_query(rrc_g.maps_fd, addr, flags, q, name, cap);
 }
 
 int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b)

@@ -304,13 +304,19 @@ static int wide_ranges(void)
 	return 0;
 }
 
-/* Populated store pages beyond those used: twice the pages the last scan
- * found (or the last pause copied), at least PAUSE_RESERVE_MIN. */
+/* The store pages to keep populated: those used, and room for a pause
+ * that copies twice `last` pages, at least PAUSE_RESERVE_MIN more. */
+static uint64_t populated_target(uint64_t last)
+{
+	return rrc_s->pstore.used + 2 * last + PAUSE_RESERVE_MIN;
+}
+
+/* Populated store pages beyond those used: for twice the pages the last
+ * scan found (or the last pause copied). */
 static void reserve(uint64_t found)
 {
 	struct rrc_pstore *ps = &rrc_s->pstore;
-	uint64_t last = found > ps->last_pause_pages ? found : ps->last_pause_pages;
-	uint64_t want = ps->used + 2 * last + PAUSE_RESERVE_MIN;
+	uint64_t want = populated_target(found > ps->last_pause_pages ? found : ps->last_pause_pages);
 	if (want > ps->cap)
 		want = ps->cap;
 	if (want > ps->populated) {
@@ -425,7 +431,7 @@ void rrc_pstore_done(int ok)
 	if (ps->defined_valid)
 		ps->cur ^= 1;
 	ps->last_pause_pages = ps->copy_pages;
-	uint64_t keep = ps->used + 2 * ps->last_pause_pages + PAUSE_RESERVE_MIN;
+	uint64_t keep = populated_target(ps->last_pause_pages);
 	if (keep < ps->populated) {
 		rrc_sys_madvise(ps->pages + keep * RRC_PAGE_SIZE, (ps->populated - keep) * RRC_PAGE_SIZE,
 				MADV_DONTNEED);

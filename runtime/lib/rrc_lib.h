@@ -297,6 +297,9 @@ void rrc_fill_self_slot(struct rrc_slot *s) RRC_HIDDEN;
 
 /* ---- memory.c ---- */
 int rrc_uffd_open(void) RRC_HIDDEN;          /* returns fd or -errno */
+struct procmap_query;
+long rrc_vma_query(int maps_fd, uint64_t addr, uint64_t flags, struct procmap_query *q, char *name,
+		   uint32_t cap) RRC_HIDDEN;     /* PROCMAP_QUERY: 0 or -ENOENT past the last VMA */
 void rrc_lib_ranges(void) RRC_HIDDEN;        /* fills lib_excluded / lib_always */
 uint32_t rrc_lib_excluded_sorted(struct rrc_range out[4]) RRC_HIDDEN;
 int rrc_register_all(int wp_arm) RRC_HIDDEN; /* register every private VMA; returns count */

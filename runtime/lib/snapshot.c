@@ -46,7 +46,7 @@
 
 /* The capture of a copy snapshot runs these functions in the pause, on
  * the control thread: there a failure must return to the caller
- * (rrc_copy_capture) instead of ending the thread. */
+ * (guarded, below) instead of ending the thread. */
 static void *capture_jmp[5];
 static int capture_escape, capture_code;
 
@@ -76,6 +76,22 @@ const char *rrc_snapshot_strerror(int code)
 	case RRC_SNAP_INCOMPLETE: return "copy snapshot: a present page of a full image was never copied (a bug)";
 	}
 	return "unknown failure";
+}
+
+/* Runs a capture step on the control thread (before or in the pause): a
+ * die() in it comes back here as -1 with the error set. */
+static int guarded(void (*step)(void))
+{
+	capture_escape = 1;
+	if (__builtin_setjmp(capture_jmp)) {
+		if (!rrc_s->err_code)
+			rrc_set_err(RRC_ERR_SNAPSHOT, 0, "copy snapshot: ", -1, rrc_snapshot_strerror(capture_code));
+		capture_escape = 0;
+		return -1;
+	}
+	step();
+	capture_escape = 0;
+	return 0;
 }
 
 /* ---- bump allocator in the child area ---- */
@@ -267,20 +283,6 @@ static int copy_mode;     /* a copy snapshot's capture (rrc_copy_begin) */
 
 static int name_is(const char *n, const char *w) { return !rrc_strncmp(n, w, rrc_strlen(w) + 1); }
 
-/* One VMA at or after addr; its name into name (cap bytes; 0: no name).
- * Returns the ioctl's result. */
-static long query_vma(uint64_t addr, struct procmap_query *q, char *name, uint32_t cap)
-{
-	rrc_memset(q, 0, sizeof *q);
-	q->size = sizeof *q;
-	q->query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
-	q->query_addr = addr;
-	q->vma_name_addr = cap ? (uint64_t)name : 0; /* the kernel wants both or neither */
-	q->vma_name_size = cap;
-	name[0] = 0;
-	return rrc_sys_ioctl(maps_fd, PROCMAP_QUERY, q);
-}
-
 /* Names read before the pause (rrc_copy_prefetch): a file's path costs the
  * kernel a d_path per VMA (~0.2 us of ~0.8), which the pause skips for a
  * VMA with the same bounds, file and offset as then (a path renamed in
@@ -307,7 +309,6 @@ static void prefetch_names(void)
 {
 	struct rrc_pstore *ps = &rrc_s->pstore;
 	uint64_t addr = 0;
-	maps_fd = rrc_g.maps_fd;
 	if (!ps->vnames)
 		return;
 	ps->nr_vnames = 0;
@@ -317,7 +318,7 @@ static void prefetch_names(void)
 		if (ps->nr_vnames >= ps->cap_vnames || ps->cap_vname_text - ps->vname_len < RRC_PATH_MAX)
 			goto overflow;
 		char *name = ps->vname_text + ps->vname_len;
-		long r = query_vma(addr, &q, name, RRC_PATH_MAX);
+		long r = rrc_vma_query(rrc_g.maps_fd, addr, 0, &q, name, RRC_PATH_MAX);
 		if (r == -ENOENT)
 			return;
 		if (r < 0)
@@ -346,9 +347,9 @@ static void read_vmas(void)
 		char *name = names + names_len;
 		if ((16u << 20) - names_len < RRC_PATH_MAX)
 			die(RRC_SNAP_ENOMEM);
-		long r = query_vma(addr, &q, name, named_before ? 0 : RRC_PATH_MAX);
+		long r = rrc_vma_query(maps_fd, addr, 0, &q, named_before ? NULL : name, RRC_PATH_MAX);
 		if (r == 0 && named_before && !name_known(&q, name, &cursor))
-			r = query_vma(q.vma_start, &q, name, RRC_PATH_MAX);
+			r = rrc_vma_query(maps_fd, q.vma_start, 0, &q, name, RRC_PATH_MAX);
 		if (r == -ENOENT)
 			break;
 		if (r < 0)
@@ -921,8 +922,6 @@ static struct rrc_sigaction *csigs;       /* 64 */
 static struct rrc_thread *cthreads;
 static uint32_t nr_cthreads;
 
-static int capture_failed(void);
-
 static void capture_process(void)
 {
 	cproc = alloc(sizeof *cproc);
@@ -938,16 +937,17 @@ static void capture_process(void)
 /* Before the pause of a copy snapshot: the process's stable fields (see
  * fill_process_stable) and the VMAs' names (prefetch_names). 0, or -1
  * with the error set. */
-int rrc_copy_prefetch(void)
+static void prefetch_stable(void)
 {
-	char *buf = rrc_s->textbuf; /* a scratch buffer the pause uses later */
 	struct rrc_process *p = &rrc_s->pstore.proc_stable;
 	rrc_memset(p, 0, sizeof *p);
-	capture_escape = 1;
-	if (__builtin_setjmp(capture_jmp))
-		return capture_failed();
-	fill_process_stable(p, buf);
-	capture_escape = 0;
+	fill_process_stable(p, rrc_s->textbuf); /* a scratch buffer the pause uses later */
+}
+
+int rrc_copy_prefetch(void)
+{
+	if (guarded(prefetch_stable) < 0)
+		return -1;
 	prefetch_names();
 	return 0;
 }
@@ -1023,6 +1023,16 @@ static void start_arena(void)
 	arena_used = 0;
 }
 
+/* The writing process (fork child or copy writer) leaves the control
+ * thread's stack, which is part of the image, for one in the arena. */
+static __attribute__((noreturn)) void run_on_arena_stack(void (*fn)(void))
+{
+	uint8_t *stack = alloc(1u << 20);
+	op = alloc(sizeof *op);
+	rrc_memset(op, 0, sizeof *op);
+	rrc_call_on_stack(stack + (1u << 20), fn);
+}
+
 /* Entered right after clone(), on the control thread's stack, which is
  * part of the image: move to a stack in the child area first. */
 __attribute__((noreturn)) void rrc_snapshot_main(void)
@@ -1036,10 +1046,7 @@ __attribute__((noreturn)) void rrc_snapshot_main(void)
 		rrc_sys_rseq(rrc_g.ctl_slot.t.rseq_addr, rrc_g.ctl_slot.t.rseq_len, 1 /* RSEQ_FLAG_UNREGISTER */,
 			     rrc_g.ctl_slot.t.rseq_sig);
 	start_arena();
-	uint8_t *stack = alloc(1u << 20);
-	op = alloc(sizeof *op);
-	rrc_memset(op, 0, sizeof *op);
-	rrc_call_on_stack(stack + (1u << 20), snapshot);
+	run_on_arena_stack(snapshot);
 }
 
 /* The fork snapshot: this child's memory is the frozen process. */
@@ -1134,15 +1141,6 @@ static void put_range(uint64_t a, uint64_t b, int with_pres)
 	}
 }
 
-static int capture_failed(void)
-{
-	struct rrc_scratch *s = rrc_s;
-	if (!s->err_code)
-		rrc_set_err(RRC_ERR_SNAPSHOT, 0, "copy snapshot: ", -1, rrc_snapshot_strerror(capture_code));
-	capture_escape = 0;
-	return -1;
-}
-
 /* The copy snapshot's pause, in three steps on the control thread, the
  * pause helper (precopy.c) running alongside the second:
  *  1. rrc_copy_begin: the arena set up;
@@ -1166,28 +1164,25 @@ void rrc_copy_begin(int carry)
 	pm_fd = rrc_g.pagemap_fd;
 }
 
-int rrc_copy_capture(void)
+static void capture_state(void)
 {
 	struct rrc_scratch *s = rrc_s;
-	capture_escape = 1;
-	if (__builtin_setjmp(capture_jmp))
-		return capture_failed();
 	capture_process();
 	capture_signals();
 	s->dbg_ns[4] = rrc_mono_ns();
 	read_vmas();
 	s->dbg_ns[5] = rrc_mono_ns();
-	capture_escape = 0;
-	return 0;
 }
 
-int rrc_copy_capture_pages(void)
+int rrc_copy_capture(void)
+{
+	return guarded(capture_state);
+}
+
+static void capture_pages(void)
 {
 	struct rrc_scratch *s = rrc_s;
 	struct rrc_pstore *ps = &s->pstore;
-	capture_escape = 1;
-	if (__builtin_setjmp(capture_jmp))
-		return capture_failed();
 	s->dbg_ns[6] = rrc_mono_ns();
 	/* the deferred VMAs get no present regions here: see rrc_copy_capture_last */
 	capture_presence();
@@ -1200,18 +1195,15 @@ int rrc_copy_capture_pages(void)
 	for (uint32_t i = 0; i < ps->nr_missed; i++)
 		put_range(ps->missed[i].start, ps->missed[i].end, 1);
 	s->dbg_ns[8] = rrc_mono_ns();
-	capture_escape = 0;
-	return 0;
 }
 
-/* The end of the pause, after the control thread saved its context: the
- * threads' records, and the VMAs the control thread wrote until now.
- * ASYNC-SIGNAL-SAFE. */
-int rrc_copy_capture_last(void)
+int rrc_copy_capture_pages(void)
 {
-	capture_escape = 1;
-	if (__builtin_setjmp(capture_jmp))
-		return capture_failed();
+	return guarded(capture_pages);
+}
+
+static void capture_deferred(void)
+{
 	capture_threads();
 	for (uint32_t i = 0; i < nr_vmas; i++) {
 		struct cvma *c = &vmas[i];
@@ -1222,8 +1214,14 @@ int rrc_copy_capture_last(void)
 		for (uint64_t k = first; k < nr_pres; k++)
 			put(pres[k].start, pres[k].end, c);
 	}
-	capture_escape = 0;
-	return 0;
+}
+
+/* The end of the pause, after the control thread saved its context: the
+ * threads' records, and the VMAs the control thread wrote until now.
+ * ASYNC-SIGNAL-SAFE. */
+int rrc_copy_capture_last(void)
+{
+	return guarded(capture_deferred);
 }
 
 /* The writer: a process sharing the memory (CLONE_VM|CLONE_VFORK) entered
@@ -1232,10 +1230,7 @@ int rrc_copy_capture_last(void)
 __attribute__((noreturn)) void rrc_copy_writer_main(void)
 {
 	t0 = rrc_mono_ns();
-	uint8_t *stack = alloc(1u << 20);
-	op = alloc(sizeof *op);
-	rrc_memset(op, 0, sizeof *op);
-	rrc_call_on_stack(stack + (1u << 20), write_image);
+	run_on_arena_stack(write_image);
 }
 
 /* ---- the image, from the captured state ---- */
