@@ -186,6 +186,21 @@ def test_chain_alternating_fork_and_copy(rrc, tmp_path, netns):
     c.restore_and_verify()
 
 
+@pytest.mark.parametrize("prog", ["vmachurn", "bigmem"])
+def test_copy_snapshot_after_fork_with_armed_holes(rrc, tmp_path, netns, prog):
+    """A copy snapshot that carries the defined set over arms the holes it
+    scans (uffd-wp markers); the kernel reports a marker as a swapped page.
+    After a fork snapshot the next copy snapshot asks the kernel for every
+    present page again, and must not take those holes for pages (which no
+    image holds: the chain would not verify, a full image would not be
+    written). copy, copy, fork, copy... over programs that drop pages."""
+    c = Cycle(rrc, tmp_path, netns, prog, snapshot=["copy", "copy", "fork", "copy"]).start()
+    c.run_chain(increments=6, interval=0.1)
+    assert [d["snapshot"] for d in c.dumps] == ["copy", "copy", "fork", "copy"] * 2
+    c.inspect()
+    c.restore_and_verify()
+
+
 def test_dump_after_restore_copy(rrc, tmp_path, netns):
     """A restored process (its library state fresh: no page store, no
     previous copy) takes copy snapshots on top of the image it came from."""
@@ -206,7 +221,7 @@ def _sin_port(sockaddr: dict) -> int:
     return int.from_bytes(bytes(sockaddr["addr"][2:4]), "big")
 
 
-@pytest.mark.parametrize("snapshot", ["fork", "copy"])
+@pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])
 def test_fd_numbers_reused_between_dumps(rrc, tmp_path, netns, snapshot):
     """One fd number holds a TCP connection to A, one to B, a pipe, a UDP
     socket, a connection to A again... a new object at each dump (fdreuse.c),
@@ -214,9 +229,14 @@ def test_fd_numbers_reused_between_dumps(rrc, tmp_path, netns, snapshot):
     fd is the object of its step: the capture carries a connection's record
     over from the last dump only for the same socket between the same
     addresses (runtime/lib/sockets.c), and tells pipes and sockets apart by
-    fstat. The restored process finds the last step's object there."""
-    slot, keep = 40, 41
-    c = Cycle(rrc, tmp_path, netns, "fdreuse", snapshot=snapshot).start()
+    fstat. The restored process finds the last step's object there. A
+    listener made after the first dump is recorded with its backlog (a copy
+    snapshot's pause helper, started by that dump, learns of it from the
+    listen() wrapper). copy-no-helper: RRC_PAUSE_HELPER=0, the control
+    thread lists the fds itself."""
+    slot, keep, late = 40, 41, 43
+    env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
+    c = Cycle(rrc, tmp_path, netns, "fdreuse", env=env, snapshot=snapshot.removesuffix("-no-helper")).start()
     port_a, port_b = map(int, (c.zdir / "ports").read_text().split())
     steps = 7
     for step in range(steps):
@@ -241,6 +261,12 @@ def test_fd_numbers_reused_between_dumps(rrc, tmp_path, netns, snapshot):
             assert rec["kind"] == "inet_dgram", where
         assert kept is not None and kept["kind"] == "inet_conn", f"image of step {step}: fd {keep} {kept}"
         assert _sin_port(kept["detail"]["socket"]["peer"]) == port_a, f"image of step {step}: fd {keep} {kept}"
+        lrec = records.get(late)
+        if step >= 1:
+            assert lrec and lrec["kind"] == "inet_listen" and lrec["detail"]["socket"]["backlog"] == 33, \
+                f"image of step {step}: fd {late} is not the listener of backlog 33 made at step 1: {lrec}"
+        else:
+            assert lrec is None, f"image of step 0: fd {late} {lrec}"
     c.restore_and_verify()
 
 

@@ -129,13 +129,15 @@ static int task_children(long tid, void *arg)
 	long n = rrc_read_file(path, buf, sizeof buf);
 	for (long i = 0; i < n; i++)
 		if (buf[i] != ' ' && buf[i] != '\n') {
-			ch->found = 1;
-			ch->len = rrc_bput(ch->msg, ch->cap, ch->len, " ");
 			/* the list is "pid pid ..." */
 			const char *e;
 			uint64_t pid = rrc_parse_u64(buf + i, 10, &e);
-			ch->len = rrc_bput_u64(ch->msg, ch->cap, ch->len, pid);
 			i = e - buf;
+			if (rrc_s->helper.pid > 0 && pid == (uint64_t)rrc_s->helper.pid)
+				continue; /* the library's pause helper (pause-helper.c) */
+			ch->found = 1;
+			ch->len = rrc_bput(ch->msg, ch->cap, ch->len, " ");
+			ch->len = rrc_bput_u64(ch->msg, ch->cap, ch->len, pid);
 		}
 	return 0;
 }
@@ -311,6 +313,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	rrc_g.image_fd = imgfd;
 	s->err_code = 0;
 	s->err_msg[0] = 0;
+	rrc_phelper_reap();
 	rrc_lib_ranges();
 	if (check_dumpable() < 0 || check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 ||
 	    rrc_fds_check() < 0 || rrc_aq_check() < 0) {
@@ -326,6 +329,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	}
 	if (copy && rrc_g.test_prepause_ms)
 		usleep((useconds_t)rrc_g.test_prepause_ms * 1000);
+	if (copy)
+		rrc_phelper_ready();
 	int rp[2];
 	if (pipe2(rp, O_CLOEXEC) < 0) {
 		send_error(c, RRC_ERR_SNAPSHOT, errno, "cannot create the result pipe");
@@ -354,19 +359,24 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	struct rrc_pstore *ps = &s->pstore;
 	int carried = copy && incremental && ps->defined_valid;
 	struct rrc_holes holes = { ps->wide, ps->nr_wide, ps->holes, 0, ps->cap_holes };
+	/* A copy snapshot's pause runs on two CPUs: the pause helper, a
+	 * process with a memory of its own (pause-helper.c), reads the memory
+	 * map, the fd table and the TCP table if asked while this thread
+	 * scans, then takes the rest (snapshot.c). */
+	int helper = 0;
+	s->nr_tcp = 0;
+	if (!failed && copy) {
+		s->dbg_ns[9] = rrc_mono_ns();
+		helper = rrc_phelper_spawn();
+		if (helper)
+			rrc_phelper_go(tcp);
+		s->dbg_ns[10] = rrc_mono_ns();
+	}
 	if (!failed && rrc_scan(carried ? &holes : NULL) < 0)
 		failed = fail_pause(); /* pages may have been re-armed without being recorded */
-	s->nr_tcp = 0;
-	/* A copy snapshot's pause runs on two CPUs: the pause helper
-	 * (precopy.c) lists the fd table and takes the TCP table if asked,
-	 * while this thread takes the rest (snapshot.c). */
-	int helper = 0;
 	if (!failed && copy) {
 		ps->nr_holes = holes.nr;
 		rrc_copy_begin(carried);
-		s->dbg_ns[9] = rrc_mono_ns();
-		helper = rrc_helper_start(tcp);
-		s->dbg_ns[10] = rrc_mono_ns();
 	}
 	uint64_t t2 = rrc_mono_ns();
 	if (!failed && !helper && rrc_fds_capture() < 0)
@@ -377,11 +387,11 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed && tcp && !helper && rrc_tcp_capture() < 0)
 		failed = fail_pause();
 	/* copy snapshot: what the image describes, and the last pages */
-	if (!failed && copy && rrc_copy_capture() < 0)
+	if (!failed && copy && rrc_copy_capture(helper ? s->helper.box : NULL) < 0)
 		failed = fail_pause();
 	if (!failed && copy && rrc_copy_capture_pages() < 0)
 		failed = fail_pause();
-	if (!failed && helper && rrc_helper_join() < 0)
+	if (!failed && helper && rrc_phelper_join() < 0)
 		failed = fail_pause();
 	uint64_t t3 = rrc_mono_ns();
 	long pid = -1;
@@ -411,8 +421,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed)
 		rrc_release();
 	/* ---------------- end of the pause ---------------- */
-	if (copy)
-		rrc_helper_end();
+	if (helper)
+		rrc_phelper_settle(); /* a failed pause may not have waited for it */
 
 	paused.pause_ns = t5 - t0;
 	paused.quiesce_ns = t1 - t0;
@@ -461,7 +471,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!copy)
 		send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
 	if (rrc_g.debug) {
-		char m[200];
+		char m[256];
 		size_t l = rrc_bput(m, sizeof m, 0, "debug: rrc_lib_ranges ");
 		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[0] - t1) / 1000);
 		l = rrc_bput(m, sizeof m, l, " us, written scan ");
@@ -472,13 +482,24 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		l = rrc_bput_u64(m, sizeof m, l, s->nr_untracked);
 		rrc_bput(m, sizeof m, l, " VMAs)");
 		rrc_log(m);
-		if (copy) {
-			l = rrc_bput(m, sizeof m, 0, "debug: pause helper (fd table, TCP table) ");
-			l = rrc_bput_u64(m, sizeof m, l, s->helper.ns / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, its start ");
+		if (copy && helper) {
+			const struct rrc_helper_box *b = s->helper.box;
+			l = rrc_bput(m, sizeof m, 0, "debug: pause helper: wake ");
+			l = rrc_bput_u64(m, sizeof m, l, (b->start_ns - b->go_ns) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, memory map ");
+			l = rrc_bput_u64(m, sizeof m, l, (b->map_ns - b->start_ns) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, fd and TCP tables ");
+			l = rrc_bput_u64(m, sizeof m, l, (b->done_ns - b->map_ns) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us (helper ");
+			l = rrc_bput_u64(m, sizeof m, l, (uint64_t)s->helper.pid);
+			l = rrc_bput(m, sizeof m, l, ", ");
+			l = rrc_bput_u64(m, sizeof m, l, s->helper.starts);
+			l = rrc_bput(m, sizeof m, l, " started so far); this thread: start and go ");
 			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[10] - s->dbg_ns[9]) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, arena set-up ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[9] - s->dbg_ns[2]) / 1000);
+			l = rrc_bput(m, sizeof m, l, " us, waited for its map ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[11] - s->dbg_ns[4]) / 1000);
+		} else if (copy) {
+			l = rrc_bput(m, sizeof m, 0, "debug: no pause helper");
 		} else {
 			l = rrc_bput(m, sizeof m, 0, "debug: capture: fds ");
 			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[3] - t2) / 1000);

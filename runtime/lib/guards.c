@@ -295,7 +295,10 @@ int listen(int fd, int backlog)
 {
 	RESOLVE(listen);
 	int r = real_listen(fd, backlog);
-	if (r == 0 && fd >= 0 && fd < RRC_MAX_FDS)
+	if (r == 0 && fd >= 0 && fd < RRC_MAX_FDS) {
 		rrc_g.backlog[fd] = backlog > 0 ? backlog : 1;
+		if (rrc_s && rrc_s->helper.box) /* the pause helper's copy (pause-helper.c) */
+			rrc_s->helper.box->backlog[fd] = rrc_g.backlog[fd];
+	}
 	return r;
 }

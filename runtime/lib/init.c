@@ -155,6 +155,10 @@ __attribute__((constructor)) static void rrc_init(void)
 	 * between (what happens there on its own only now and then) */
 	const char *prepause = getenv("RRC_TEST_PREPAUSE_MS");
 	rrc_g.test_prepause_ms = prepause && *prepause >= '0' && *prepause <= '9' && !prepause[1] ? *prepause - '0' : 0;
+	/* RRC_PAUSE_HELPER=0: a copy snapshot's pause without the helper
+	 * process (pause-helper.c), all of it on the control thread */
+	const char *ph = getenv("RRC_PAUSE_HELPER");
+	rrc_g.no_pause_helper = ph && !strcmp(ph, "0");
 	const char *path = getenv("RRC_CONTROL");
 	if (!path || !*path)
 		return;
@@ -182,6 +186,7 @@ __attribute__((constructor)) static void rrc_init(void)
 		return fail("userfaultfd with UFFD_FEATURE_WP_ASYNC unavailable (Linux >= 6.7 and "
 			    "vm.unprivileged_userfaultfd or CAP_SYS_PTRACE needed)", -r);
 	rrc_g.uffd = rrc_fd_high(r);
+	rrc_marker_learn();
 
 	/* the control thread's stack (with its TLS at the top, glibc puts it
 	 * there for a user-supplied stack): part of every image */

@@ -22,6 +22,11 @@
  *    category_inverted = PAGE_IS_WPALLOWED lists the unregistered ones.
  *  - with a full output vector walk_end is the first unprocessed page:
  *    the scan continues from there.
+ *  - a uffd-wp PTE marker (a hole armed by a scan without a presence
+ *    filter, or a file page reclaimed while armed) is reported as
+ *    PAGE_IS_SWAPPED, like a page really swapped out or under migration;
+ *    only the classic /proc/self/pagemap entry (its swap type and
+ *    offset) tells them apart: rrc_drop_markers.
  * Cost: ~1 ms per WP_MATCHING scan of 100 MB of populated anonymous memory
  * when few pages are written, ~2.3 ms when all are.
  *
@@ -85,6 +90,88 @@ static long vma_query(uint64_t addr, uint64_t flags, struct procmap_query *q, ch
 	return rrc_vma_query(rrc_g.maps_fd, addr, flags, q, name, cap);
 }
 
+/* Classic /proc/self/pagemap entries (Documentation/admin-guide/mm/pagemap.rst) */
+#define PM_SWAP  (1ull << 62)
+#define PM_FRAME ((1ull << 55) - 1)   /* swap type (bits 0-4) and offset when swapped */
+
+/* A uffd-wp marker's pagemap entry, learnt on a probe page of our own
+ * (the encoding of marker swap entries depends on the kernel's build):
+ * two pages, the first written, the second armed as a hole by a scan
+ * without a presence filter. 0 if it cannot be learnt (the swap bits
+ * need CAP_SYS_ADMIN): rrc_drop_markers then keeps every swapped page. */
+void rrc_marker_learn(void)
+{
+	rrc_g.marker_frame = 0;
+	long m = rrc_sys_mmap(0, 2 * RRC_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m < 0 && m > -4096)
+		return;
+	uint64_t a = (uint64_t)m;
+	*(volatile char *)a = 1;
+	struct uffdio_register reg = { .range = { a, 2 * RRC_PAGE_SIZE }, .mode = UFFDIO_REGISTER_MODE_WP };
+	if (rrc_sys_ioctl(rrc_g.uffd, UFFDIO_REGISTER, &reg) == 0) {
+		struct page_region v[2];
+		struct pm_scan_arg s = { .size = sizeof s, .flags = PM_SCAN_WP_MATCHING, .start = a,
+					 .end = a + 2 * RRC_PAGE_SIZE, .vec = (uint64_t)v, .vec_len = 2,
+					 .category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN };
+		uint64_t e = 0;
+		if (rrc_sys_ioctl(rrc_g.pagemap_fd, PAGEMAP_SCAN, &s) >= 0 &&
+		    rrc_sys_pread(rrc_g.pagemap_fd, &e, sizeof e, (long)((a + RRC_PAGE_SIZE) / RRC_PAGE_SIZE * 8)) == sizeof e &&
+		    (e & PM_SWAP))
+			rrc_g.marker_frame = e & PM_FRAME;
+		struct uffdio_range r = { a, 2 * RRC_PAGE_SIZE };
+		rrc_sys_ioctl(rrc_g.uffd, UFFDIO_UNREGISTER, &r);
+	}
+	rrc_sys_munmap((void *)a, 2 * RRC_PAGE_SIZE);
+}
+
+/* The regions v[0..n) of a scan returning PAGE_IS_PRESENT and
+ * PAGE_IS_SWAPPED through pm (a pagemap fd), without the uffd-wp markers
+ * among the swapped ones, into out[0..cap). Returns the count; *stop is where it stopped (the end
+ * of v[n - 1] if everything fitted), or 0 if the pagemap could not be
+ * read. ASYNC-SIGNAL-SAFE. */
+uint64_t rrc_drop_markers(int pm, const struct page_region *v, uint64_t n, struct page_region *out,
+			  uint64_t cap, uint64_t *stop)
+{
+	uint64_t k = 0;
+	*stop = n ? v[n - 1].end : 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if ((v[i].categories & PAGE_IS_PRESENT) || !rrc_g.marker_frame) {
+			if (k == cap) {
+				*stop = v[i].start;
+				return k;
+			}
+			out[k++] = v[i];
+			continue;
+		}
+		uint64_t a = v[i].start;
+		while (a < v[i].end) {
+			uint64_t e[256];
+			uint64_t np = (v[i].end - a) / RRC_PAGE_SIZE;
+			if (np > 256)
+				np = 256;
+			long r = rrc_sys_pread(pm, e, np * 8, (long)(a / RRC_PAGE_SIZE * 8));
+			if (r < 8) {
+				*stop = 0;
+				return k;
+			}
+			for (long j = 0; j < r / 8; j++, a += RRC_PAGE_SIZE) {
+				if ((e[j] & PM_SWAP) && (e[j] & PM_FRAME) == rrc_g.marker_frame)
+					continue; /* a hole */
+				if (k && out[k - 1].end == a && out[k - 1].categories == v[i].categories) {
+					out[k - 1].end = a + RRC_PAGE_SIZE;
+					continue;
+				}
+				if (k == cap) {
+					*stop = a;
+					return k;
+				}
+				out[k++] = (struct page_region){ a, a + RRC_PAGE_SIZE, v[i].categories };
+			}
+		}
+	}
+	return k;
+}
+
 int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -123,6 +210,9 @@ void rrc_lib_ranges(void)
 		(struct rrc_range){ (uint64_t)rrc_g.scratch, (uint64_t)rrc_g.scratch + rrc_g.scratch_len };
 	if (rrc_pstore_range(&s->lib_excluded[s->nr_lib_excluded]))
 		s->nr_lib_excluded++; /* the copy snapshot's page store */
+	if (s->helper.box) /* the pause helper's mailbox (pause-helper.c) */
+		s->lib_excluded[s->nr_lib_excluded++] =
+			(struct rrc_range){ (uint64_t)s->helper.box, (uint64_t)s->helper.box + s->helper.box_len };
 	s->nr_lib_always = 0;
 	while (a < b && s->nr_lib_always < 3) {
 		if (vma_query(a, 0, &q, 0, 0) < 0 || q.vma_start > a)

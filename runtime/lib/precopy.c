@@ -51,8 +51,6 @@
 #define STORE_DEFINED (1ull << 20)         /* defined ranges per buffer (16 MB virtual) */
 #define STORE_HOLES  (1ull << 20)          /* dropped-page regions (24 MB virtual) */
 #define STORE_WIDE   (1ull << 20)          /* 2 MiB-aligned ranges to look for them in (2 x 16 MB virtual) */
-#define STORE_VNAMES (1ull << 16)          /* VMAs named before the pause (3 MB virtual) */
-#define STORE_VNAME_TEXT (16ull << 20)     /* their names */
 /* A pass that finds fewer written pages than this is the last one: the
  * pause copies what is written after it in a fraction of a millisecond. */
 #define PRECOPY_ENOUGH 128
@@ -73,8 +71,7 @@ static long store_map(void)
 	uint64_t def_len = STORE_DEFINED * sizeof(struct rrc_range);
 	uint64_t holes_len = STORE_HOLES * sizeof(struct page_region);
 	uint64_t wide_len = 2 * STORE_WIDE * sizeof(struct rrc_range); /* and its spare half */
-	uint64_t vn_len = STORE_VNAMES * sizeof(struct rrc_vma_name) + STORE_VNAME_TEXT;
-	uint64_t len = runs_len + 2 * def_len + holes_len + wide_len + vn_len + RRC_HELPER_STACK +
+	uint64_t len = runs_len + 2 * def_len + holes_len + wide_len +
 		       STORE_PAGES * RRC_PAGE_SIZE;
 	/* guard pages on both sides, as for the scratch arena (init.c): an
 	 * application mapping next to the store must not merge with it */
@@ -99,13 +96,7 @@ static long store_map(void)
 	ps->cap_holes = STORE_HOLES;
 	ps->wide = (struct rrc_range *)(p + runs_len + 2 * def_len + holes_len);
 	ps->cap_wide = STORE_WIDE;
-	ps->vnames = (struct rrc_vma_name *)(p + runs_len + 2 * def_len + holes_len + wide_len);
-	ps->cap_vnames = STORE_VNAMES;
-	ps->nr_vnames = 0;
-	ps->vname_text = (char *)(ps->vnames + STORE_VNAMES);
-	ps->cap_vname_text = STORE_VNAME_TEXT;
-	ps->helper_stack = (uint8_t *)ps->vname_text + STORE_VNAME_TEXT;
-	ps->pages = ps->helper_stack + RRC_HELPER_STACK;
+	ps->pages = p + runs_len + 2 * def_len + holes_len + wide_len;
 	ps->cap = STORE_PAGES;
 	ps->populated = 0;
 	ps->map = p;
@@ -443,71 +434,4 @@ void rrc_pstore_done(int ok)
 void rrc_pstore_forget(void)
 {
 	rrc_s->pstore.defined_valid = 0;
-}
-
-/* ---- the pause: holes, and the helper that takes them on the other CPU ---- */
-
-/* The pause's work is mostly waiting for the kernel (page-table walks,
- * /proc reads, netlink dumps), and the application's threads are parked,
- * so a CPU is free. The pause helper is a process sharing the memory and
- * the fd table (CLONE_VM | CLONE_FILES), exit signal 0: not a thread of
- * the application, nothing of it is in the image. It is started in the
- * pause (one that waited beforehand in this memory made every TLB flush
- * of the pause interrupt its CPU: the quiesce took 1 ms instead of 0.2),
- * after the write-protect scan, the pause's last change to the page
- * tables. It lists the fd table (the control thread opens no fd
- * meanwhile) and takes the TCP table if asked (its netlink socket is in
- * the shared table only while the application is parked), says DONE and
- * exits; the control thread takes the rest (snapshot.c, rrc_copy_capture). */
-static void helper_main(void)
-{
-	struct rrc_pause_helper *h = &rrc_s->helper;
-	uint64_t t0 = rrc_mono_ns();
-	h->fds_rc = rrc_fds_capture();
-	if (h->do_tcp && h->fds_rc == 0)
-		h->tcp_rc = rrc_tcp_capture();
-	h->ns = rrc_mono_ns() - t0;
-	RRC_STORE(&h->state, RRC_HELPER_DONE);
-	rrc_sys_futex(&h->state, RRC_FUTEX_WAKE, 1, NULL);
-	rrc_sys_exit(0);
-}
-
-/* In the pause, after rrc_copy_begin. 1 if the helper runs; 0 if it could
- * not be started (the control thread then does its work itself). */
-int rrc_helper_start(int tcp)
-{
-	struct rrc_pause_helper *h = &rrc_s->helper;
-	h->state = RRC_HELPER_RUNNING;
-	h->do_tcp = tcp;
-	h->fds_rc = h->tcp_rc = 0;
-	h->ns = 0;
-	h->pid = rrc_clone_on_stack(0x00000100 /* CLONE_VM */ | 0x00000400 /* CLONE_FILES */,
-				    rrc_s->pstore.helper_stack + RRC_HELPER_STACK, helper_main);
-	if (h->pid <= 0)
-		h->pid = 0;
-	return h->pid > 0;
-}
-
-/* Waits for DONE. 0, or -1 with the error the helper set. */
-int rrc_helper_join(void)
-{
-	struct rrc_pause_helper *h = &rrc_s->helper;
-	if (h->pid <= 0)
-		return 0;
-	uint32_t st;
-	while ((st = RRC_LOAD(&h->state)) != RRC_HELPER_DONE)
-		rrc_sys_futex(&h->state, RRC_FUTEX_WAIT, st, NULL);
-	return h->fds_rc < 0 || h->tcp_rc < 0 ? -1 : 0;
-}
-
-/* After the pause, or when it failed: the helper is reaped. */
-void rrc_helper_end(void)
-{
-	struct rrc_pause_helper *h = &rrc_s->helper;
-	if (h->pid <= 0)
-		return;
-	int status;
-	while (rrc_sys_wait4((int)h->pid, &status, 0x40000000 /* __WALL */) == -EINTR)
-		;
-	h->pid = 0;
 }

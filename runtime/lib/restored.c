@@ -65,6 +65,7 @@ void rrc_post_restore(void)
 		rrc_log("after restore: cannot set up dirty tracking; only full dumps will be accepted");
 		rrc_memset(rrc_g.last_image_id, 0, 16);
 	} else {
+		rrc_marker_learn();
 		rrc_register_all(1);
 		/* the image we came from is a valid parent: same memory, and
 		 * everything is write-protected from here on */

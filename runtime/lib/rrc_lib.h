@@ -52,7 +52,7 @@ struct rrc_pstore_run { uint64_t vaddr, npages, slot; };
 struct rrc_vma_name {
 	uint64_t start, end, pgoff, inode;
 	uint32_t dev_major, dev_minor;
-	uint32_t text_off, text_len;    /* in rrc_pstore.vname_text, NUL after */
+	uint32_t text_off, text_len;    /* in rrc_helper_box.vname_text, NUL after */
 };
 
 struct rrc_pstore {
@@ -80,27 +80,72 @@ struct rrc_pstore {
 	uint64_t nr_holes, cap_holes;
 	struct rrc_range *wide;         /* where the scan looks for them (precopy.c) */
 	uint64_t nr_wide, cap_wide;
-	uint8_t *helper_stack;          /* RRC_HELPER_STACK bytes */
 	struct rrc_process proc_stable; /* read before the pause (rrc_copy_prefetch) */
-	/* the memory map with the VMAs' names, read before the pause
-	 * (rrc_copy_prefetch): the pause asks for a VMA's name only when this
-	 * has no VMA with the same bounds, file and offset (0 entries: none) */
-	struct rrc_vma_name *vnames;
-	uint64_t nr_vnames, cap_vnames;
-	char    *vname_text;
-	uint64_t vname_len, cap_vname_text;
 };
 #define RRC_HELPER_STACK (256 * 1024)
 
-/* The copy snapshot's pause helper (precopy.c): a CLONE_VM process that
- * takes the fd table and the TCP table on the second CPU. */
-enum { RRC_HELPER_RUNNING = 0, RRC_HELPER_DONE };
+/* A pipe holding a copy of the bytes in flight of an application pipe
+ * (pipes.c): the image writer reads them from it. */
+struct rrc_libpipe { int rfd, wfd; uint32_t len; int32_t app_fd; };
+
+/* The copy snapshot's pause helper (pause-helper.c): a process with a
+ * memory of its own and the application's fd table, which reads the
+ * memory map, the fd table and the TCP table on the second CPU while the
+ * control thread scans. Its results come back through this mailbox, a
+ * MAP_SHARED mapping at the same address in both processes. */
+enum { RRC_PH_IDLE = 0, RRC_PH_READY, RRC_PH_GO, RRC_PH_DONE };
+struct rrc_ph_vma {
+	struct procmap_query q;
+	uint32_t name_off, name_len;    /* in names[] */
+};
+struct rrc_helper_box {
+	volatile uint32_t state;        /* shared futex: RRC_PH_* */
+	volatile uint32_t map_done;     /* shared futex: the memory map is in */
+	volatile uint32_t sleeping;     /* the helper waits on the futex (not spinning) */
+	int32_t  app_pid;
+	/* listen() backlogs (rrc_g.backlog, mirrored by the wrapper): the
+	 * helper's copy of the library's memory is that of its start */
+	int32_t  backlog[RRC_MAX_FDS];
+	/* the request, written by the control thread before GO */
+	int32_t  image_fd, conn_fd, res_rfd, res_wfd;
+	uint32_t do_tcp;
+	/* the results */
+	int32_t  map_rc;                /* 0, or -errno of PROCMAP_QUERY */
+	int32_t  fds_rc, tcp_rc;        /* 0, or -1 with err_* set */
+	uint32_t err_code;
+	int32_t  err_errno;
+	char     err_msg[512];
+	uint64_t go_ns, start_ns, map_ns, done_ns;  /* CLOCK_MONOTONIC */
+	uint64_t nr_vmas, names_len;
+	uint64_t fdbuf_len;
+	uint32_t nr_fds, nr_libpipes;
+	struct rrc_libpipe libpipes[RRC_MAX_LIBPIPES];
+	uint32_t nr_tcp, tcp_dumps;
+	/* the memory map with the VMAs' names, read before the pause
+	 * (rrc_copy_prefetch): the pause asks for a VMA's name only when this
+	 * has no VMA with the same bounds, file and offset (0 entries: none);
+	 * here so that the helper has it too */
+	uint64_t nr_vnames, vname_len;
+	struct rrc_vma_name *vnames;
+	char    *vname_text;
+	/* arrays in the same mapping */
+	struct rrc_ph_vma *vmas;
+	uint64_t cap_vmas;
+	char    *names;
+	uint64_t cap_names;
+	uint8_t *fdbuf;
+	struct rrc_tcp_stream *tcp;
+};
 struct rrc_pause_helper {
-	volatile uint32_t state;        /* futex: RRC_HELPER_* */
-	int      do_tcp;                /* besides the fd table */
-	int      fds_rc, tcp_rc;        /* 0, or -1 with the error set */
-	uint64_t ns;                    /* its work, start to DONE */
-	long     pid;                   /* > 0 while it exists */
+	long     pid;                   /* > 0 while it runs */
+	struct rrc_helper_box *box;     /* mapped at the first start */
+	uint64_t box_len;
+	uint64_t spawn_ns;              /* the pause that started it: its cost */
+	uint32_t starts;                /* helpers started by this process */
+	uint64_t cpus[16];              /* the CPUs the application may use (1024) */
+	int32_t  away_from;             /* the CPU the helper is kept off, -1: none */
+	int      in_helper;             /* 1 in the helper process's own copy */
+	int      joined;                /* this pause's results are in */
 };
 
 /* Persistent state: in .bss, hence in every image (see top of file). */
@@ -121,6 +166,8 @@ struct rrc_lib_state {
 	int      debug;                 /* RRC_DEBUG=1: timings to stderr */
 	int      precopy_passes;        /* RRC_PRECOPY_PASSES (precopy.c), default 5 */
 	int      test_prepause_ms;      /* RRC_TEST_PREPAUSE_MS, tests only: see control.c */
+	int      no_pause_helper;       /* RRC_PAUSE_HELPER=0 (pause-helper.c) */
+	uint64_t marker_frame;          /* a uffd-wp marker's pagemap entry (memory.c) */
 	int      active;                /* RRC_CONTROL set and set-up succeeded */
 	int      ctl_tid;               /* the control thread */
 	int      pid;
@@ -173,7 +220,7 @@ struct rrc_scratch {
 	/* "/proc/<pid>/task/<control thread>", as /proc names it (util.c) */
 	char     proc_dir[48];
 	/* pipe contents tee'd into library pipes: child reads them */
-	struct { int rfd, wfd; uint32_t len; int32_t app_fd; } libpipes[RRC_MAX_LIBPIPES];
+	struct rrc_libpipe libpipes[RRC_MAX_LIBPIPES];
 	uint32_t nr_libpipes;
 	/* quiesce: tids signalled */
 	int32_t signalled[RRC_MAX_THREADS];
@@ -208,6 +255,9 @@ struct rrc_scratch {
 	char     textbuf[1 << 22];      /* fdinfo of big epoll sets */
 	struct rrc_pstore pstore;       /* the copy snapshot (precopy.c) */
 	struct rrc_pause_helper helper;
+	/* the pause helper's stack: the scratch is private, so the helper
+	 * process has its own copy of it */
+	uint8_t  helper_stack[RRC_HELPER_STACK] __attribute__((aligned(64)));
 };
 extern struct rrc_scratch *rrc_s RRC_HIDDEN;
 
@@ -311,6 +361,9 @@ struct rrc_holes {
 	uint64_t nr, cap;
 };
 int rrc_scan(struct rrc_holes *h) RRC_HIDDEN; /* pause path: written + untracked; -1 on error */
+void rrc_marker_learn(void) RRC_HIDDEN;      /* at start and after a restore */
+uint64_t rrc_drop_markers(int pm, const struct page_region *v, uint64_t n, struct page_region *out,
+			  uint64_t cap, uint64_t *stop) RRC_HIDDEN;
 void rrc_register_untracked(void) RRC_HIDDEN;/* after resume */
 int rrc_check_maps(void) RRC_HIDDEN;         /* refusals from /proc/self/maps: 0 or -1 */
 int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
@@ -353,10 +406,18 @@ int rrc_pstore_range(struct rrc_range *r) RRC_HIDDEN;
 int rrc_pstore_put(uint64_t a, uint64_t b, int readable) RRC_HIDDEN; /* pause: 0 or -1 */
 void rrc_pstore_done(int ok) RRC_HIDDEN;     /* after the writer (ok: the image is complete) */
 void rrc_pstore_forget(void) RRC_HIDDEN;     /* a fork snapshot: no defined set to carry */
-int rrc_helper_start(int tcp) RRC_HIDDEN;     /* pause: 1 if it runs */
-int rrc_helper_join(void) RRC_HIDDEN;        /* pause: 0, or -1 with the error set */
-void rrc_helper_end(void) RRC_HIDDEN;        /* abort if not joined, reap */
 long rrc_clone_on_stack(unsigned long flags, void *stack_top, void (*fn)(void)) RRC_HIDDEN; /* ctx.S */
+
+/* ---- pause-helper.c: the copy snapshot's second CPU ---- */
+int rrc_phelper_spawn(void) RRC_HIDDEN;      /* pause: 1 if the helper runs (started if need be) */
+void rrc_phelper_go(int tcp) RRC_HIDDEN;     /* pause: memory map, fd table, TCP table if asked */
+int rrc_phelper_wait_map(void) RRC_HIDDEN;   /* pause: 0, or -1 with the error set */
+int rrc_phelper_join(void) RRC_HIDDEN;       /* pause: its fd and TCP tables in; 0 or -1 */
+void rrc_phelper_settle(void) RRC_HIDDEN;    /* after a failed pause: wait for it to finish */
+struct rrc_helper_box *rrc_phelper_box(void) RRC_HIDDEN; /* mapped if need be; NULL if it cannot be */
+void rrc_phelper_reap(void) RRC_HIDDEN;      /* before any dump: reap a dead helper */
+void rrc_phelper_ready(void) RRC_HIDDEN;     /* before a copy snapshot's pause: have it spin */
+int32_t rrc_phelper_backlog(int fd) RRC_HIDDEN; /* listen() backlog of fd, 0 = unknown */
 
 /* ---- snapshot.c (ASYNC-SIGNAL-SAFE, runs in the clone()d child) ---- */
 __attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;
@@ -364,8 +425,14 @@ __attribute__((noreturn)) void rrc_snapshot_main(void) RRC_HIDDEN;
  * set), the lib ranges last (after the control thread's context is
  * saved), then the writer (a CLONE_VM process) */
 int rrc_copy_prefetch(void) RRC_HIDDEN;
+/* One VMA at or after addr through maps_fd, its name taken from the names
+ * read before the pause when they still hold (cursor: 0 at the start of a
+ * walk). ASYNC-SIGNAL-SAFE. */
+long rrc_vma_query_named(int maps_fd, uint64_t addr, struct procmap_query *q, char *name, uint64_t *cursor) RRC_HIDDEN;
 void rrc_copy_begin(int carried) RRC_HIDDEN;
-int rrc_copy_capture(void) RRC_HIDDEN;
+/* the process's fields, signal actions and memory map; with the pause
+ * helper's mailbox the map is the one the helper read (it waits for it) */
+int rrc_copy_capture(struct rrc_helper_box *from_helper) RRC_HIDDEN;
 int rrc_copy_capture_pages(void) RRC_HIDDEN;
 int rrc_copy_capture_last(void) RRC_HIDDEN;
 __attribute__((noreturn)) void rrc_copy_writer_main(void) RRC_HIDDEN;

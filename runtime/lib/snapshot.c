@@ -288,36 +288,47 @@ static int name_is(const char *n, const char *w) { return !rrc_strncmp(n, w, rrc
  * VMA with the same bounds, file and offset as then (a path renamed in
  * between is recorded as it was then). *cursor walks the ascending list.
  * 1 with the name copied into name, 0 if the pause must ask for it. */
-static int name_known(const struct procmap_query *q, char *name, uint64_t *cursor)
+static int name_known(const struct rrc_helper_box *b, const struct procmap_query *q, char *name,
+		      uint64_t *cursor)
 {
-	const struct rrc_pstore *ps = &rrc_s->pstore;
-	while (*cursor < ps->nr_vnames && ps->vnames[*cursor].start < q->vma_start)
+	while (*cursor < b->nr_vnames && b->vnames[*cursor].start < q->vma_start)
 		(*cursor)++;
-	if (*cursor >= ps->nr_vnames)
+	if (*cursor >= b->nr_vnames)
 		return 0;
-	const struct rrc_vma_name *v = &ps->vnames[*cursor];
+	const struct rrc_vma_name *v = &b->vnames[*cursor];
 	if (v->start != q->vma_start || v->end != q->vma_end || v->pgoff != q->vma_offset ||
 	    v->inode != q->inode || v->dev_major != q->dev_major || v->dev_minor != q->dev_minor)
 		return 0;
-	rrc_memcpy(name, ps->vname_text + v->text_off, v->text_len + 1);
+	rrc_memcpy(name, b->vname_text + v->text_off, v->text_len + 1);
 	return 1;
+}
+
+long rrc_vma_query_named(int fd, uint64_t addr, struct procmap_query *q, char *name, uint64_t *cursor)
+{
+	const struct rrc_helper_box *b = rrc_s->helper.box;
+	if (!b || !b->nr_vnames)
+		return rrc_vma_query(fd, addr, 0, q, name, RRC_PATH_MAX);
+	long r = rrc_vma_query(fd, addr, 0, q, NULL, 0);
+	if (r == 0 && !name_known(b, q, name, cursor))
+		r = rrc_vma_query(fd, q->vma_start, 0, q, name, RRC_PATH_MAX);
+	return r;
 }
 
 /* Before the pause of a copy snapshot: the memory map with names. When it
  * does not fit, the list is left empty and the pause asks for every name. */
 static void prefetch_names(void)
 {
-	struct rrc_pstore *ps = &rrc_s->pstore;
+	struct rrc_helper_box *b = rrc_phelper_box();
 	uint64_t addr = 0;
-	if (!ps->vnames)
+	if (!b)
 		return;
-	ps->nr_vnames = 0;
-	ps->vname_len = 0;
+	b->nr_vnames = 0;
+	b->vname_len = 0;
 	for (;;) {
 		struct procmap_query q;
-		if (ps->nr_vnames >= ps->cap_vnames || ps->cap_vname_text - ps->vname_len < RRC_PATH_MAX)
+		if (b->nr_vnames >= b->cap_vmas || b->cap_names - b->vname_len < RRC_PATH_MAX)
 			goto overflow;
-		char *name = ps->vname_text + ps->vname_len;
+		char *name = b->vname_text + b->vname_len;
 		long r = rrc_vma_query(rrc_g.maps_fd, addr, 0, &q, name, RRC_PATH_MAX);
 		if (r == -ENOENT)
 			return;
@@ -325,88 +336,113 @@ static void prefetch_names(void)
 			goto overflow;
 		addr = q.vma_end;
 		uint32_t nl = (uint32_t)rrc_strlen(name);
-		ps->vnames[ps->nr_vnames++] = (struct rrc_vma_name){
+		b->vnames[b->nr_vnames++] = (struct rrc_vma_name){
 			.start = q.vma_start, .end = q.vma_end, .pgoff = q.vma_offset, .inode = q.inode,
 			.dev_major = q.dev_major, .dev_minor = q.dev_minor,
-			.text_off = (uint32_t)ps->vname_len, .text_len = nl };
-		ps->vname_len += nl + 1;
+			.text_off = (uint32_t)b->vname_len, .text_len = nl };
+		b->vname_len += nl + 1;
 	}
 overflow:
-	ps->nr_vnames = 0;
+	b->nr_vnames = 0;
 }
 
-static void read_vmas(void)
+/* One VMA of the memory map; its name is at names + names_len. */
+static void add_vma(const struct procmap_query *qp, const char *name)
 {
 	struct rrc_scratch *s = rrc_s;
-	uint64_t addr = 0, cursor = 0;
-	int named_before = copy_mode && s->pstore.nr_vnames > 0;
+	const struct procmap_query q = *qp;
+	if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end)) {
+		/* left out only if it is wholly the library's: a VMA that
+		 * merged library and application memory must not be
+		 * dropped silently (the arena has guard pages for this) */
+		if (!rrc_within_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end))
+			die(RRC_SNAP_LIBMERGE);
+		return;
+	}
+	if (nr_vmas >= 65536)
+		die(RRC_SNAP_ENOMEM);
+	struct cvma *c = &vmas[nr_vmas];
+	rrc_memset(c, 0, sizeof *c);
+	c->v.start = q.vma_start;
+	c->v.end = q.vma_end;
+	c->v.pgoff = q.vma_offset;
+	c->v.prot = ((q.vma_flags & PROCMAP_QUERY_VMA_READABLE) ? PROT_READ : 0) |
+		    ((q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE) ? PROT_WRITE : 0) |
+		    ((q.vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE) ? PROT_EXEC : 0);
+	int shared = (q.vma_flags & PROCMAP_QUERY_VMA_SHARED) != 0;
+	int file = q.inode != 0 || name[0] == '/';
+	uint32_t nl = (uint32_t)rrc_strlen(name);
+	if (name_is(name, "[vdso]")) {
+		c->v.kind = RRC_VMA_VDSO; c->special = 1;
+	} else if (rrc_startswith(name, "[vvar")) {
+		c->v.kind = RRC_VMA_VVAR; c->special = 1;
+	} else if (name_is(name, "[vsyscall]")) {
+		c->v.kind = RRC_VMA_VSYSCALL; c->special = 1;
+	} else if (shared) {
+		if (q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE)
+			die(RRC_SNAP_SHARED_WRITE);
+		if (!file || name[0] != '/')
+			die(RRC_SNAP_TOOBIG);
+		c->v.kind = RRC_VMA_FILE_SHARED_RO; c->special = 1;
+	} else if (name_is(name, "[heap]")) {
+		c->v.kind = RRC_VMA_HEAP;
+	} else if (name_is(name, "[stack]")) {
+		c->v.kind = RRC_VMA_STACK;
+		c->v.flags |= RRC_VMA_F_GROWSDOWN;
+	} else if (file && name[0] == '/') {
+		c->v.kind = RRC_VMA_FILE_PRIVATE;
+	} else {
+		c->v.kind = RRC_VMA_ANON;
+	}
+	if (c->v.kind == RRC_VMA_FILE_PRIVATE || c->v.kind == RRC_VMA_FILE_SHARED_RO) {
+		c->v.path_len = nl;
+		c->name_off = (uint32_t)names_len;
+		names_len += nl + 1;
+	}
+	if ((s->req.flags & RRC_DUMP_F_INCREMENTAL) && !c->special &&
+	    !rrc_in_ranges(s->untracked, s->nr_untracked, c->v.start, c->v.end))
+		c->v.flags |= RRC_VMA_F_TRACKED;
+	nr_vmas++;
+}
+
+static void read_vmas_begin(void)
+{
 	vmas = alloc(sizeof *vmas * 65536);
 	names = alloc(16u << 20);
+}
+
+/* The memory map, from the kernel. */
+static void read_vmas(void)
+{
+	uint64_t addr = 0, cursor = 0;
+	read_vmas_begin();
 	for (;;) {
 		struct procmap_query q;
 		char *name = names + names_len;
 		if ((16u << 20) - names_len < RRC_PATH_MAX)
 			die(RRC_SNAP_ENOMEM);
-		long r = rrc_vma_query(maps_fd, addr, 0, &q, named_before ? NULL : name, RRC_PATH_MAX);
-		if (r == 0 && named_before && !name_known(&q, name, &cursor))
-			r = rrc_vma_query(maps_fd, q.vma_start, 0, &q, name, RRC_PATH_MAX);
+		long r = copy_mode ? rrc_vma_query_named(maps_fd, addr, &q, name, &cursor)
+				   : rrc_vma_query(maps_fd, addr, 0, &q, name, RRC_PATH_MAX);
 		if (r == -ENOENT)
 			break;
 		if (r < 0)
 			die(RRC_SNAP_MAPS);
 		addr = q.vma_end;
-		if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end)) {
-			/* left out only if it is wholly the library's: a VMA that
-			 * merged library and application memory must not be
-			 * dropped silently (the arena has guard pages for this) */
-			if (!rrc_within_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end))
-				die(RRC_SNAP_LIBMERGE);
-			continue;
-		}
-		if (nr_vmas >= 65536)
+		add_vma(&q, name);
+	}
+}
+
+/* The memory map the pause helper read meanwhile (pause-helper.c). */
+static void read_vmas_from(const struct rrc_helper_box *b)
+{
+	read_vmas_begin();
+	for (uint64_t i = 0; i < b->nr_vmas; i++) {
+		const struct rrc_ph_vma *v = &b->vmas[i];
+		char *name = names + names_len;
+		if ((16u << 20) - names_len < RRC_PATH_MAX)
 			die(RRC_SNAP_ENOMEM);
-		struct cvma *c = &vmas[nr_vmas];
-		rrc_memset(c, 0, sizeof *c);
-		c->v.start = q.vma_start;
-		c->v.end = q.vma_end;
-		c->v.pgoff = q.vma_offset;
-		c->v.prot = ((q.vma_flags & PROCMAP_QUERY_VMA_READABLE) ? PROT_READ : 0) |
-			    ((q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE) ? PROT_WRITE : 0) |
-			    ((q.vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE) ? PROT_EXEC : 0);
-		int shared = (q.vma_flags & PROCMAP_QUERY_VMA_SHARED) != 0;
-		int file = q.inode != 0 || name[0] == '/';
-		uint32_t nl = (uint32_t)rrc_strlen(name);
-		if (name_is(name, "[vdso]")) {
-			c->v.kind = RRC_VMA_VDSO; c->special = 1;
-		} else if (rrc_startswith(name, "[vvar")) {
-			c->v.kind = RRC_VMA_VVAR; c->special = 1;
-		} else if (name_is(name, "[vsyscall]")) {
-			c->v.kind = RRC_VMA_VSYSCALL; c->special = 1;
-		} else if (shared) {
-			if (q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE)
-				die(RRC_SNAP_SHARED_WRITE);
-			if (!file || name[0] != '/')
-				die(RRC_SNAP_TOOBIG);
-			c->v.kind = RRC_VMA_FILE_SHARED_RO; c->special = 1;
-		} else if (name_is(name, "[heap]")) {
-			c->v.kind = RRC_VMA_HEAP;
-		} else if (name_is(name, "[stack]")) {
-			c->v.kind = RRC_VMA_STACK;
-			c->v.flags |= RRC_VMA_F_GROWSDOWN;
-		} else if (file && name[0] == '/') {
-			c->v.kind = RRC_VMA_FILE_PRIVATE;
-		} else {
-			c->v.kind = RRC_VMA_ANON;
-		}
-		if (c->v.kind == RRC_VMA_FILE_PRIVATE || c->v.kind == RRC_VMA_FILE_SHARED_RO) {
-			c->v.path_len = nl;
-			c->name_off = (uint32_t)names_len;
-			names_len += nl + 1;
-		}
-		if ((s->req.flags & RRC_DUMP_F_INCREMENTAL) && !c->special &&
-		    !rrc_in_ranges(s->untracked, s->nr_untracked, c->v.start, c->v.end))
-			c->v.flags |= RRC_VMA_F_TRACKED;
-		nr_vmas++;
+		rrc_memcpy(name, b->names + v->name_off, v->name_len + 1);
+		add_vma(&v->q, name);
 	}
 }
 
@@ -514,21 +550,28 @@ static struct page_region *pres;
 static uint64_t nr_pres, cap_pres;
 
 /* One PAGEMAP_SCAN of c's defined pages in [lo, hi) into vec[0..cap):
- * the count; *walk_end: where it stopped. */
+ * the count (0 only if [lo, hi) has none); *walk_end: where it stopped.
+ * uffd-wp markers come back from the kernel as swapped pages: they are
+ * holes (memory.c, rrc_drop_markers). */
 static uint64_t present_scan(const struct cvma *c, uint64_t lo, uint64_t hi, struct page_region *vec,
 			     uint64_t cap, uint64_t *walk_end)
 {
+	struct page_region got[128];
 	uint64_t not = c->v.kind == RRC_VMA_FILE_PRIVATE ? PAGE_IS_FILE | PAGE_IS_PFNZERO : PAGE_IS_PFNZERO;
 	struct pm_scan_arg a = { .size = sizeof a, .flags = 0, .start = lo, .end = hi,
-				 .vec = (uint64_t)vec, .vec_len = cap,
+				 .vec = (uint64_t)got, .vec_len = cap < 128 ? cap : 128,
 				 .category_inverted = not, .category_mask = not,
 				 .category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-				 .return_mask = PAGE_IS_PRESENT };
+				 .return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED };
 	long r = rrc_sys_ioctl(pm_fd, PAGEMAP_SCAN, &a);
 	if (r < 0)
 		die(RRC_SNAP_SCAN);
-	*walk_end = a.walk_end;
-	return (uint64_t)r;
+	uint64_t stop, n = rrc_drop_markers(pm_fd, got, (uint64_t)r, vec, cap, &stop);
+	if (r > 0 && !stop)
+		die(RRC_SNAP_SCAN);
+	/* the kernel's walk_end if everything it reported was taken */
+	*walk_end = r > 0 && stop < got[r - 1].end ? stop : a.walk_end;
+	return n;
 }
 
 static void scan_vma_presence(struct cvma *c)
@@ -538,13 +581,10 @@ static void scan_vma_presence(struct cvma *c)
 	if (c->special)
 		return;
 	uint64_t start = c->v.start;
-	for (;;) {
+	while (start < c->v.end) {
 		if (nr_pres == cap_pres)
 			die(RRC_SNAP_ENOMEM);
-		uint64_t r = present_scan(c, start, c->v.end, pres + nr_pres, cap_pres - nr_pres, &start);
-		nr_pres += r;
-		if (nr_pres < cap_pres || start >= c->v.end)
-			break;
+		nr_pres += present_scan(c, start, c->v.end, pres + nr_pres, cap_pres - nr_pres, &start);
 	}
 	c->pres_n = nr_pres - c->pres_first;
 }
@@ -1110,8 +1150,6 @@ static void put_present(uint64_t lo, uint64_t hi, const struct cvma *c)
 		uint64_t r = present_scan(c, lo, hi, v, 64, &lo);
 		for (uint64_t k = 0; k < r; k++)
 			put(v[k].start, v[k].end, c);
-		if (r < 64)
-			return;
 	}
 }
 
@@ -1141,20 +1179,20 @@ static void put_range(uint64_t a, uint64_t b, int with_pres)
 	}
 }
 
-/* The copy snapshot's pause, in three steps on the control thread, the
- * pause helper (precopy.c) running alongside the second:
+/* The copy snapshot's pause, in three steps on the control thread after
+ * its scan, the pause helper (pause-helper.c) running alongside since
+ * the quiesce:
  *  1. rrc_copy_begin: the arena set up;
  *  2. rrc_copy_capture: the process's fields, the signal actions and the
- *     memory map, while the helper lists the fd table and takes the TCP
- *     table if asked;
- *  3. rrc_copy_capture_pages, the helper still running: the present pages
- *     of the untracked VMAs, and the copies: the pages written since the
- *     last pre-copy pass, the VMAs dumped whole, the parked threads' stack
- *     windows and what pre-copy missed.
- * Then the control thread waits for the helper (rrc_helper_join).
- * The helper allocates nothing from the arena (one bump allocator, two
- * CPUs): it writes into the scratch and the page store only.
- * ASYNC-SIGNAL-SAFE, all of it. */
+ *     memory map (the one the helper read during the scan, or read here
+ *     without a helper);
+ *  3. rrc_copy_capture_pages, the helper still listing the fd table and
+ *     taking the TCP table if asked: the present pages of the untracked
+ *     VMAs, and the copies: the pages written since the last pre-copy
+ *     pass, the VMAs dumped whole, the parked threads' stack windows and
+ *     what pre-copy missed.
+ * Then the control thread takes the helper's fd and TCP tables
+ * (rrc_phelper_join). ASYNC-SIGNAL-SAFE, all of it. */
 void rrc_copy_begin(int carry)
 {
 	start_arena();
@@ -1164,18 +1202,29 @@ void rrc_copy_begin(int carry)
 	pm_fd = rrc_g.pagemap_fd;
 }
 
+static struct rrc_helper_box *map_from; /* the helper's memory map, or NULL */
+
 static void capture_state(void)
 {
 	struct rrc_scratch *s = rrc_s;
 	capture_process();
 	capture_signals();
 	s->dbg_ns[4] = rrc_mono_ns();
-	read_vmas();
+	if (!map_from) {
+		read_vmas();
+	} else {
+		/* ready by now, mostly: the helper read it during the scan */
+		if (rrc_phelper_wait_map() < 0)
+			die(RRC_SNAP_MAPS); /* with the helper's error set */
+		s->dbg_ns[11] = rrc_mono_ns();
+		read_vmas_from(map_from);
+	}
 	s->dbg_ns[5] = rrc_mono_ns();
 }
 
-int rrc_copy_capture(void)
+int rrc_copy_capture(struct rrc_helper_box *from_helper)
 {
+	map_from = from_helper;
 	return guarded(capture_state);
 }
 

@@ -81,7 +81,7 @@ int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 	if (family == AF_INET6)
 		f->u.sock.v6only = (uint32_t)getopt_int(fd, IPPROTO_IPV6, IPV6_V6ONLY);
 	if (listening) {
-		int b = fd < RRC_MAX_FDS ? rrc_g.backlog[fd] : 0;
+		int b = rrc_phelper_backlog(fd);
 		f->u.sock.backlog = b > 0 ? b : 4096; /* unknown: listen() bypassed the wrapper */
 	}
 	get_addr(fd, &f->u.sock.local, 0);

@@ -217,12 +217,11 @@ long rrc_for_each_num_dirent(const char *dir, char *buf, size_t cap,
 }
 
 /* Paths under the control thread's /proc directory rather than
- * /proc/self: the pause helper (precopy.c) is a process of its own, whose
- * /proc/self entries would all be looked up for the first time in every
- * pause, while the control thread's stay in the dentry cache from one
- * dump to the next. The helper shares the fd table (CLONE_FILES), so the
- * fd entries are the same. The thread, not the process: the fd entries
- * of an exited main thread are empty. */
+ * /proc/self: the pause helper (pause-helper.c) is a process of its own,
+ * whose /proc/self is not the application's (its fd entries are, through
+ * the shared fd table, but its maps, stat and the rest are its own). The
+ * thread, not the process: the fd entries of an exited main thread are
+ * empty. */
 void rrc_proc_dir_learn(void)
 {
 	char self[32];

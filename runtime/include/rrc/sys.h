@@ -80,6 +80,13 @@ static inline long rrc_sys_mmap(void *addr, size_t len, int prot, int flags, int
 { return rrc_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off); }
 static inline long rrc_sys_munmap(void *addr, size_t len) { return rrc_syscall2(SYS_munmap, (long)addr, (long)len); }
 static inline long rrc_sys_mprotect(void *addr, size_t len, int prot) { return rrc_syscall3(SYS_mprotect, (long)addr, (long)len, prot); }
+static inline long rrc_sys_getppid(void) { return rrc_syscall0(SYS_getppid); }
+static inline long rrc_sys_sched_yield(void) { return rrc_syscall0(SYS_sched_yield); }
+static inline long rrc_sys_getcpu(unsigned *cpu) { return rrc_syscall3(SYS_getcpu, (long)cpu, 0, 0); }
+static inline long rrc_sys_sched_getaffinity(int pid, size_t len, uint64_t *mask)
+{ return rrc_syscall3(SYS_sched_getaffinity, pid, (long)len, (long)mask); }
+static inline long rrc_sys_sched_setaffinity(int pid, size_t len, const uint64_t *mask)
+{ return rrc_syscall3(SYS_sched_setaffinity, pid, (long)len, (long)mask); }
 static inline long rrc_sys_gettid(void) { return rrc_syscall0(SYS_gettid); }
 static inline long rrc_sys_getpid(void) { return rrc_syscall0(SYS_getpid); }
 static inline long rrc_sys_tgkill(int tgid, int tid, int sig) { return rrc_syscall3(SYS_tgkill, tgid, tid, sig); }
@@ -156,6 +163,10 @@ static inline long rrc_sys_unlinkat(int dfd, const char *p, int flags) { return 
  * waiter and waker is in this process */
 #define RRC_FUTEX_WAIT (0 | 128)
 #define RRC_FUTEX_WAKE (1 | 128)
+/* shared futexes: a word in a MAP_SHARED mapping that two processes
+ * wait on (the pause helper's mailbox, pause-helper.c) */
+#define RRC_FUTEX_WAIT_SHARED 0
+#define RRC_FUTEX_WAKE_SHARED 1
 struct rrc_ts { long sec, nsec; };
 static inline long rrc_sys_rt_sigpending(uint64_t *set) { return rrc_syscall2(SYS_rt_sigpending, (long)set, 8); }
 static inline long rrc_sys_getitimer(int which, void *val) { return rrc_syscall2(SYS_getitimer, which, (long)val); }

@@ -12,7 +12,10 @@
  *   step % 4 == 1: a TCP connection to listener B;
  *   step % 4 == 2: a pipe's read end, one byte (the step) in flight;
  *   step % 4 == 3: a UDP socket bound to an ephemeral port.
- * KEEP is one TCP connection to listener A held from the start.
+ * KEEP is one TCP connection to listener A held from the start. LATE is a
+ * TCP listener with backlog LATE_BACKLOG made at step 1, after the first
+ * dump (a copy snapshot's pause helper, started by that dump, has its own
+ * copy of the library's listen() records: this one came later).
  * $ZDTM_DIR/ports says "A B": the harness checks each image's records.
  * Verify (after a restore): SLOT is the object of the last step (a TCP
  * connection comes back closed: an unconnected TCP socket; the pipe with
@@ -26,6 +29,8 @@
 #define SLOT 40
 #define KEEP 41
 #define PEER 42 /* the accepted end of SLOT's connection */
+#define LATE 43
+#define LATE_BACKLOG 33
 
 static struct sockaddr_in listener(int *fd)
 {
@@ -104,6 +109,15 @@ int main(int argc, char **argv)
 			break;
 		}
 		}
+		if (step == 1) {
+			struct sockaddr_in l = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			/* listen() on its final number: the library knows a
+			 * backlog by fd number (a dup'd listener's is unknown) */
+			zdtm_check(s >= 0 && bind(s, (struct sockaddr *)&l, sizeof(l)) == 0 && dup2(s, LATE) == LATE &&
+				   listen(LATE, LATE_BACKLOG) == 0, "late listener");
+			close(s);
+		}
 		snprintf(text, sizeof(text), "%u\n", step);
 		zdtm_write_file("step", text);
 		if (step == 0)
@@ -152,5 +166,7 @@ verify:
 	}
 	if (fstat(KEEP, &st) != 0 || !S_ISSOCK(st.st_mode) || sock_int(KEEP, SO_TYPE) != SOCK_STREAM)
 		zdtm_fail("fd %d is not a TCP socket", KEEP);
+	if (step >= 1 && sock_int(LATE, SO_ACCEPTCONN) != 1)
+		zdtm_fail("fd %d is not the listener made at step 1", LATE);
 	zdtm_pass();
 }
