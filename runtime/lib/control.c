@@ -472,7 +472,16 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
 	if (rrc_g.debug) {
 		char m[256];
-		size_t l = rrc_bput(m, sizeof m, 0, "debug: rrc_lib_ranges ");
+		size_t l = rrc_bput(m, sizeof m, 0, "debug: quiesce: signals sent ");
+		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_quiesce[1] - s->dbg_quiesce[0]) / 1000);
+		l = rrc_bput(m, sizeof m, l, " us, all parked ");
+		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_quiesce[2] - s->dbg_quiesce[1]) / 1000);
+		l = rrc_bput(m, sizeof m, l, " us, checked for new threads ");
+		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_quiesce[3] - s->dbg_quiesce[2]) / 1000);
+		l = rrc_bput(m, sizeof m, l, " us, threads ");
+		l = rrc_bput_u64(m, sizeof m, l, s->nr_signalled);
+		rrc_log(m);
+		l = rrc_bput(m, sizeof m, 0, "debug: rrc_lib_ranges ");
 		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[0] - t1) / 1000);
 		l = rrc_bput(m, sizeof m, l, " us, written scan ");
 		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[1] - s->dbg_ns[0]) / 1000);

@@ -26,6 +26,12 @@ extern const unsigned int __rseq_size __attribute__((weak));
 
 #define QUIESCE_TIMEOUT_NS 2000000000ull
 #define QUIESCE_TICK_NS    10000000ull
+/* The control thread waits for the last threads to park by yielding its
+ * CPU this long before it sleeps: a parking thread may need that CPU, and
+ * a control thread that slept is woken by an interrupt of an idle vCPU
+ * (15-40 us on this VM). Measured: quiesce p90 0.19-0.20 ms instead of
+ * 0.24-0.27 (bench/README.md). */
+#define QUIESCE_SPIN_NS    500000ull
 
 static void fill_common(struct rrc_thread *t)
 {
@@ -188,6 +194,8 @@ int rrc_quiesce(void)
 	uint64_t deadline = rrc_mono_ns() + QUIESCE_TIMEOUT_NS;
 
 	s->nr_signalled = 0;
+	s->dbg_quiesce[0] = rrc_mono_ns();
+	s->dbg_quiesce[1] = s->dbg_quiesce[2] = 0;
 	RRC_STORE(&rrc_g.parked, 0);
 	RRC_STORE(&rrc_g.nslots, 0);
 	RRC_STORE(&rrc_g.pausing, 1);
@@ -202,13 +210,20 @@ int rrc_quiesce(void)
 					      : "cannot read /proc/self/task", -1, 0);
 			return -1;
 		}
+		if (!s->dbg_quiesce[1])
+			s->dbg_quiesce[1] = rrc_mono_ns();
 		if (!newly && RRC_LOAD(&rrc_g.parked) >= s->nr_signalled)
 			break; /* every thread we know is parked and no new one appeared */
+		uint64_t spin0 = rrc_mono_ns();
 		for (;;) {
 			uint32_t p = RRC_LOAD(&rrc_g.parked);
 			if (p >= s->nr_signalled)
 				break;
 			uint64_t now = rrc_mono_ns();
+			if (now - spin0 < QUIESCE_SPIN_NS) {
+				rrc_sys_sched_yield();
+				continue;
+			}
 			if (now >= deadline) {
 				size_t l;
 				rrc_set_err(RRC_ERR_QUIESCE, 0,
@@ -228,7 +243,10 @@ int rrc_quiesce(void)
 			if (w == -ETIMEDOUT)
 				drop_exited();
 		}
+		if (!s->dbg_quiesce[2])
+			s->dbg_quiesce[2] = rrc_mono_ns();
 	}
+	s->dbg_quiesce[3] = rrc_mono_ns();
 	if (RRC_LOAD(&rrc_g.nslots) > RRC_MAX_THREADS) {
 		rrc_release();
 		rrc_set_err(RRC_ERR_QUIESCE, 0, "more threads than the library's ", RRC_MAX_THREADS,

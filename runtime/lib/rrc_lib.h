@@ -251,6 +251,7 @@ struct rrc_scratch {
 	char     pathbuf[RRC_PATH_MAX + 64];
 	struct page_region uvec[512];   /* untracked-VMA scan */
 	uint64_t dbg_ns[12];            /* phase timings, logged with RRC_DEBUG=1 */
+	uint64_t dbg_quiesce[4];        /* quiesce.c: start, first signals sent, first all parked, end */
 	int      walk_fd;               /* the directory fd of the current getdents walk */
 	char     textbuf[1 << 22];      /* fdinfo of big epoll sets */
 	struct rrc_pstore pstore;       /* the copy snapshot (precopy.c) */
