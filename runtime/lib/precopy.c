@@ -417,8 +417,11 @@ void rrc_pstore_done(int ok)
 	if (!ps->map)
 		return;
 	/* the writer left this image's defined ranges in the other buffer
-	 * (nr_defined = ~0: they did not fit) */
-	ps->defined_valid = ok && ps->nr_defined[ps->cur ^ 1] != ~0ull;
+	 * (nr_defined = ~0: they did not fit). Carrying them over means
+	 * scanning for holes, which arms them (uffd-wp markers): only when a
+	 * later presence scan can tell a marker from a swapped page
+	 * (memory.c, rrc_marker_learn; not without CAP_SYS_ADMIN). */
+	ps->defined_valid = ok && ps->nr_defined[ps->cur ^ 1] != ~0ull && rrc_g.marker_frame;
 	if (ps->defined_valid)
 		ps->cur ^= 1;
 	ps->last_pause_pages = ps->copy_pages;
