@@ -347,15 +347,14 @@ overflow:
 }
 
 /* One VMA of the memory map; its name is at names + names_len. */
-static void add_vma(const struct procmap_query *qp, const char *name)
+static void add_vma(const struct procmap_query *q, const char *name)
 {
 	struct rrc_scratch *s = rrc_s;
-	const struct procmap_query q = *qp;
-	if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end)) {
+	if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q->vma_start, q->vma_end)) {
 		/* left out only if it is wholly the library's: a VMA that
 		 * merged library and application memory must not be
 		 * dropped silently (the arena has guard pages for this) */
-		if (!rrc_within_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end))
+		if (!rrc_within_ranges(s->lib_excluded, s->nr_lib_excluded, q->vma_start, q->vma_end))
 			die(RRC_SNAP_LIBMERGE);
 		return;
 	}
@@ -363,14 +362,14 @@ static void add_vma(const struct procmap_query *qp, const char *name)
 		die(RRC_SNAP_ENOMEM);
 	struct cvma *c = &vmas[nr_vmas];
 	rrc_memset(c, 0, sizeof *c);
-	c->v.start = q.vma_start;
-	c->v.end = q.vma_end;
-	c->v.pgoff = q.vma_offset;
-	c->v.prot = ((q.vma_flags & PROCMAP_QUERY_VMA_READABLE) ? PROT_READ : 0) |
-		    ((q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE) ? PROT_WRITE : 0) |
-		    ((q.vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE) ? PROT_EXEC : 0);
-	int shared = (q.vma_flags & PROCMAP_QUERY_VMA_SHARED) != 0;
-	int file = q.inode != 0 || name[0] == '/';
+	c->v.start = q->vma_start;
+	c->v.end = q->vma_end;
+	c->v.pgoff = q->vma_offset;
+	c->v.prot = ((q->vma_flags & PROCMAP_QUERY_VMA_READABLE) ? PROT_READ : 0) |
+		    ((q->vma_flags & PROCMAP_QUERY_VMA_WRITABLE) ? PROT_WRITE : 0) |
+		    ((q->vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE) ? PROT_EXEC : 0);
+	int shared = (q->vma_flags & PROCMAP_QUERY_VMA_SHARED) != 0;
+	int file = q->inode != 0 || name[0] == '/';
 	uint32_t nl = (uint32_t)rrc_strlen(name);
 	if (name_is(name, "[vdso]")) {
 		c->v.kind = RRC_VMA_VDSO; c->special = 1;
@@ -379,7 +378,7 @@ static void add_vma(const struct procmap_query *qp, const char *name)
 	} else if (name_is(name, "[vsyscall]")) {
 		c->v.kind = RRC_VMA_VSYSCALL; c->special = 1;
 	} else if (shared) {
-		if (q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE)
+		if (q->vma_flags & PROCMAP_QUERY_VMA_WRITABLE)
 			die(RRC_SNAP_SHARED_WRITE);
 		if (!file || name[0] != '/')
 			die(RRC_SNAP_TOOBIG);
