@@ -508,7 +508,8 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			l = rrc_bput(m, sizeof m, l, " us, waited for its map ");
 			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[11] - s->dbg_ns[4]) / 1000);
 		} else if (copy) {
-			l = rrc_bput(m, sizeof m, 0, "debug: no pause helper");
+			l = rrc_bput(m, sizeof m, 0, "debug: no pause helper: fd table on this thread ");
+			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[3] - t2) / 1000);
 		} else {
 			l = rrc_bput(m, sizeof m, 0, "debug: capture: fds ");
 			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[3] - t2) / 1000);
