@@ -293,6 +293,15 @@ static __attribute__((noinline)) long spawn_writer(void)
 	return pid;
 }
 
+/* "label" and a duration in microseconds, appended to an RRC_DEBUG line
+ * of DEBUG_LINE bytes. */
+#define DEBUG_LINE 256
+static size_t put_us(char *m, size_t l, const char *label, uint64_t ns)
+{
+	l = rrc_bput(m, DEBUG_LINE, l, label);
+	return rrc_bput_u64(m, DEBUG_LINE, l, ns / 1000);
+}
+
 static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 {
 	struct rrc_scratch *s = rrc_s;
@@ -471,64 +480,45 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!copy)
 		send_msg(c, RRC_CTL_DUMP_PAUSED, &paused, sizeof paused);
 	if (rrc_g.debug) {
-		char m[256];
-		size_t l = rrc_bput(m, sizeof m, 0, "debug: quiesce: signals sent ");
-		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_quiesce[1] - s->dbg_quiesce[0]) / 1000);
-		l = rrc_bput(m, sizeof m, l, " us, all parked ");
-		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_quiesce[2] - s->dbg_quiesce[1]) / 1000);
-		l = rrc_bput(m, sizeof m, l, " us, checked for new threads ");
-		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_quiesce[3] - s->dbg_quiesce[2]) / 1000);
+		char m[DEBUG_LINE];
+		size_t l = put_us(m, 0, "debug: quiesce: signals sent ", s->dbg_quiesce[1] - s->dbg_quiesce[0]);
+		l = put_us(m, l, " us, all parked ", s->dbg_quiesce[2] - s->dbg_quiesce[1]);
+		l = put_us(m, l, " us, checked for new threads ", s->dbg_quiesce[3] - s->dbg_quiesce[2]);
 		l = rrc_bput(m, sizeof m, l, " us, threads ");
 		l = rrc_bput_u64(m, sizeof m, l, s->nr_signalled);
 		rrc_log(m);
-		l = rrc_bput(m, sizeof m, 0, "debug: rrc_lib_ranges ");
-		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[0] - t1) / 1000);
-		l = rrc_bput(m, sizeof m, l, " us, written scan ");
-		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[1] - s->dbg_ns[0]) / 1000);
-		l = rrc_bput(m, sizeof m, l, " us, untracked scan ");
-		l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[2] - s->dbg_ns[1]) / 1000);
+		l = put_us(m, 0, "debug: rrc_lib_ranges ", s->dbg_ns[0] - t1);
+		l = put_us(m, l, " us, written scan ", s->dbg_ns[1] - s->dbg_ns[0]);
+		l = put_us(m, l, " us, untracked scan ", s->dbg_ns[2] - s->dbg_ns[1]);
 		l = rrc_bput(m, sizeof m, l, " us (");
 		l = rrc_bput_u64(m, sizeof m, l, s->nr_untracked);
 		rrc_bput(m, sizeof m, l, " VMAs)");
 		rrc_log(m);
 		if (copy && helper) {
 			const struct rrc_helper_box *b = s->helper.box;
-			l = rrc_bput(m, sizeof m, 0, "debug: pause helper: wake ");
-			l = rrc_bput_u64(m, sizeof m, l, (b->start_ns - b->go_ns) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, memory map ");
-			l = rrc_bput_u64(m, sizeof m, l, (b->map_ns - b->start_ns) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, fd and TCP tables ");
-			l = rrc_bput_u64(m, sizeof m, l, (b->done_ns - b->map_ns) / 1000);
+			l = put_us(m, 0, "debug: pause helper: wake ", b->start_ns - b->go_ns);
+			l = put_us(m, l, " us, memory map ", b->map_ns - b->start_ns);
+			l = put_us(m, l, " us, fd and TCP tables ", b->done_ns - b->map_ns);
 			l = rrc_bput(m, sizeof m, l, " us (helper ");
 			l = rrc_bput_u64(m, sizeof m, l, (uint64_t)s->helper.pid);
 			l = rrc_bput(m, sizeof m, l, ", ");
 			l = rrc_bput_u64(m, sizeof m, l, s->helper.starts);
-			l = rrc_bput(m, sizeof m, l, " started so far); this thread: start and go ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[10] - s->dbg_ns[9]) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, waited for its map ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[11] - s->dbg_ns[4]) / 1000);
+			l = put_us(m, l, " started so far); this thread: start and go ", s->dbg_ns[10] - s->dbg_ns[9]);
+			l = put_us(m, l, " us, waited for its map ", s->dbg_ns[11] - s->dbg_ns[4]);
 		} else if (copy) {
-			l = rrc_bput(m, sizeof m, 0, "debug: no pause helper: fd table on this thread ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[3] - t2) / 1000);
+			l = put_us(m, 0, "debug: no pause helper: fd table on this thread ", s->dbg_ns[3] - t2);
 		} else {
-			l = rrc_bput(m, sizeof m, 0, "debug: capture: fds ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[3] - t2) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, TCP table ");
-			l = rrc_bput_u64(m, sizeof m, l, (t3 - s->dbg_ns[3]) / 1000);
+			l = put_us(m, 0, "debug: capture: fds ", s->dbg_ns[3] - t2);
+			l = put_us(m, l, " us, TCP table ", t3 - s->dbg_ns[3]);
 		}
 		rrc_bput(m, sizeof m, l, " us");
 		rrc_log(m);
 		if (copy) {
-			l = rrc_bput(m, sizeof m, 0, "debug: copy capture: process and signals ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[4] - s->dbg_ns[3]) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, memory map ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[5] - s->dbg_ns[4]) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, untracked presence ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[7] - s->dbg_ns[6]) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, copies ");
-			l = rrc_bput_u64(m, sizeof m, l, (s->dbg_ns[8] - s->dbg_ns[7]) / 1000);
-			l = rrc_bput(m, sizeof m, l, " us, helper wait ");
-			l = rrc_bput_u64(m, sizeof m, l, (t3 - s->dbg_ns[8]) / 1000);
+			l = put_us(m, 0, "debug: copy capture: process and signals ", s->dbg_ns[4] - s->dbg_ns[3]);
+			l = put_us(m, l, " us, memory map ", s->dbg_ns[5] - s->dbg_ns[4]);
+			l = put_us(m, l, " us, untracked presence ", s->dbg_ns[7] - s->dbg_ns[6]);
+			l = put_us(m, l, " us, copies ", s->dbg_ns[8] - s->dbg_ns[7]);
+			l = put_us(m, l, " us, helper wait ", t3 - s->dbg_ns[8]);
 			rrc_bput(m, sizeof m, l, " us");
 			rrc_log(m);
 		}
