@@ -42,9 +42,17 @@ bench: setup all
 	python3 bench/checkpoint_pause.py --snapshot copy
 	python3 bench/replication.py
 	python3 bench/failover_campaign.py
+	python3 bench/wire_auth.py --rounds 10
+
+# Coverage-guided fuzzing of the network decoders (stable toolchain,
+# libFuzzer): FUZZ_TIME seconds per target, corpus kept in fuzz/corpus
+# (replayed by `make test`), findings in fuzz/regressions. See fuzz/README.md.
+FUZZ_TIME ?= 60
+fuzz:
+	bash scripts/fuzz.sh --time $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 clean:
 	$(MAKE) -C runtime clean
 	$(CARGO) clean
 
-.PHONY: all runtime rust setup install test demo demo-checkpoint bench clean
+.PHONY: all runtime rust setup install test demo demo-checkpoint bench fuzz clean

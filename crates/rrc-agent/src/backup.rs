@@ -11,7 +11,6 @@
 //! A heartbeat thread sends the gate's arrival number every 30 ms.
 
 use std::collections::VecDeque;
-use std::io::Write;
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,13 +21,22 @@ use anyhow::{bail, Context, Result};
 use rrc_gate::{Gate, GateConfig};
 use rrc_store::Store;
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec};
-use rrc_wire::{read_frame, write_frame, Frame, FrameKind, WireError};
+use rrc_wire::{Frame, FrameKind, FrameReader, FrameWriter, WireError};
 use serde::Serialize;
 
 use crate::net::BackupRoute;
+use crate::peer::PeerConn;
 use crate::{lock, Agent, Service};
 
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(30);
+/// Data-directory content held ahead of the checkpoint it goes with (the
+/// initial content, or what rejected checkpoints carried): bounded, so
+/// that a peer cannot make the backup hold an endless stream of it.
+const MAX_CARRIED: usize = 4 << 30;
+/// Checkpoints received and waiting to be committed: the primary sends the
+/// next only after the last one's ack, so more than one waits only while
+/// commits are stalled (`rrc fault`), or if the primary misbehaves.
+const MAX_PENDING: usize = 8;
 /// NFQUEUE numbers used by gates: base + agent-wide index.
 const QUEUE_BASE: u16 = 100;
 
@@ -79,10 +87,15 @@ pub struct Backup {
     shared: Mutex<Shared>,
     wake: Condvar,
     stopping: AtomicBool,
-    writer: Mutex<TcpStream>,
+    /// The replication session's writing half (acks, heartbeats; the
+    /// refusals of its set-up before this Backup existed).
+    writer: Arc<Mutex<FrameWriter<TcpStream>>>,
     conn_ctl: TcpStream,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     hb: Mutex<Option<crate::heartbeat::Heartbeat>>,
+    /// The heartbeat's UDP port, for `rrc status` (which must not wait on
+    /// `hb`: a failover joins the heartbeat threads under it).
+    hb_port: std::sync::atomic::AtomicU16,
     /// Where the byte counts of connections repaired at an earlier failover
     /// start: (write_base, read_base) by (client, server), from the seeds.
     bases: std::collections::HashMap<(std::net::SocketAddrV4, std::net::SocketAddrV4), (u32, u32)>,
@@ -90,65 +103,65 @@ pub struct Backup {
     reported: Mutex<std::collections::HashSet<(std::net::SocketAddrV4, std::net::SocketAddrV4)>>,
 }
 
-fn refuse(c: &mut TcpStream, e: &anyhow::Error) {
-    let _ = write_frame(c, FrameKind::Response, &Frame::json(FrameKind::Response, &Response::err(format!("{e:#}"))).payload);
+fn refuse(w: &Mutex<FrameWriter<TcpStream>>, e: &anyhow::Error) {
+    let _ = lock(w).send_json(FrameKind::Response, &Response::err(format!("{e:#}")));
 }
 
-/// A replication connection was opened with `first` (a Replicate frame).
-pub fn serve(agent: &Arc<Agent>, mut c: TcpStream, first: Frame) {
+/// A replication session was opened with `first` (a Replicate frame).
+pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
+    let PeerConn { session, reader, writer, ctl, peer_addr, local_addr } = conn;
+    let writer = Arc::new(Mutex::new(writer));
+    // The handshake's deadline was for the opening; a replication is long.
+    let _ = ctl.set_read_timeout(None);
     let rep: Replicate = match first.parse() {
         Ok(r) => r,
         Err(e) => {
-            refuse(&mut c, &anyhow::Error::new(e));
+            agent.security.count_wire(&e, &peer_addr.to_string(), format!("{}'s Replicate: {e}", session.peer_host));
+            refuse(&writer, &anyhow::Error::new(e));
             return;
         }
     };
     let name = rep.spec.name.clone();
-    let b = match setup(agent, &c, rep) {
+    let b = match check_peer(&session, peer_addr, &rep).and_then(|_| setup(agent, ctl, writer.clone(), rep)) {
         Ok(b) => Arc::new(b),
         Err(e) => {
             tracing::error!(service = %name, "backup set-up failed: {e:#}");
-            refuse(&mut c, &e);
+            refuse(&writer, &e);
             return;
         }
     };
     if let Err(e) = agent.insert(&name, Service::Backup(b.clone())) {
         b.teardown();
-        refuse(&mut c, &e);
+        refuse(&writer, &e);
         return;
     }
-    let my_ip = match c.local_addr() {
-        Ok(a) => a.ip(),
-        Err(e) => {
-            agent.remove(&name);
-            b.teardown();
-            refuse(&mut c, &anyhow::Error::new(e));
-            return;
-        }
-    };
+    let my_ip = local_addr.ip();
     let hb = crate::heartbeat::bind(my_ip).and_then(|sock| {
         let port = sock.local_addr()?.port();
         let peer = std::net::SocketAddr::new(b.primary_addr.parse().context("the primary's address")?, b.primary_hb_port);
         let (a2, b2) = (agent.clone(), b.clone());
         let every = Duration::from_millis(b.spec.heartbeat_ms);
         let fail_after = Duration::from_millis(b.spec.failure_ms);
-        let hb = crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &name, move |s| crate::failover::primary_failed(&a2, &b2, s))?;
+        let a3 = agent.clone();
+        let refused = move |from: std::net::SocketAddr, why: String| a3.security.reject(rrc_wire::Rejection::BadHeartbeat, &from.to_string(), why);
+        let hb = crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &name, session.heartbeat_keys(), refused, move |s| crate::failover::primary_failed(&a2, &b2, s))?;
         Ok((hb, port))
     });
     let hb_port = match hb {
         Ok((hb, port)) => {
+            b.hb_port.store(port, Ordering::Relaxed);
             *lock(&b.hb) = Some(hb);
             port
         }
         Err(e) => {
             agent.remove(&name);
             b.teardown();
-            refuse(&mut c, &e);
+            refuse(&writer, &e);
             return;
         }
     };
     let ready = ReplicateReady { backup: agent.cfg.name.clone(), backup_addr: my_ip.to_string(), queue_num: b.queue_num, backup_hb_port: hb_port };
-    if let Err(e) = write_frame(&mut c, FrameKind::ReplicateReady, &Frame::json(FrameKind::ReplicateReady, &ready).payload) {
+    if let Err(e) = lock(&b.writer).send_json(FrameKind::ReplicateReady, &ready) {
         tracing::error!(service = %name, "sending ReplicateReady: {e}");
         agent.remove(&name);
         b.teardown();
@@ -164,7 +177,7 @@ pub fn serve(agent: &Arc<Agent>, mut c: TcpStream, first: Frame) {
     if let (Ok(t1), Ok(t2)) = spawned {
         lock(&b.threads).extend([t1, t2]);
     }
-    let ended_by_stop = b.receive(c);
+    let ended_by_stop = b.receive(agent, reader);
     if ended_by_stop {
         // The primary ended the service: this side goes too.
         if agent.remove(&name).is_some() {
@@ -173,8 +186,22 @@ pub fn serve(agent: &Arc<Agent>, mut c: TcpStream, first: Frame) {
     }
 }
 
-fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
+/// The session's peer is the replication's primary, at the address it
+/// gives (its name is authenticated by the handshake when the agents share
+/// a key; its address by the connection).
+fn check_peer(session: &rrc_wire::Session, from: std::net::SocketAddr, rep: &Replicate) -> Result<()> {
+    if session.peer_host != rep.spec.primary {
+        bail!("host {} opened a replication whose primary is {}", session.peer_host, rep.spec.primary);
+    }
+    if rep.primary_addr.parse::<std::net::IpAddr>().ok() != Some(from.ip()) {
+        bail!("the primary {} says it is at {:?} but connects from {}", rep.spec.primary, rep.primary_addr, from.ip());
+    }
+    Ok(())
+}
+
+fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<TcpStream>>>, rep: Replicate) -> Result<Backup> {
     let spec = rep.spec;
+    spec.validate()?;
     if spec.backup != agent.cfg.name {
         bail!("this is host {}, the service's backup is {}", agent.cfg.name, spec.backup);
     }
@@ -184,8 +211,6 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
     let svc: Ipv4Addr = spec.service_ip.parse().with_context(|| format!("service IP {:?}", spec.service_ip))?;
     let dir = agent.service_dir(&spec.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let writer = c.try_clone().context("cloning the replication connection")?;
-    let conn_ctl = c.try_clone().context("cloning the replication connection")?;
     let queue_num = QUEUE_BASE + (agent.next_index() % 60000) as u16;
     let gate = Gate::open(GateConfig::new(queue_num, svc)).context("opening the gate")?;
     let seeds: Vec<rrc_gate::StreamSeed> = rep.seeds.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
@@ -237,10 +262,11 @@ fn setup(agent: &Arc<Agent>, c: &TcpStream, rep: Replicate) -> Result<Backup> {
         shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
-        writer: Mutex::new(writer),
+        writer,
         conn_ctl,
         threads: Mutex::new(Vec::new()),
         hb: Mutex::new(None),
+        hb_port: std::sync::atomic::AtomicU16::new(0),
         reported: Mutex::new(std::collections::HashSet::new()),
         bases,
         spec,
@@ -253,6 +279,19 @@ fn socket_v4(a: std::net::SocketAddr) -> Option<std::net::SocketAddrV4> {
     match a {
         std::net::SocketAddr::V4(a) => Some(a),
         std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
+    }
+}
+
+/// The largest checkpoint this backup takes: what its memory could hold
+/// (the machine's RAM), and never more than 64 GiB.
+fn max_checkpoint_bytes() -> u64 {
+    // SAFETY: sysinfo fills the struct.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    let ram = if unsafe { libc::sysinfo(&mut si) } == 0 { (si.totalram as u64).saturating_mul(u64::from(si.mem_unit)) } else { 0 };
+    if ram == 0 {
+        64 << 30
+    } else {
+        ram.min(64 << 30)
     }
 }
 
@@ -328,7 +367,10 @@ impl Backup {
 
     /// The threads of a halted backup, joined (stop, or after a failover).
     fn join_threads(&self) {
-        if let Some(mut hb) = lock(&self.hb).take() {
+        // Taken out first: the join below must not hold the lock (the
+        // monitor thread being joined may be failing over).
+        let hb = lock(&self.hb).take();
+        if let Some(mut hb) = hb {
             hb.stop();
         }
         let me = std::thread::current().id();
@@ -363,6 +405,7 @@ impl Backup {
             st
         };
         st.store_bytes = lock(&self.store).bytes_held();
+        let heartbeat_port = Some(self.hb_port.load(Ordering::Relaxed)).filter(|p| *p != 0);
         serde_json::json!({
             "name": self.spec.name,
             "role": "backup",
@@ -374,6 +417,8 @@ impl Backup {
             "epoch_ms": self.spec.epoch_ms,
             "primary_addr": self.primary_addr,
             "queue_num": self.queue_num,
+            "heartbeat_port": heartbeat_port,
+            "primary_heartbeat_port": self.primary_hb_port,
             "checkpoints_committed": st.checkpoints_committed,
             "stats": st,
             "gate": self.gate.stats(),
@@ -419,14 +464,15 @@ impl Backup {
 
     /// Reads the replication connection until it ends. True when the
     /// primary ended it with Stop.
-    fn receive(&self, mut c: TcpStream) -> bool {
+    fn receive(&self, agent: &Agent, mut c: FrameReader<TcpStream>) -> bool {
         let mut cur: Option<Received> = None;
         let mut carried: Vec<Vec<u8>> = Vec::new();
         loop {
-            let f = match read_frame(&mut c) {
+            let f = match c.recv() {
                 Ok(f) => f,
                 Err(e) => {
                     if !self.stopping() {
+                        agent.security.count_wire(&e, &self.primary_addr, format!("replication of {} from its primary {}: {e}", self.spec.name, self.spec.primary));
                         let why = match e {
                             WireError::Closed => "the primary closed the replication connection".to_string(),
                             e => format!("replication connection: {e}"),
@@ -443,12 +489,18 @@ impl Backup {
             match f.kind {
                 FrameKind::CheckpointBegin => match f.parse::<CheckpointBegin>() {
                     Ok(b) => {
-                        if b.bytes > 64 << 30 {
-                            tracing::error!(service = %self.spec.name, "checkpoint of {} bytes announced; refused", b.bytes);
+                        let limit = max_checkpoint_bytes();
+                        if b.bytes > limit {
+                            // Refused at once, so that the primary hears why
+                            // (its data frames are then ignored).
+                            self.reject(b.epoch, format!("a checkpoint of {} bytes announced; this backup holds at most {limit} (its memory)", b.bytes));
                             cur = None;
                             continue;
                         }
-                        cur = Some(Received { image: Vec::with_capacity(b.bytes as usize), begin: b, carried: std::mem::take(&mut carried) });
+                        // Memory follows the data that arrives, not the
+                        // announcement (a peer's number).
+                        let reserve = (b.bytes as usize).min(64 << 20);
+                        cur = Some(Received { image: Vec::with_capacity(reserve), begin: b, carried: std::mem::take(&mut carried) });
                     }
                     Err(e) => tracing::error!(service = %self.spec.name, "{e}"),
                 },
@@ -476,13 +528,29 @@ impl Backup {
                         continue;
                     }
                     let mut sh = lock(&self.shared);
+                    if sh.queue.len() >= MAX_PENDING {
+                        let n = sh.queue.len();
+                        drop(sh);
+                        self.reject(end.epoch, format!("{n} checkpoints already wait to be committed"));
+                        continue;
+                    }
                     sh.stats.received_bytes += r.image.len() as u64;
                     sh.queue.push_back(r);
                     sh.stats.pending = sh.queue.len();
                     drop(sh);
                     self.wake.notify_all();
                 }
-                FrameKind::DataDirInit => carried.push(f.payload),
+                FrameKind::DataDirInit => {
+                    let held: usize = carried.iter().map(Vec::len).sum();
+                    if held + f.payload.len() > MAX_CARRIED {
+                        tracing::error!(service = %self.spec.name, "data-directory content beyond {MAX_CARRIED} bytes ahead of a checkpoint; ending the replication");
+                        let mut sh = lock(&self.shared);
+                        sh.primary_lost = Some("the primary sent more data-directory content than the backup holds".into());
+                        sh.stats.last_error = sh.primary_lost.clone();
+                        return false;
+                    }
+                    carried.push(f.payload)
+                }
                 FrameKind::Stop => return true,
                 FrameKind::Heartbeat => {}
                 k => tracing::warn!(service = %self.spec.name, "unexpected {k:?} frame on the replication connection"),
@@ -492,7 +560,7 @@ impl Backup {
 
     fn send(&self, kind: FrameKind, payload: &[u8]) {
         let mut w = lock(&self.writer);
-        if let Err(e) = write_frame(&mut *w, kind, payload).and_then(|_| w.flush().map_err(Into::into)) {
+        if let Err(e) = w.send(kind, payload).and_then(|_| w.flush()) {
             if !self.stopping() {
                 tracing::warn!(service = %self.spec.name, "sending {kind:?} to the primary: {e}");
             }
@@ -652,6 +720,14 @@ impl Backup {
 
     /// Ends the backup's part: threads, gate rules, routes, gate.
     pub fn stop(&self, reason: &str) {
+        // No failover from here on: the primary stopped its heartbeats
+        // before it said Stop, and removing the standby below takes long
+        // enough (several `ip` runs) for the silence to look like a
+        // failure on a loaded machine.
+        self.stopping.store(true, Ordering::Relaxed);
+        if let Some(hb) = lock(&self.hb).as_ref() {
+            hb.signal_stop();
+        }
         // The failover's container and namespace go before the connection
         // closes: a primary stopping the service waits for that close, so
         // that `rrc stop` returns with nothing of the service left on

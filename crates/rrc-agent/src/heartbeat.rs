@@ -7,6 +7,10 @@
 //! replication TCP connection: a 100 MB checkpoint in flight on that
 //! connection would delay a heartbeat queued behind it past the deadline.
 //! A fail-stop (power off, cut links) is silence; nothing else is needed.
+//!
+//! The datagrams are sealed with the replication session's heartbeat keys
+//! (rrc_wire::datagram, issue 12): a forged one, or one replayed to make a
+//! dead peer look alive, is refused and reported, never taken for life.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,8 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-
-const MAGIC: &[u8; 8] = b"RRCHB\x00\x00\x01";
+use rrc_wire::datagram::{HeartbeatOpener, HeartbeatSealer, RECV_BUF};
 
 /// Until the peer is first heard, silence is judged against this instead:
 /// the two sides start their heartbeats at different moments (the backup
@@ -52,22 +55,31 @@ impl Heartbeat {
     /// once, on the monitor thread, when the peer has been silent for
     /// `fail_after` after it was heard at least once (or for
     /// [`STARTUP_GRACE`] if it never was).
-    pub fn start<F>(sock: UdpSocket, peer: SocketAddr, every: Duration, fail_after: Duration, name: &str, on_failure: F) -> Result<Heartbeat>
+    /// Datagrams that are not the peer's next heartbeat go to `on_refused`
+    /// (sender, why), on the monitor thread.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start<F, R>(
+        sock: UdpSocket,
+        peer: SocketAddr,
+        every: Duration,
+        fail_after: Duration,
+        name: &str,
+        (mut sealer, mut opener): (HeartbeatSealer, HeartbeatOpener),
+        on_refused: R,
+        on_failure: F,
+    ) -> Result<Heartbeat>
     where
         F: FnOnce(Silence) + Send + 'static,
+        R: Fn(SocketAddr, String) + Send + 'static,
     {
         let stop = Arc::new(AtomicBool::new(false));
         let local = sock.local_addr()?;
         let tx = sock.try_clone()?;
         let s1 = stop.clone();
         let sender = std::thread::Builder::new().name(format!("hb-tx-{name}")).spawn(move || {
-            let mut seq: u64 = 0;
             let mut next = Instant::now();
             while !s1.load(Ordering::Relaxed) {
-                seq += 1;
-                let mut b = [0u8; 16];
-                b[..8].copy_from_slice(MAGIC);
-                b[8..].copy_from_slice(&seq.to_le_bytes());
+                let b = sealer.seal_next();
                 // A send error (peer's host gone: EHOSTUNREACH...) is
                 // the monitor's business, not the sender's.
                 let _ = tx.send_to(&b, peer);
@@ -84,11 +96,16 @@ impl Heartbeat {
         let monitor = std::thread::Builder::new().name(format!("hb-rx-{name}")).spawn(move || {
             let started = Instant::now();
             let mut last: Option<Instant> = None;
-            let mut buf = [0u8; 64];
+            let mut buf = [0u8; RECV_BUF];
             while !s2.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = sock.recv_from(&mut buf) {
-                    if n == 16 && &buf[..8] == MAGIC && from.ip() == peer.ip() {
-                        last = Some(Instant::now());
+                    if from.ip() != peer.ip() {
+                        on_refused(from, format!("a datagram on the heartbeat port from {from}, not from the peer {}", peer.ip()));
+                    } else {
+                        match opener.open(&buf[..n]) {
+                            Ok(_) => last = Some(Instant::now()),
+                            Err(e) => on_refused(from, e.to_string()),
+                        }
                     }
                 }
                 let since = last.unwrap_or(started).elapsed();

@@ -1,7 +1,8 @@
 //! The rrc agent: one per host (DESIGN §2.3).
 //!
-//! It serves the CLI on a Unix socket and its peers on TCP (replication
-//! network), both in the frame format of `rrc-wire`. For each service it
+//! It serves the CLI on a root-only Unix socket ([`cli`]) and its peers on
+//! TCP (replication network, [`peer`]: authenticated sessions only), both
+//! in the frame format of `rrc-wire`. For each service it
 //! is either the primary (runs the container, drives the epochs, streams
 //! checkpoints: [`primary`]) or the backup (keeps the committed state,
 //! routes the service's traffic through the gate, acknowledges each
@@ -12,19 +13,20 @@ mod cli;
 pub mod failover;
 pub mod heartbeat;
 pub mod net;
+pub mod peer;
 pub mod primary;
+pub mod security;
 pub mod staging;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
-use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use rrc_wire::{read_frame, FrameKind};
+use rrc_wire::auth::{PeerAuth, SeenNonces};
 
 /// A poisoned lock still guards consistent data here (every critical
 /// section only assigns fields): take it rather than propagate the panic.
@@ -81,6 +83,10 @@ pub struct AgentConfig {
     /// Prefix of the network namespaces this agent creates (the lab uses
     /// its own so that `rrc lab down` finds them).
     pub netns_prefix: String,
+    /// How peers prove themselves: the shared key, or (explicitly) not.
+    pub auth: PeerAuth,
+    /// Where the key came from (for `rrc status`).
+    pub key_file: Option<PathBuf>,
 }
 
 pub enum Service {
@@ -95,11 +101,22 @@ pub struct Agent {
     services: Mutex<BTreeMap<String, Service>>,
     next_index: AtomicU32,
     pub started: Instant,
+    /// What was refused, by cause (`rrc status`).
+    pub security: security::SecurityStats,
+    /// Client nonces of recent handshakes (a replayed Hello is named).
+    pub seen_nonces: SeenNonces,
 }
 
 impl Agent {
     pub fn new(cfg: AgentConfig) -> Arc<Agent> {
-        Arc::new(Agent { cfg, services: Mutex::new(BTreeMap::new()), next_index: AtomicU32::new(0), started: Instant::now() })
+        Arc::new(Agent {
+            cfg,
+            services: Mutex::new(BTreeMap::new()),
+            next_index: AtomicU32::new(0),
+            started: Instant::now(),
+            security: security::SecurityStats::default(),
+            seen_nonces: SeenNonces::new(4096),
+        })
     }
 
     /// A number unique within this agent's life: interface names, routing
@@ -188,6 +205,7 @@ impl Agent {
             "agent_pid": std::process::id(),
             "agent_cpu_ms": self.cpu_ms(),
             "agent_uptime_ms": self.started.elapsed().as_millis() as u64,
+            "security": self.security.status(&self.cfg.auth, self.cfg.key_file.as_ref(), &self.cfg.listen.to_string(), &self.cfg.socket.display().to_string()),
             "services": entries.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
         })
     }
@@ -223,64 +241,26 @@ impl Agent {
 pub fn run(cfg: AgentConfig) -> Result<()> {
     std::fs::create_dir_all(&cfg.state_dir).with_context(|| format!("creating {}", cfg.state_dir.display()))?;
     std::fs::create_dir_all(&cfg.log_dir).with_context(|| format!("creating {}", cfg.log_dir.display()))?;
-    if let Some(d) = cfg.socket.parent() {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-    }
-    let _ = std::fs::remove_file(&cfg.socket);
-    let cli = UnixListener::bind(&cfg.socket).with_context(|| format!("binding the CLI socket {}", cfg.socket.display()))?;
+    let cli = cli::bind(&cfg.socket)?;
     let peers = TcpListener::bind(cfg.listen).with_context(|| format!("listening for peers on {}", cfg.listen))?;
     let agent = Agent::new(cfg);
-    tracing::info!(host = %agent.cfg.name, socket = %agent.cfg.socket.display(), listen = %agent.cfg.listen, "agent started");
+    match &agent.cfg.auth {
+        PeerAuth::Key(k) => tracing::info!(host = %agent.cfg.name, socket = %agent.cfg.socket.display(), listen = %agent.cfg.listen, key = %k.fingerprint(), "agent started; peers must hold the key"),
+        PeerAuth::Unauthenticated => tracing::warn!(host = %agent.cfg.name, socket = %agent.cfg.socket.display(), listen = %agent.cfg.listen, "agent started WITHOUT peer authentication (--insecure-no-auth): anyone who reaches {} is taken for a peer", agent.cfg.listen),
+    }
 
     let stop = block_termination_signals()?;
 
     let a = agent.clone();
-    std::thread::Builder::new().name("cli".into()).spawn(move || {
-        for c in cli.incoming() {
-            match c {
-                Ok(c) => {
-                    let a = a.clone();
-                    let _ = std::thread::Builder::new().name("cli-conn".into()).spawn(move || cli::serve(&a, c));
-                }
-                Err(e) => tracing::warn!("CLI accept: {e}"),
-            }
-        }
-    })?;
+    std::thread::Builder::new().name("cli".into()).spawn(move || cli::serve_listener(a, cli))?;
     let a = agent.clone();
-    std::thread::Builder::new().name("peers".into()).spawn(move || {
-        for c in peers.incoming() {
-            match c {
-                Ok(c) => {
-                    let a = a.clone();
-                    let _ = std::thread::Builder::new().name("peer-conn".into()).spawn(move || serve_peer(&a, c));
-                }
-                Err(e) => tracing::warn!("peer accept: {e}"),
-            }
-        }
-    })?;
+    std::thread::Builder::new().name("peers".into()).spawn(move || peer::serve_listener(a, peers))?;
 
     let sig = wait_signal(&stop);
     tracing::info!(signal = sig, "agent stopping");
     agent.stop_all();
     let _ = std::fs::remove_file(&agent.cfg.socket);
     Ok(())
-}
-
-fn serve_peer(agent: &Arc<Agent>, mut c: std::net::TcpStream) {
-    let peer = c.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let _ = c.set_nodelay(true);
-    let f = match read_frame(&mut c) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!(%peer, "peer connection: {e}");
-            return;
-        }
-    };
-    match f.kind {
-        FrameKind::Replicate => backup::serve(agent, c, f),
-        FrameKind::Request => cli::serve_one(agent, c, f),
-        k => tracing::warn!(%peer, "peer connection opened with a {k:?} frame; dropped"),
-    }
 }
 
 /// Blocks SIGTERM, SIGINT and SIGHUP in every thread (call before any

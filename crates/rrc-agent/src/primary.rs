@@ -10,7 +10,6 @@
 //! as the next checkpoint's `arrival_bound`).
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -20,14 +19,14 @@ use anyhow::{bail, Context, Result};
 use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
 use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, ServiceSpec, Stop};
-use rrc_wire::{read_frame, write_frame, Frame, FrameKind, WireError};
+use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
 use serde::Serialize;
 
 use crate::net::ContainerNet;
+use crate::peer::PeerConn;
 use crate::staging::Staging;
 use crate::{lock, Agent, Service};
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -51,6 +50,9 @@ pub struct PrimaryStats {
     pub last_checkpoint_pages: u64,
     /// Snapshot taken -> backup's ack received, for the last commit.
     pub replication_lag_ms: f64,
+    /// The same for the last full checkpoint, and its size.
+    pub last_full_lag_ms: f64,
+    pub last_full_bytes: u64,
     /// Time since the last commit.
     pub since_last_commit_ms: Option<u64>,
     pub last_error: Option<String>,
@@ -92,12 +94,17 @@ pub struct Primary {
     shared: Mutex<Shared>,
     wake: Condvar,
     stopping: AtomicBool,
-    conn: Mutex<TcpStream>,
+    /// The replication session's writing half (frames sealed in order).
+    conn: Mutex<FrameWriter<TcpStream>>,
+    /// Its reading half, until the ack reader takes it.
+    reader: Mutex<Option<FrameReader<TcpStream>>>,
     /// A second handle on the connection, to shut it down without waiting
     /// for a writer blocked on a full socket buffer.
     conn_ctl: TcpStream,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     hb: Mutex<HeartbeatSlot>,
+    /// The heartbeat's UDP port, for `rrc status` (never waits on `hb`).
+    hb_port: std::sync::atomic::AtomicU16,
     front_if: String,
     /// For re-protection after the backup fails.
     agent: std::sync::Weak<Agent>,
@@ -109,7 +116,11 @@ pub struct Primary {
 
 /// The heartbeat socket and the backup's heartbeat address until started,
 /// then the running heartbeat.
-type HeartbeatSlot = (Option<(std::net::UdpSocket, std::net::SocketAddr)>, Option<crate::heartbeat::Heartbeat>);
+type HeartbeatSlot = (Option<HeartbeatStart>, Option<crate::heartbeat::Heartbeat>);
+
+/// The heartbeat socket, the backup's heartbeat address and the session's
+/// heartbeat keys.
+type HeartbeatStart = (std::net::UdpSocket, std::net::SocketAddr, (rrc_wire::datagram::HeartbeatSealer, rrc_wire::datagram::HeartbeatOpener));
 
 /// `rrc run` arrives here, at the primary's agent.
 pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value> {
@@ -131,21 +142,9 @@ pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value>
 }
 
 fn validate(agent: &Agent, spec: &ServiceSpec) -> Result<()> {
+    spec.validate()?;
     if spec.primary != agent.cfg.name {
         bail!("this is host {}, the service's primary is {}", agent.cfg.name, spec.primary);
-    }
-    if spec.backup == spec.primary {
-        bail!("the backup must be another host than the primary ({})", spec.primary);
-    }
-    if !spec.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || spec.name.is_empty() || spec.name.len() > 32 {
-        bail!("service name {:?}: use 1-32 letters, digits, '-' or '_'", spec.name);
-    }
-    spec.service_ip.parse::<std::net::Ipv4Addr>().with_context(|| format!("service IP {:?}", spec.service_ip))?;
-    if spec.epoch_ms == 0 || spec.epoch_ms > 60_000 {
-        bail!("epoch of {} ms: use 1..=60000", spec.epoch_ms);
-    }
-    if spec.argv.is_empty() {
-        bail!("no command given");
     }
     if agent.primary(&spec.name).is_some() || agent.backup(&spec.name).is_some() {
         bail!("host {} already has a service named {:?}", agent.cfg.name, spec.name);
@@ -154,21 +153,16 @@ fn validate(agent: &Agent, spec: &ServiceSpec) -> Result<()> {
 }
 
 /// The replication connection to `spec.backup`'s agent, ready: the
-/// backup has its gate, rules and routes in place.
-fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<serde_json::Value>) -> Result<(TcpStream, ReplicateReady, std::net::UdpSocket)> {
-    let backup_at = *agent
-        .cfg
-        .peers
-        .get(&spec.backup)
-        .with_context(|| format!("host {} does not know a peer named {:?} (its peers: {:?})", agent.cfg.name, spec.backup, agent.cfg.peers.keys().collect::<Vec<_>>()))?;
-    let mut conn = TcpStream::connect_timeout(&backup_at, CONNECT_TIMEOUT).with_context(|| format!("connecting to the backup's agent {} at {backup_at}", spec.backup))?;
-    conn.set_nodelay(true)?;
-    let my_ip = conn.local_addr()?.ip();
+/// session is authenticated (peer::PeerConn) and the backup has its gate,
+/// rules and routes in place.
+fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<serde_json::Value>) -> Result<(PeerConn, ReplicateReady, std::net::UdpSocket)> {
+    let mut conn = PeerConn::connect(agent, &spec.backup)?;
+    let my_ip = conn.local_addr.ip();
     let hb_sock = crate::heartbeat::bind(my_ip)?;
     let rep = Replicate { spec: spec.clone(), primary_addr: my_ip.to_string(), primary_hb_port: hb_sock.local_addr()?.port(), seeds };
-    write_frame(&mut conn, FrameKind::Replicate, &Frame::json(FrameKind::Replicate, &rep).payload)?;
+    conn.writer.send_json(FrameKind::Replicate, &rep)?;
     conn.set_read_timeout(Some(READY_TIMEOUT))?;
-    let f = read_frame(&mut conn).with_context(|| format!("waiting for backup {} to get ready", spec.backup))?;
+    let f = conn.reader.recv().inspect_err(|e| agent.security.count_wire(e, &spec.backup, format!("waiting for backup {}'s answer: {e}", spec.backup))).with_context(|| format!("waiting for backup {} to get ready", spec.backup))?;
     let ready: ReplicateReady = match f.kind {
         FrameKind::ReplicateReady => f.parse()?,
         FrameKind::Response => {
@@ -183,8 +177,8 @@ fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<serde_json:
 
 fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
     let (mut conn, ready, hb_sock) = connect_backup(agent, &spec, Vec::new())?;
-    let abort = |conn: &mut TcpStream, why: &str| {
-        let _ = write_frame(conn, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: why.into() }).payload);
+    let abort = |conn: &mut PeerConn, why: &str| {
+        let _ = conn.writer.send_json(FrameKind::Stop, &Stop { reason: why.into() });
     };
 
     let dir = agent.service_dir(&spec.name);
@@ -221,7 +215,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
             .map(|ops| fileops_frames(&ops))
             .context("reading the data directory's initial content")
             .and_then(|frames| {
-                frames.iter().try_for_each(|p| write_frame(&mut conn, FrameKind::DataDirInit, p)).context("sending the data directory's initial content")
+                frames.iter().try_for_each(|p| conn.writer.send(FrameKind::DataDirInit, p)).context("sending the data directory's initial content")
             });
         if let Err(e) = init {
             net.destroy();
@@ -265,7 +259,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
 fn assemble(
     agent: &Arc<Agent>,
     spec: ServiceSpec,
-    conn: TcpStream,
+    conn: PeerConn,
     ready: ReplicateReady,
     hb_sock: std::net::UdpSocket,
     record: Record,
@@ -275,7 +269,8 @@ fn assemble(
 ) -> Result<Primary> {
     let hb_peer = std::net::SocketAddr::new(ready.backup_addr.parse().context("the backup's address")?, ready.backup_hb_port);
     Ok(Primary {
-        hb: Mutex::new((Some((hb_sock, hb_peer)), None)),
+        hb_port: std::sync::atomic::AtomicU16::new(hb_sock.local_addr().map(|a| a.port()).unwrap_or(0)),
+        hb: Mutex::new((Some((hb_sock, hb_peer, conn.session.heartbeat_keys())), None)),
         front_if: agent.cfg.front_if.clone(),
         host: agent.cfg.name.clone(),
         pid: record.pid,
@@ -299,8 +294,9 @@ fn assemble(
         }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
-        conn_ctl: conn.try_clone().context("cloning the replication connection")?,
-        conn: Mutex::new(conn),
+        conn_ctl: conn.ctl,
+        conn: Mutex::new(conn.writer),
+        reader: Mutex::new(Some(conn.reader)),
         threads: Mutex::new(Vec::new()),
         agent: Arc::downgrade(agent),
         data_copy: Mutex::new(None),
@@ -372,7 +368,7 @@ pub fn reprotect(
         }
     };
     if let Some(init) = &data_init {
-        if let Err(e) = init.iter().try_for_each(|p| write_frame(&mut conn, FrameKind::DataDirInit, p)).context("sending the data directory's content") {
+        if let Err(e) = init.iter().try_for_each(|p| conn.writer.send(FrameKind::DataDirInit, p)).context("sending the data directory's content") {
             remove_copy(&data_copy);
             return Err(e);
         }
@@ -574,6 +570,8 @@ impl Primary {
         st.pause_us_p50 = percentile(&sh.pauses, 0.5);
         st.pause_us_p99 = percentile(&sh.pauses, 0.99);
         let failovers = sh.failovers.clone();
+        drop(sh);
+        let heartbeat_port = Some(self.hb_port.load(Ordering::Relaxed)).filter(|p| *p != 0);
         serde_json::json!({
             "name": self.spec.name,
             "role": "primary",
@@ -589,6 +587,7 @@ impl Primary {
             "netns": self.net.netns,
             "backup_addr": self.backup_addr,
             "queue_num": self.queue_num,
+            "heartbeat_port": heartbeat_port,
             "checkpoints_committed": st.checkpoints_committed,
             "protected": st.protected,
             "failovers": failovers,
@@ -607,11 +606,17 @@ impl Primary {
 
     fn start_heartbeat(self: &Arc<Self>) -> Result<()> {
         let mut hb = lock(&self.hb);
-        let Some((sock, peer)) = hb.0.take() else { return Ok(()) };
+        let Some((sock, peer, keys)) = hb.0.take() else { return Ok(()) };
         let me = self.clone();
         let every = Duration::from_millis(self.spec.heartbeat_ms);
         let fail_after = Duration::from_millis(self.spec.failure_ms);
-        hb.1 = Some(crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &self.spec.name, move |s| me.backup_failed(s))?);
+        let agent = self.agent.clone();
+        let refused = move |from: std::net::SocketAddr, why: String| {
+            if let Some(a) = agent.upgrade() {
+                a.security.reject(rrc_wire::Rejection::BadHeartbeat, &from.to_string(), why);
+            }
+        };
+        hb.1 = Some(crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &self.spec.name, keys, refused, move |s| me.backup_failed(s))?);
         Ok(())
     }
 
@@ -713,11 +718,13 @@ impl Primary {
     fn retire(&self, stop_reason: Option<&str>) {
         self.stopping.store(true, Ordering::Relaxed);
         self.wake.notify_all();
-        if let Some(mut hb) = lock(&self.hb).1.take() {
+        // Taken out first: the join below must not hold the lock.
+        let hb = lock(&self.hb).1.take();
+        if let Some(mut hb) = hb {
             hb.stop();
         }
         if let (Some(reason), Ok(mut c)) = (stop_reason, self.conn.try_lock()) {
-            if write_frame(&mut *c, FrameKind::Stop, &Frame::json(FrameKind::Stop, &Stop { reason: reason.into() }).payload).is_ok() {
+            if c.send_json(FrameKind::Stop, &Stop { reason: reason.into() }).is_ok() {
                 // The backup closes the connection once its side is gone
                 // (Backup::stop); the ack reader sees that EOF and ends,
                 // which stop() waits for (bounded).
@@ -780,18 +787,18 @@ impl Primary {
 
     /// Reads acks and heartbeats from the backup until the connection ends.
     fn read_backup(&self) {
-        let mut c = match lock(&self.conn).try_clone() {
-            Ok(c) => c,
-            Err(e) => {
-                self.backup_lost(format!("cloning the backup connection: {e}"));
-                return;
-            }
+        let Some(mut c) = lock(&self.reader).take() else {
+            self.backup_lost("the replication connection's reading half is gone".into());
+            return;
         };
         loop {
-            let f = match read_frame(&mut c) {
+            let f = match c.recv() {
                 Ok(f) => f,
                 Err(e) => {
                     if !self.stopping() {
+                        if let Some(a) = self.agent.upgrade() {
+                            a.security.count_wire(&e, &self.spec.backup, format!("replication of {} from its backup: {e}", self.spec.name));
+                        }
                         let why = match e {
                             WireError::Closed => "the backup closed the replication connection".to_string(),
                             e => format!("replication connection: {e}"),
@@ -944,13 +951,13 @@ impl Primary {
             let mut c = lock(&self.conn);
             let c = &mut *c;
             for ops in &carried {
-                write_frame(c, FrameKind::DataDirInit, ops)?;
+                c.send(FrameKind::DataDirInit, ops)?;
             }
-            write_frame(c, FrameKind::CheckpointBegin, &Frame::json(FrameKind::CheckpointBegin, &begin).payload)?;
+            c.send_json(FrameKind::CheckpointBegin, &begin)?;
             for chunk in sent.chunks(CHUNK) {
-                write_frame(c, FrameKind::CheckpointData, chunk)?;
+                c.send(FrameKind::CheckpointData, chunk)?;
             }
-            write_frame(c, FrameKind::CheckpointEnd, &Frame::json(FrameKind::CheckpointEnd, &end).payload)?;
+            c.send_json(FrameKind::CheckpointEnd, &end)?;
             c.flush()?;
         }
         // Wait for this epoch's ack.
@@ -966,12 +973,14 @@ impl Primary {
                 st.last_checkpoint_pages = done.pages;
                 if a.committed {
                     st.checkpoints_committed += 1;
-                    if parent.is_none() {
-                        st.full_checkpoints += 1;
-                    }
                     st.protected = true;
                     st.state = "replicating".into();
                     st.replication_lag_ms = snap_t.elapsed().as_secs_f64() * 1000.0;
+                    if parent.is_none() {
+                        st.full_checkpoints += 1;
+                        st.last_full_lag_ms = st.replication_lag_ms;
+                        st.last_full_bytes = image.len() as u64;
+                    }
                     sh.last_commit_at = Some(Instant::now());
                     sh.carried_ops.drain(..carried.len());
                     return Ok(Some(image_id));

@@ -111,6 +111,10 @@ pub struct GateStats {
     /// Client segments not recorded because their TCP checksum was wrong
     /// (the server drops them too; the retransmission is recorded).
     pub bad_checksum: u64,
+    /// Client segments not recorded because they start beyond the window
+    /// the server advertised (its kernel drops them too), or would add an
+    /// out-of-order piece past [`MAX_OUT_OF_ORDER_PIECES`] to one stream.
+    pub client_beyond_window: u64,
     /// Packets to or from the service that did not parse as IPv4.
     pub unparsable: u64,
     /// Commits ignored because their epoch was not newer than the last.
@@ -126,6 +130,16 @@ pub struct GateStats {
 /// held and no packet in between, is forgotten (about 5 min at 100 ms
 /// epochs): a half-open connection the server dropped leaves no trace.
 const IDLE_FORGET_COMMITS: u64 = 3000;
+
+/// Out-of-order pieces of client data kept per stream: a real sender's
+/// holes within one window are few; a client sending one byte in every
+/// other position would otherwise cost a map entry per byte.
+pub const MAX_OUT_OF_ORDER_PIECES: usize = 16384;
+
+/// Beyond the advertised window's edge, how far a segment may start and
+/// still be recorded: the kernel's own edge is the advertised one rounded
+/// up to its window scale, and a little more is harmless.
+const WINDOW_SLACK: u64 = 64 << 10;
 
 pub struct GateCore {
     service_ip: Ipv4Addr,
@@ -265,7 +279,8 @@ impl GateCore {
                 self.retire_stream(key);
             }
         }
-        self.with_stream(key, |s| {
+        let beyond_window = self.with_stream(key, |s| {
+            let mut beyond_window = false;
             s.last_arrival = arrival;
             s.idle_commits = 0;
             if seg.syn() {
@@ -283,13 +298,20 @@ impl GateCore {
                 // The SYN occupies offset -1: its payload (TFO) starts at 0.
                 let start = to_abs(rel, s.client_highest) + i64::from(seg.syn());
                 let end = start + i64::from(seg.payload.len() as u32);
-                if !seg.payload.is_empty() && end > 0 && !seg.rst() {
+                // Data the server's kernel would drop is not recorded, and
+                // does not move the stream's reference offset either.
+                let edge = s.server_window_edge.map(|e| e + WINDOW_SLACK + (1 << s.server_window_shift()));
+                let in_window = edge.map_or(true, |e| start < 0 || (start as u64) < e);
+                let new_hole = start > s.client_data.contiguous_end() as i64 && s.client_data.out_of_order_pieces() >= MAX_OUT_OF_ORDER_PIECES;
+                if !seg.payload.is_empty() && (!in_window || new_hole) {
+                    beyond_window = true;
+                } else if !seg.payload.is_empty() && end > 0 && !seg.rst() {
                     let skip = (-start).max(0) as usize;
                     let start = start.max(0) as u64;
                     s.client_data.insert(start, &seg.payload[skip..]);
                 }
                 let fin_end = end + i64::from(seg.fin());
-                if fin_end > 0 {
+                if fin_end > 0 && in_window {
                     s.client_highest = s.client_highest.max(fin_end as u64);
                     if seg.fin() {
                         s.client_fin_end = Some(fin_end as u64);
@@ -311,7 +333,11 @@ impl GateCore {
                     }
                 }
             }
+            beyond_window
         });
+        if beyond_window {
+            self.stats.client_beyond_window += 1;
+        }
         self.forget_if_finished(key);
     }
 
@@ -349,6 +375,9 @@ impl GateCore {
                     let ack = to_abs(seg.ack.wrapping_sub(isn.wrapping_add(1)), s.client_highest);
                     if ack >= 0 {
                         raise(&mut s.server_ack, ack as u64);
+                        // A SYN's window is never scaled (RFC 7323).
+                        let shift = if seg.syn() { 0 } else { s.server_window_shift() };
+                        raise(&mut s.server_window_edge, ack as u64 + (u64::from(seg.window) << shift));
                     }
                 }
             }
@@ -900,15 +929,18 @@ mod tests {
     #[test]
     fn long_stream_crosses_2_pow_32() {
         // Relative offsets beyond 4 GiB: the u32 wraps, offsets don't. The
-        // segments are 256 MiB apart (the app reads everything up to each
-        // one, so the record's base jumps), and the server side likewise.
+        // segments are 16 MiB apart (the app reads everything up to each
+        // one, so the record's base jumps; the server acknowledges each and
+        // keeps a 32 MiB window open), and the server side likewise.
         let mut t = T::new();
         t.handshake();
-        let step: u32 = 256 << 20;
+        let step: u32 = 16 << 20;
         let mut rel: u32 = 0;
-        for i in 0..20u64 {
+        for i in 0..300u64 {
             t.c(rel, 0, TCP_ACK, b"chunk");
-            let (id, _) = t.s(rel, 0, TCP_ACK, b"reply");
+            let seq = t.sisn.wrapping_add(1).wrapping_add(rel);
+            let ack = t.cisn.wrapping_add(1).wrapping_add(rel.wrapping_add(5));
+            let (id, _) = t.send(Segment::new(srv(), cli(), seq, ack, TCP_ACK).window(65535).payload(b"reply"));
             assert_eq!(t.commit(i + 1, 0, rel.wrapping_add(5), rel.wrapping_add(5)), vec![id], "step {i}");
             t.c(rel.wrapping_add(5), rel.wrapping_add(5), TCP_ACK, b""); // the client acks the reply
             rel = rel.wrapping_add(step);
@@ -920,10 +952,57 @@ mod tests {
         t.c(rel, 0, TCP_ACK, b"tail");
         assert_eq!(t.snap().client_out_of_order_bytes, 4);
         // ...that becomes contiguous once the base reaches it
-        t.commit(100, 0, 0, rel);
+        t.commit(1000, 0, 0, rel);
         assert_eq!(t.data().client_unread, b"tail");
         assert_eq!(t.snap().client_base_rel, rel);
         assert_eq!(s.committed_write_rel, Some(rel.wrapping_sub(step).wrapping_add(5)));
+    }
+
+    /// A client sending far beyond the window the server advertised (its
+    /// kernel drops such segments) makes the gate keep nothing of it, and
+    /// does not move the stream's reference: in-window data goes on being
+    /// recorded as before.
+    #[test]
+    fn client_bytes_beyond_the_advertised_window_are_not_recorded() {
+        let mut t = T::new();
+        t.handshake();
+        // The server's ACK: window 100 << 9 = 51200 bytes from offset 0.
+        t.s(0, 0, TCP_ACK, b"");
+        let seq = t.sisn.wrapping_add(1);
+        let ack = t.cisn.wrapping_add(1);
+        t.send(Segment::new(srv(), cli(), seq, ack, TCP_ACK).window(100));
+        for i in 1..=2000u32 {
+            t.c(i << 20, 0, TCP_ACK, &[7u8; 1000]);
+        }
+        let st = t.core.stats();
+        assert_eq!(st.recorded_client_bytes, 0);
+        assert_eq!(st.client_beyond_window, 2000);
+        // what the window allows is kept, from where the stream really is
+        t.c(0, 0, TCP_ACK, b"hello");
+        t.c(40_000, 0, TCP_ACK, b"in the window, out of order");
+        assert_eq!(t.data().client_unread, b"hello");
+        assert_eq!(t.snap().client_out_of_order_bytes, 27);
+        assert_eq!(t.core.stats().client_beyond_window, 2000);
+    }
+
+    /// One byte in every other position of a wide window: the pieces kept
+    /// per stream are bounded; in-order data is still recorded.
+    #[test]
+    fn out_of_order_pieces_per_stream_are_bounded() {
+        let mut t = T::new();
+        t.handshake();
+        let seq = t.sisn.wrapping_add(1);
+        let ack = t.cisn.wrapping_add(1);
+        t.send(Segment::new(srv(), cli(), seq, ack, TCP_ACK).window(65535)); // 32 MiB
+        let extra = 50;
+        for i in 0..(MAX_OUT_OF_ORDER_PIECES + extra) as u32 {
+            t.c(2 + 2 * i, 0, TCP_ACK, b"x");
+        }
+        let snap = t.snap();
+        assert_eq!(snap.client_out_of_order_bytes, MAX_OUT_OF_ORDER_PIECES as u64);
+        assert_eq!(t.core.stats().client_beyond_window, extra as u64);
+        t.c(0, 0, TCP_ACK, b"ab");
+        assert_eq!(&t.data().client_unread[..3], b"abx");
     }
 
     #[test]

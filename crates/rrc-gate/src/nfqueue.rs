@@ -117,6 +117,13 @@ fn ne_u32(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// The errno of an NLMSG_ERROR body (its first 4 bytes: minus the errno,
+/// 0 for an ACK). Wrapping: i32::MIN has no negation, and a malformed
+/// message must not panic.
+fn nl_errno(body: &[u8]) -> i32 {
+    (ne_u32(body, 0) as i32).wrapping_neg()
+}
+
 /// The (type, payload) attributes of a netlink message body.
 fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
@@ -146,7 +153,7 @@ pub fn parse_datagram(mut b: &[u8]) -> Vec<Event<'_>> {
         let body = &b[NLMSG_HDRLEN..len];
         if msg_type == libc::NLMSG_ERROR as u16 {
             if body.len() >= 4 {
-                let errno = -(ne_u32(body, 0) as i32);
+                let errno = nl_errno(body);
                 if errno != 0 {
                     out.push(Event::Error { errno });
                 }
@@ -264,7 +271,7 @@ impl NfQueue {
             let d = &buf[..n as usize];
             // Is it the answer (an NLMSG_ERROR naming our seq)?
             if d.len() >= NLMSG_HDRLEN + 4 && ne_u16(d, 4) == libc::NLMSG_ERROR as u16 && ne_u32(d, 8) == seq {
-                let errno = -(ne_u32(d, NLMSG_HDRLEN) as i32);
+                let errno = nl_errno(&d[NLMSG_HDRLEN..]);
                 return if errno == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(errno)) };
             }
             self.early.lock().unwrap_or_else(|e| e.into_inner()).push(d.to_vec());
@@ -393,6 +400,18 @@ mod tests {
                 Event::Error { errno: libc::ENOENT },
             ]
         );
+    }
+
+    /// An NLMSG_ERROR whose error field is i32::MIN (no negation exists)
+    /// is an odd errno, not a panic of the gate's reader thread.
+    #[test]
+    fn error_of_i32_min_does_not_overflow() {
+        let mut e = Vec::new();
+        e.extend_from_slice(&20u32.to_ne_bytes());
+        e.extend_from_slice(&(libc::NLMSG_ERROR as u16).to_ne_bytes());
+        e.extend_from_slice(&[0; 10]);
+        e.extend_from_slice(&i32::MIN.to_ne_bytes());
+        assert_eq!(parse_datagram(&e), vec![Event::Error { errno: i32::MIN }]);
     }
 
     #[test]

@@ -102,6 +102,11 @@ pub struct Stream {
     /// primary's kernel has received (PackGate's "acknowledgment numbers
     /// on each outgoing stream", RRC §4.4).
     pub server_ack: Option<u64>,
+    /// The right edge of the receive window the server advertised (client
+    /// offset; the widest one seen): the server's kernel takes no segment
+    /// that starts beyond it, so the gate records none either, and a
+    /// client sending far ahead cannot make it keep bytes without bound.
+    pub server_window_edge: Option<u64>,
     pub server_timestamps: Option<(u32, u32)>,
 
     pub held: VecDeque<Held>,
@@ -145,6 +150,7 @@ impl Stream {
             server_retained: ByteRecord::new(0),
             server_released_end: 0,
             server_highest: 0,
+            server_window_edge: None,
             server_fin_end: None,
             server_ack: None,
             server_timestamps: None,
@@ -170,6 +176,15 @@ impl Stream {
     }
 
     /// Both ISNs known: sequence numbers can be made relative.
+    /// The shift of the server's advertised windows (RFC 7323: only when
+    /// both SYNs carried the option; at most 14).
+    pub fn server_window_shift(&self) -> u32 {
+        match (self.client_syn.and_then(|o| o.window_scale), self.server_syn.and_then(|o| o.window_scale)) {
+            (Some(_), Some(s)) => u32::from(s.min(14)),
+            _ => 0,
+        }
+    }
+
     pub fn synced(&self) -> bool {
         self.client_isn.is_some() && self.server_isn.is_some()
     }

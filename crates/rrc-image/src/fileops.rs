@@ -17,8 +17,13 @@ pub const FILEOPS_VERSION: u32 = 1;
 pub const FILEOPS_HEADER_SIZE: usize = 16;
 pub const FILEOP_SIZE: usize = 32;
 
-/// A path relative to the data directory: non-empty, no NUL, not absolute,
-/// no empty, `.` or `..` component.
+/// Longest path accepted, in bytes: librrc records paths below a data
+/// directory whose absolute form fits `RRC_PATH_MAX` (4096, NUL included).
+pub const REL_PATH_MAX: usize = 4095;
+
+/// A path relative to the data directory: non-empty, at most
+/// [`REL_PATH_MAX`] bytes, no NUL, not absolute, no empty, `.` or `..`
+/// component.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RelPath(Vec<u8>);
 
@@ -27,6 +32,9 @@ impl RelPath {
         let b = b.into();
         if b.is_empty() {
             return Err("empty path".into());
+        }
+        if b.len() > REL_PATH_MAX {
+            return Err(format!("path of {} bytes, longer than {REL_PATH_MAX}", b.len()));
         }
         if b.contains(&0) {
             return Err(format!("path {:?} contains a NUL byte", String::from_utf8_lossy(&b)));
@@ -298,6 +306,25 @@ pub fn encode_fileops(ops: &[FileOp]) -> Vec<u8> {
     out
 }
 
+/// One operation of every kind, in an order that applies to an empty
+/// directory (for tests, and the fuzz seeds of crates/rrc-fuzz).
+#[doc(hidden)]
+pub fn sample_ops() -> Vec<FileOp> {
+    let rp = |s: &str| RelPath::new(s).expect("a sample path");
+    vec![
+        FileOp::Mkdir { path: rp("d"), mode: 0o755 },
+        FileOp::Create { path: rp("d/f"), mode: 0o644 },
+        FileOp::Write { path: rp("d/f"), offset: 3, data: b"hello".to_vec() },
+        FileOp::Truncate { path: rp("d/f"), size: 5 },
+        FileOp::Rename { from: rp("d/f"), to: rp("g") },
+        FileOp::Link { existing: rp("g"), new: rp("h") },
+        FileOp::Symlink { path: rp("s"), target: b"../x".to_vec() },
+        FileOp::Zero { path: rp("g"), offset: 1, length: 2 },
+        FileOp::Unlink { path: rp("h") },
+        FileOp::Rmdir { path: rp("d") },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,18 +335,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let ops = vec![
-            FileOp::Mkdir { path: rp("d"), mode: 0o755 },
-            FileOp::Create { path: rp("d/f"), mode: 0o644 },
-            FileOp::Write { path: rp("d/f"), offset: 3, data: b"hello".to_vec() },
-            FileOp::Truncate { path: rp("d/f"), size: 5 },
-            FileOp::Rename { from: rp("d/f"), to: rp("g") },
-            FileOp::Link { existing: rp("g"), new: rp("h") },
-            FileOp::Symlink { path: rp("s"), target: b"../x".to_vec() },
-            FileOp::Zero { path: rp("g"), offset: 1, length: 2 },
-            FileOp::Unlink { path: rp("h") },
-            FileOp::Rmdir { path: rp("d") },
-        ];
+        let ops = sample_ops();
         let b = encode_fileops(&ops);
         assert_eq!(b.len() % 8, 0);
         let back = parse_fileops(&b).unwrap();
@@ -343,5 +359,25 @@ mod tests {
         let mut b = encode_fileops(&[]);
         b[0] = 2;
         assert!(parse_fileops(&b).unwrap_err().contains("version 2"));
+    }
+
+    /// A path is bounded like the paths librrc records: a long one (here
+    /// 2 MiB of "a/a/...") would otherwise cost a consumer that walks its
+    /// components 8 times its size in component slices.
+    #[test]
+    fn rejects_paths_longer_than_path_max() {
+        assert!(RelPath::new("a".repeat(REL_PATH_MAX)).is_ok());
+        let err = RelPath::new("a".repeat(REL_PATH_MAX + 1)).unwrap_err();
+        assert!(err.contains("longer than 4095"), "{err}");
+        let deep = "a/".repeat(1 << 20) + "a";
+        let mut b = encode_fileops(&[FileOp::Unlink { path: rp("x") }]);
+        b.truncate(16);
+        b.extend_from_slice(&FOP_UNLINK.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(deep.len() as u32).to_le_bytes());
+        b.extend_from_slice(&[0; 20]);
+        b.extend_from_slice(deep.as_bytes());
+        b.resize(b.len().next_multiple_of(8), 0);
+        assert!(parse_fileops(&b).unwrap_err().contains("longer than"));
     }
 }

@@ -113,7 +113,7 @@ impl Reader<'_> {
     /// CRC of `len` bytes at `off`, streamed.
     fn crc_of_range(&mut self, off: u64, len: u64) -> Result<u32, ImageError> {
         self.file.seek(SeekFrom::Start(off)).map_err(|e| self.io("reading page data", e))?;
-        let mut buf = vec![0u8; 1 << 20];
+        let mut buf = vec![0u8; len.min(1 << 20) as usize];
         let mut crc = 0u32;
         let mut left = len;
         while left > 0 {

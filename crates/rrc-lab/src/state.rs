@@ -55,6 +55,8 @@ pub struct Status {
     pub switch_netns: String,
     /// Whether the lab's agents were started.
     pub agents: bool,
+    /// The agents' shared key (None: unauthenticated agents).
+    pub key_file: Option<String>,
     pub networks: Vec<crate::topology::Network>,
     pub hosts: Vec<HostStatus>,
 }
@@ -146,6 +148,7 @@ pub fn status() -> Result<Status, LabError> {
         created_at: lab.created_at,
         switch_netns: lab.switch_netns,
         agents: lab.agents,
+        key_file: lab.key_file,
         networks: lab.networks,
         hosts,
     })

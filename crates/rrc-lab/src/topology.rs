@@ -19,6 +19,8 @@ pub const STATE_ROOT: &str = "/var/lib/rrc-lab";
 /// The lab's run-time directory; lab.json records the topology.
 pub const RUN_DIR: &str = "/run/rrc-lab";
 pub const LAB_JSON: &str = "/run/rrc-lab/lab.json";
+/// The key the lab's agents share (made by `up`, mode 0600).
+pub const KEY_FILE: &str = "/run/rrc-lab/agent.key";
 /// Where `ip netns` keeps its named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
 /// TCP port of the agents on the replication network.
@@ -101,6 +103,10 @@ pub struct Lab {
     pub hosts: Vec<Host>,
     /// Whether `up` started the agents (one per server host).
     pub agents: bool,
+    /// The key file the agents share; None: they run unauthenticated
+    /// (`rrc lab up --insecure-no-auth`).
+    #[serde(default)]
+    pub key_file: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -172,6 +178,7 @@ impl Lab {
                 })
                 .collect(),
             agents: false,
+            key_file: None,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::error::{io, LabError};
 use crate::ip::{ip, ip_in};
 use crate::ns;
 use crate::state;
-use crate::topology::{Lab, CGROUP_ROOT, HOSTS, LAB_JSON, NETWORKS, RUN_DIR, STATE_ROOT, SWITCH_NS};
+use crate::topology::{Lab, CGROUP_ROOT, HOSTS, KEY_FILE, LAB_JSON, NETWORKS, RUN_DIR, STATE_ROOT, SWITCH_NS};
 
 /// What of a lab exists now (empty when the machine is clean).
 pub fn existing() -> Result<Vec<String>, LabError> {
@@ -28,14 +28,17 @@ pub fn existing() -> Result<Vec<String>, LabError> {
 }
 
 /// Builds the lab. Refuses if any part of a lab exists.
-/// `rrc_exe` is the `rrc` binary the agents run as (`rrc agent`).
-pub fn up(rrc_exe: &Path) -> Result<Lab, LabError> {
+/// `rrc_exe` is the `rrc` binary the agents run as (`rrc agent`). With
+/// `authenticated`, the agents share a key made for this lab
+/// ([`KEY_FILE`]); without, they run `--insecure-no-auth`.
+pub fn up(rrc_exe: &Path, authenticated: bool) -> Result<Lab, LabError> {
     let found = existing()?;
     if !found.is_empty() {
         return Err(LabError::AlreadyUp { found: format!("found: {}", found.join(", ")) });
     }
     let mut lab = Lab::design(state::now_rfc3339());
     lab.agents = true;
+    lab.key_file = authenticated.then(|| KEY_FILE.to_string());
     match build(&lab, rrc_exe) {
         Ok(()) => Ok(lab),
         Err(e) => {
@@ -93,6 +96,9 @@ fn build(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
         }
     }
 
+    if let Some(k) = &lab.key_file {
+        rrc_wire::Key::create_file(Path::new(k)).map_err(|e| LabError::Other(format!("making the agents' key: {e}")))?;
+    }
     std::fs::create_dir_all(CGROUP_ROOT).map_err(io(format!("creating the cgroup {CGROUP_ROOT}")))?;
     for h in &lab.hosts {
         std::fs::create_dir_all(&h.state_dir).map_err(io(format!("creating the state directory {}", h.state_dir)))?;
@@ -140,6 +146,10 @@ pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
             "--log-dir".into(),
             format!("{STATE_ROOT}/logs").into(),
         ];
+        match &lab.key_file {
+            Some(k) => argv.extend(["--key-file".into(), k.into()]),
+            None => argv.push("--insecure-no-auth".into()),
+        }
         for p in servers.iter().filter(|p| p.name != h.name) {
             argv.push("--peer".into());
             argv.push(format!("{}={}:{AGENT_PORT}", p.name, p.repl.unwrap_or_default()).into());

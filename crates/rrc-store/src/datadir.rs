@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{self, OpenOptions, Permissions};
-use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -88,22 +88,115 @@ fn walk(dir: &Path, rel: &[u8], ops: &mut Vec<FileOp>, seen: &mut HashMap<(u64, 
                 seen.insert((md.dev(), md.ino()), rp.clone());
             }
             ops.push(FileOp::Create { path: rp.clone(), mode });
-            let mut f = fs::File::open(&p).map_err(io(&p, "opening"))?;
-            let mut off = 0u64;
-            loop {
-                let mut buf = vec![0u8; CHUNK];
-                let n = f.read(&mut buf).map_err(io(&p, "reading"))?;
-                if n == 0 {
-                    break;
+            let f = fs::File::open(&p).map_err(io(&p, "opening"))?;
+            // Only the data extents are read and shipped: a sparse file
+            // (which the service, or a peer through TRUNCATE, may make
+            // terabytes long) costs what it holds, not its size.
+            let size = f.metadata().map_err(io(&p, "stat"))?.len();
+            let mut len = size;
+            'extents: for extent in DataExtents::new(&f, 0, size) {
+                let (mut off, to) = extent.map_err(io(&p, "finding data extents"))?;
+                while off < to {
+                    let mut buf = vec![0u8; (to - off).min(CHUNK as u64) as usize];
+                    let n = f.read_at(&mut buf, off).map_err(io(&p, "reading"))?;
+                    if n == 0 {
+                        // shrunk meanwhile: the size is what was read
+                        len = off;
+                        break 'extents;
+                    }
+                    buf.truncate(n);
+                    ops.push(FileOp::Write { path: rp.clone(), offset: off, data: buf });
+                    off += n as u64;
                 }
-                buf.truncate(n);
-                ops.push(FileOp::Write { path: rp.clone(), offset: off, data: buf });
-                off += n as u64;
             }
-            // sparse or shrinking files: the size is what was read
-            ops.push(FileOp::Truncate { path: rp, size: off });
+            ops.push(FileOp::Truncate { path: rp, size: len });
         } else {
             return Err(DataDirError::Unsupported { path: p, reason: "not a directory, regular file or symlink".into() });
+        }
+    }
+    Ok(())
+}
+
+/// The data extents `[start, end)` of `f` within `[from, to)`, by
+/// `SEEK_DATA`/`SEEK_HOLE` (a file system without them: one extent).
+struct DataExtents<'f> {
+    f: &'f fs::File,
+    at: u64,
+    to: u64,
+}
+
+impl<'f> DataExtents<'f> {
+    fn new(f: &'f fs::File, from: u64, to: u64) -> DataExtents<'f> {
+        DataExtents { f, at: from, to }
+    }
+
+    fn seek(&self, at: u64, whence: libc::c_int) -> std::io::Result<u64> {
+        // SAFETY: lseek on a descriptor `self.f` owns; offsets are used
+        // with pread/pwrite only, so moving the file offset is harmless.
+        let r = unsafe { libc::lseek(self.f.as_raw_fd(), at as libc::off_t, whence) };
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(r as u64)
+        }
+    }
+}
+
+impl Iterator for DataExtents<'_> {
+    type Item = std::io::Result<(u64, u64)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.to {
+            return None;
+        }
+        let (at, to) = (self.at, self.to);
+        self.at = to; // unless an extent below `to` is found
+        let start = match self.seek(at, libc::SEEK_DATA) {
+            Ok(s) => s,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return None, // only a hole left
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Some(Ok((at, to))),
+            Err(e) => return Some(Err(e)),
+        };
+        if start >= to {
+            return None;
+        }
+        let end = match self.seek(start, libc::SEEK_HOLE) {
+            Ok(h) => h.min(to),
+            Err(e) => return Some(Err(e)),
+        };
+        self.at = end;
+        Some(Ok((start, end)))
+    }
+}
+
+/// Zeroes `[from, to)` of `f` (within its size) without allocating: the
+/// range is punched out; where the file system cannot punch holes, zeros
+/// are written over its data extents only (a hole reads as zeros already).
+/// Writing zeros over the whole range would let one ZERO of a sparse file
+/// fill the disk.
+fn zero_range(f: &fs::File, from: u64, to: u64) -> std::io::Result<()> {
+    if from >= to {
+        return Ok(());
+    }
+    // SAFETY: fallocate on a descriptor `f` owns; both values fit off_t
+    // (`to` is at most the file's size).
+    let r = unsafe {
+        libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, from as libc::off_t, (to - from) as libc::off_t)
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(err);
+    }
+    let zeros = vec![0u8; CHUNK];
+    for extent in DataExtents::new(f, from, to) {
+        let (mut at, end) = extent?;
+        while at < end {
+            let n = ((end - at) as usize).min(CHUNK);
+            f.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
         }
     }
     Ok(())
@@ -169,14 +262,7 @@ fn apply_one(root: &Path, op: &FileOp) -> Result<(), String> {
             let size = f.metadata().map_err(e("stat", &p))?.len();
             // zeroing never extends: a TRUNCATE follows if the size changed
             let end = offset.saturating_add(*length).min(size);
-            let zeros = vec![0u8; CHUNK];
-            let mut at = *offset;
-            while at < end {
-                let n = ((end - at) as usize).min(CHUNK);
-                f.write_all_at(&zeros[..n], at).map_err(e("zeroing", &p))?;
-                at += n as u64;
-            }
-            Ok(())
+            zero_range(&f, *offset, end).map_err(e("zeroing", &p))
         }
         FileOp::Rename { from, to } => {
             let a = resolve(root, from, true)?;
@@ -370,6 +456,65 @@ mod tests {
         assert!(RelPath::new("../x").is_err() && RelPath::new("/etc/passwd").is_err());
         let _ = fs::remove_dir_all(&root);
         let _ = fs::remove_dir_all(&outside);
+    }
+
+    /// Bytes of `p` that occupy disk blocks.
+    fn allocated(p: &Path) -> u64 {
+        fs::metadata(p).unwrap().blocks() * 512
+    }
+
+    /// A peer's TRUNCATE makes a sparse file of any size for free; a ZERO
+    /// over it must not write that many zeros (it filled the disk).
+    #[test]
+    fn zeroing_a_sparse_file_allocates_nothing() {
+        let root = tmp("zero");
+        let size = 256u64 << 20;
+        let ops = vec![
+            FileOp::Create { path: rp("f"), mode: 0o644 },
+            FileOp::Write { path: rp("f"), offset: 8192, data: vec![7; 4096] },
+            FileOp::Truncate { path: rp("f"), size },
+            FileOp::Zero { path: rp("f"), offset: 0, length: size },
+        ];
+        apply_ops(&root, &ops).unwrap();
+        let f = root.join("f");
+        assert_eq!(fs::metadata(&f).unwrap().len(), size);
+        assert!(allocated(&f) <= 64 << 10, "{} bytes allocated", allocated(&f));
+        let mut page = vec![1u8; 4096];
+        fs::File::open(&f).unwrap().read_exact_at(&mut page, 8192).unwrap();
+        assert_eq!(page, vec![0; 4096], "the data was zeroed");
+        // a ZERO inside the data, not at the start
+        apply_ops(&root, &[FileOp::Write { path: rp("f"), offset: 100, data: vec![9; 50] }, FileOp::Zero { path: rp("f"), offset: 110, length: 10 }]).unwrap();
+        let mut b = vec![0u8; 50];
+        fs::File::open(&f).unwrap().read_exact_at(&mut b, 100).unwrap();
+        assert_eq!(b, [vec![9; 10], vec![0; 10], vec![9; 30]].concat());
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// A sparse file is shipped as its data extents and its size: a 4 GiB
+    /// sparse file (which a peer's TRUNCATE can leave in the copy that a
+    /// later re-protection ships) was read whole into WRITE operations.
+    #[test]
+    fn snapshot_of_a_sparse_file_ships_only_its_data() {
+        let src = tmp("sparse-src");
+        let f = fs::File::create(src.join("s")).unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        f.write_all_at(b"middle", 2 << 30).unwrap();
+        f.set_len(4 << 30).unwrap();
+        let ops = snapshot_ops(&src).unwrap();
+        let shipped: usize = ops.iter().map(|o| if let FileOp::Write { data, .. } = o { data.len() } else { 0 }).sum();
+        assert!(shipped <= 1 << 20, "{shipped} bytes shipped");
+        assert!(matches!(ops.last(), Some(FileOp::Truncate { size, .. }) if *size == 4 << 30));
+        let dst = tmp("sparse-dst");
+        apply_ops(&dst, &ops).unwrap();
+        let g = fs::File::open(dst.join("s")).unwrap();
+        let mut b = [0u8; 6];
+        g.read_exact_at(&mut b[..4], 0).unwrap();
+        assert_eq!(&b[..4], b"head");
+        g.read_exact_at(&mut b, 2 << 30).unwrap();
+        assert_eq!(&b, b"middle");
+        assert_eq!(g.metadata().unwrap().len(), 4 << 30);
+        let _ = fs::remove_dir_all(&src);
+        let _ = fs::remove_dir_all(&dst);
     }
 
     #[test]

@@ -49,6 +49,52 @@ pub struct ServiceSpec {
     pub spare: Option<String>,
 }
 
+/// Why a [`ServiceSpec`] cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+impl ServiceSpec {
+    /// What every agent checks of a spec before it acts on it, whoever
+    /// sent it (the CLI, or a peer's Replicate): names that become paths,
+    /// namespace and interface names, addresses, and times in range.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let bad = |m: String| Err(SpecError(m));
+        let name_ok = |n: &str| !n.is_empty() && n.len() <= 32 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !name_ok(&self.name) {
+            return bad(format!("service name {:?}: use 1-32 letters, digits, '-' or '_'", self.name));
+        }
+        for (what, h) in [("primary", Some(&self.primary)), ("backup", Some(&self.backup)), ("spare", self.spare.as_ref())] {
+            if let Some(h) = h {
+                if !crate::auth::valid_host(h) {
+                    return bad(format!("{what} host {h:?}: use 1-64 letters, digits, '.', '-' or '_'"));
+                }
+            }
+        }
+        if self.backup == self.primary {
+            return bad(format!("the backup must be another host than the primary ({})", self.primary));
+        }
+        if self.service_ip.parse::<std::net::Ipv4Addr>().is_err() {
+            return bad(format!("service IP {:?}: expected an IPv4 address", self.service_ip));
+        }
+        if self.epoch_ms == 0 || self.epoch_ms > 60_000 {
+            return bad(format!("epoch of {} ms: use 1..=60000", self.epoch_ms));
+        }
+        if self.heartbeat_ms == 0 || self.heartbeat_ms > 60_000 || self.failure_ms <= self.heartbeat_ms || self.failure_ms > 600_000 {
+            return bad(format!("heartbeat {} ms, failure after {} ms: use 1..=60000 ms and a longer failure time (at most 600000 ms)", self.heartbeat_ms, self.failure_ms));
+        }
+        if self.argv.is_empty() {
+            return bad("no command given".into());
+        }
+        if let Some(d) = &self.data_dir {
+            if !d.starts_with('/') || d.split('/').any(|c| c == "..") || d.contains('\0') {
+                return bad(format!("data directory {d:?}: expected an absolute path without '..'"));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn default_heartbeat_ms() -> u64 {
     30
 }
@@ -70,7 +116,7 @@ pub enum Fault {
     CorruptNextCheckpoint,
 }
 
-/// CLI -> agent (and agent -> agent for admin verbs).
+/// CLI -> agent, on the agent's Unix socket only (never between agents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Request {
@@ -194,6 +240,49 @@ mod tests {
         assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"op":"fault","name":"kv","fault":"stall-commits"}"#);
         let back: Request = serde_json::from_str(r#"{"op":"ping"}"#).unwrap();
         assert_eq!(back, Request::Ping);
+    }
+
+    fn spec() -> ServiceSpec {
+        ServiceSpec {
+            name: "kv".into(),
+            service_ip: "198.18.0.100".into(),
+            primary: "a".into(),
+            backup: "b".into(),
+            mode: Mode::Checkpoint,
+            epoch_ms: 30,
+            argv: vec!["redis-server".into()],
+            env: vec![],
+            data_dir: None,
+            heartbeat_ms: 30,
+            failure_ms: 90,
+            spare: None,
+        }
+    }
+
+    #[test]
+    fn specs_that_would_become_paths_or_misbehave_are_refused() {
+        assert_eq!(spec().validate(), Ok(()));
+        type Case = (fn(&mut ServiceSpec), &'static str);
+        let cases: Vec<Case> = vec![
+            (|s| s.name = "../../etc".into(), "service name"),
+            (|s| s.name = String::new(), "service name"),
+            (|s| s.backup = "b/../x".into(), "backup host"),
+            (|s| s.spare = Some("".into()), "spare host"),
+            (|s| s.backup = "a".into(), "another host"),
+            (|s| s.service_ip = "::1".into(), "service IP"),
+            (|s| s.epoch_ms = 0, "epoch"),
+            (|s| s.failure_ms = 30, "failure"),
+            (|s| s.heartbeat_ms = 0, "heartbeat"),
+            (|s| s.argv.clear(), "no command"),
+            (|s| s.data_dir = Some("data".into()), "data directory"),
+            (|s| s.data_dir = Some("/srv/../etc".into()), "data directory"),
+        ];
+        for (change, want) in cases {
+            let mut s = spec();
+            change(&mut s);
+            let e = s.validate().unwrap_err();
+            assert!(e.0.contains(want), "{e} lacks {want:?}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use rrc_agent::AgentConfig;
+use rrc_wire::auth::{Key, PeerAuth};
 
 use crate::locate;
 
@@ -44,6 +45,30 @@ pub struct AgentArgs {
     /// Prefix of the network namespaces made for services.
     #[arg(long, default_value = "rrc-")]
     pub netns_prefix: String,
+    /// The key this host's agent shares with its peers (`rrc keygen FILE`
+    /// makes one; copy it to every host, mode 0600, owned by root). Peers
+    /// prove they hold it and every frame between agents carries a MAC.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Run without peer authentication: anyone who reaches --listen is
+    /// taken for a peer (it can send checkpoints, stop replication). For a
+    /// closed test network only; `rrc status` says so.
+    #[arg(long, conflicts_with = "key_file")]
+    pub insecure_no_auth: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Where to write the new key (mode 0600; an existing file is never
+    /// overwritten).
+    pub file: PathBuf,
+}
+
+/// `rrc keygen FILE`: a new key for a deployment's agents.
+pub fn keygen(a: KeygenArgs) -> Result<ExitCode> {
+    let k = Key::create_file(&a.file)?;
+    println!("key written to {} (fingerprint {}); give every agent of the deployment the same file with --key-file", a.file.display(), k.fingerprint());
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(a: AgentArgs) -> Result<ExitCode> {
@@ -56,6 +81,11 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         }
         peers.insert(n.to_string(), addr);
     }
+    let auth = match (&a.key_file, a.insecure_no_auth) {
+        (Some(f), _) => PeerAuth::Key(Key::load(f)?),
+        (None, true) => PeerAuth::Unauthenticated,
+        (None, false) => bail!("no --key-file: an agent authenticates its peers with a shared key (make one with `rrc keygen FILE`), or runs without only when told so (--insecure-no-auth)"),
+    };
     let cfg = AgentConfig {
         name: a.name,
         state_dir: a.state_dir,
@@ -69,6 +99,8 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         cgroup_root: a.cgroup_root,
         netns_prefix: a.netns_prefix,
         log_dir: a.log_dir,
+        auth,
+        key_file: a.key_file,
     };
     rrc_agent::run(cfg)?;
     Ok(ExitCode::SUCCESS)

@@ -23,8 +23,9 @@ pub enum LabCmd {
     /// Refuses if any part of a lab exists ("a lab is already up; `rrc lab
     /// down` first"). On failure it removes what it made. Starts one `rrc
     /// agent` on each of a, b and c (CLI socket /run/rrc-lab/HOST/agent.sock,
-    /// log /var/lib/rrc-lab/HOST/agent.log).
-    Up(JsonFlag),
+    /// log /var/lib/rrc-lab/HOST/agent.log), sharing a key made for the lab
+    /// (/run/rrc-lab/agent.key).
+    Up(LabUpArgs),
     /// Remove every namespace, link, cgroup, state directory and process of
     /// the lab, found by name (works after a crash; no lab: nothing to do,
     /// exit 0).
@@ -41,6 +42,16 @@ pub enum LabCmd {
     Kill(LabKillArgs),
     /// Show hosts, addresses, link state, alive/killed, process counts.
     Status(JsonFlag),
+}
+
+#[derive(Args, Debug)]
+pub struct LabUpArgs {
+    /// Start the agents without peer authentication (to try that mode:
+    /// `rrc status` then says the agents are unauthenticated).
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    #[command(flatten)]
+    pub json: JsonFlag,
 }
 
 #[derive(Args, Debug)]
@@ -62,7 +73,7 @@ pub struct LabKillArgs {
 
 pub fn run(a: LabArgs) -> Result<ExitCode> {
     match a.cmd {
-        LabCmd::Up(j) => up(j.json),
+        LabCmd::Up(u) => up(u.json.json, !u.insecure_no_auth),
         LabCmd::Down(j) => down(j.json),
         LabCmd::Exec(e) => Ok(exec(e)),
         LabCmd::Kill(k) => kill(k),
@@ -70,13 +81,17 @@ pub fn run(a: LabArgs) -> Result<ExitCode> {
     }
 }
 
-fn up(json: bool) -> Result<ExitCode> {
+fn up(json: bool, authenticated: bool) -> Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the rrc binary for the agents")?;
-    let lab = rrc_lab::up(&exe)?;
+    let lab = rrc_lab::up(&exe, authenticated)?;
     if json {
         println!("{}", serde_json::to_string(&lab)?);
     } else {
         println!("lab up (switch {}; agents on a, b, c: {})", lab.switch_netns, rrc_lab::agent_socket("HOST").display());
+        match &lab.key_file {
+            Some(k) => println!("agents authenticate each other with the key {k}"),
+            None => println!("agents run WITHOUT peer authentication (--insecure-no-auth)"),
+        }
         for h in &lab.hosts {
             let addrs: Vec<String> = h.links.iter().map(|l| format!("{} {}", l.network, l.address)).collect();
             println!("  {:<6}  {:<14}  {}", h.name, h.netns, addrs.join(", "));
@@ -150,7 +165,12 @@ fn status(json: bool) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&st)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("lab up since {} (switch {}; agents: {})", st.created_at, st.switch_netns, if st.agents { "started" } else { "none" });
+    let agents = match (st.agents, &st.key_file) {
+        (false, _) => "none".to_string(),
+        (true, Some(k)) => format!("started, sharing the key {k}"),
+        (true, None) => "started WITHOUT peer authentication".to_string(),
+    };
+    println!("lab up since {} (switch {}; agents: {agents})", st.created_at, st.switch_netns);
     println!("{:<6}  {:<7}  {:<6}  {:>5}  LINKS", "HOST", "ROLE", "STATE", "PROCS");
     for h in &st.hosts {
         let links: Vec<String> = h

@@ -152,7 +152,7 @@ fn gather(agents: &[AgentRef], name: Option<&str>) -> (Vec<Value>, Vec<Value>) {
     for a in agents {
         match request(a, &Request::Status { name: name.map(String::from) }) {
             Ok(v) => {
-                hosts.push(json!({"host": v["host"], "reachable": true, "agent_pid": v["agent_pid"], "agent_cpu_ms": v["agent_cpu_ms"], "agent_uptime_ms": v["agent_uptime_ms"]}));
+                hosts.push(json!({"host": v["host"], "reachable": true, "agent_pid": v["agent_pid"], "agent_cpu_ms": v["agent_cpu_ms"], "agent_uptime_ms": v["agent_uptime_ms"], "security": v["security"]}));
                 reports.push(v);
             }
             Err(e) => hosts.push(json!({"host": a.host, "reachable": false, "error": format!("{e:#}")})),
@@ -336,11 +336,44 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
         }
     }
     for h in &hosts {
+        let host = h["host"].as_str().unwrap_or("?");
         if h["reachable"].as_bool() == Some(false) {
-            println!("agent of {} unreachable: {}", h["host"].as_str().unwrap_or("?"), h["error"].as_str().unwrap_or("?"));
+            println!("agent of {host} unreachable: {}", h["error"].as_str().unwrap_or("?"));
+            continue;
         }
+        println!("{}", security_line(host, &h["security"]));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An agent's authentication and refusals, in plain words.
+fn security_line(host: &str, sec: &Value) -> String {
+    let mut line = match sec["warning"].as_str() {
+        Some(w) => format!("agent {host}: {w}"),
+        None if sec.is_null() => format!("agent {host}: authentication unknown (an agent older than this rrc)"),
+        None => format!(
+            "agent {host}: peers authenticated ({}, key {}, fingerprint {})",
+            sec["authentication"].as_str().unwrap_or("?"),
+            sec["key_file"].as_str().unwrap_or("?"),
+            sec["key_fingerprint"].as_str().unwrap_or("?")
+        ),
+    };
+    let refused: Vec<String> = sec["rejected"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(cause, n)| Some(format!("{} {}", n.as_u64()?, rejection_words(cause))))
+        .collect();
+    if !refused.is_empty() {
+        line.push_str(&format!("; refused: {}", refused.join(", ")));
+    }
+    line
+}
+
+/// The words for a cause of `rrc_wire::Rejection` as the agent reports it.
+fn rejection_words(cause: &str) -> String {
+    let known: Option<rrc_wire::Rejection> = serde_json::from_value(Value::String(cause.into())).ok();
+    known.map(|r| r.as_str().to_string()).unwrap_or_else(|| cause.replace('_', " "))
 }
 
 /// The agents that have a part in `name`, with their role.

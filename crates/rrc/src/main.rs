@@ -78,8 +78,8 @@ enum Cmd {
     Kill(cmd_ps::KillArgs),
     /// The lab: hosts client, a, b, c on this machine as network namespaces.
     ///
-    /// `up`, `down`, `exec HOST -- CMD`, `kill HOST`, `status`. Agents: not
-    /// yet (`rrc lab up` starts no `rrc agent`). See docs/lab.md.
+    /// `up`, `down`, `exec HOST -- CMD`, `kill HOST`, `status`. `up` starts
+    /// an agent on a, b and c, sharing a key it makes. See docs/lab.md.
     Lab(cmd_lab::LabArgs),
     /// Run the agent of this host (one per host; the lab starts its own).
     ///
@@ -87,6 +87,12 @@ enum Cmd {
     /// as primary, keeps backups (store + packet gate). Stops on SIGTERM,
     /// ending every service part it holds.
     Agent(cmd_agent::AgentArgs),
+    /// Make a key for a deployment's agents (`rrc agent --key-file FILE`).
+    ///
+    /// 32 random bytes from the kernel, written as hexadecimal into FILE,
+    /// mode 0600, never over an existing file; prints the key's
+    /// fingerprint (also shown by `rrc status`), not the key.
+    Keygen(cmd_agent::KeygenArgs),
     /// Run CMD as a replicated service: primary on --primary, backup on
     /// --backup.
     ///
@@ -140,6 +146,7 @@ fn main() -> ExitCode {
         Cmd::Kill(a) => cmd_ps::run_kill(a),
         Cmd::Lab(a) => cmd_lab::run(a),
         Cmd::Agent(a) => cmd_agent::run(a),
+        Cmd::Keygen(a) => cmd_agent::keygen(a),
         Cmd::Run(a) => cmd_service::run(a),
         Cmd::Status(a) => cmd_service::status(a),
         Cmd::Stop(a) => cmd_service::stop(a),
