@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -66,11 +67,11 @@ class Chain:
 
 # ------------------------------------------------------------------ redis
 
-def start_redis(rrc, tmp_path, netns, port=6379):
+def start_redis(rrc, tmp_path, netns, port=6379, extra=()):
     """redis-server (no persistence) under `rrc exec` in netns, serving."""
     log = tmp_path / "redis.log"
     pid = rrc.exec([server_bin("redis-server"), "--save", "", "--appendonly", "no", "--port", port,
-                    "--bind", "127.0.0.1", "--daemonize", "no", "--dir", tmp_path], netns=netns, log=log)
+                    "--bind", "127.0.0.1", "--daemonize", "no", "--dir", tmp_path, *extra], netns=netns, log=log)
     cli = ["redis-cli", "-p", str(port)]
     wait_serving(netns, [*cli, "ping"], pid, log, "redis-server")
     return port, log, pid, cli
@@ -109,6 +110,31 @@ def test_redis(rrc, tmp_path, netns):
     assert "requests per second" in b.stdout, b.stdout + b.stderr
     assert pid_alive(rpid), f"restored redis died\n{read_text(log)}"
     print(chain.report())
+
+
+def test_redis_sleep_is_not_cut_short_by_dumps(rrc, tmp_path, netns):
+    """`DEBUG SLEEP 1` is a nanosleep(1 s) in redis's main thread. Each
+    dump's park signal interrupts it; the kernel does not restart a
+    nanosleep after a handler, and before librrc's waits.c the sleep
+    returned after the first dump (0.3 s with one dump 0.3 s in). Four
+    dumps fall inside it now, and it still lasts its second."""
+    port, log, pid, cli = start_redis(rrc, tmp_path, netns, extra=("--enable-debug-command", "local"))
+    chain = Chain(rrc, tmp_path)
+    chain.dump(pid)
+    sleeper = subprocess.Popen(["ip", "netns", "exec", netns, "sh", "-c",
+                                f"s=$(date +%s%N); redis-cli -p {port} debug sleep 1; e=$(date +%s%N); echo $(( (e - s) / 1000000 ))"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.15)
+    for _ in range(4):
+        chain.dump(pid)
+        time.sleep(0.1)
+    out, err = sleeper.communicate(timeout=30)
+    lines = out.split()
+    assert lines[:1] == ["OK"], f"redis-cli: {out}{err}"
+    took_ms = int(lines[-1])
+    assert took_ms >= 1000, f"DEBUG SLEEP 1 returned after {took_ms} ms with dumps in it ({chain.report()})"
+    assert all(d["pause_us"] > 0 for d in chain.dumps)
+    assert pid_alive(pid), read_text(log)
 
 
 # ------------------------------------------------------------------ memcached

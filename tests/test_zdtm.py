@@ -45,6 +45,7 @@ PROGRAMS = {
     "sockets": [],
     "threads": ["4"],
     "vmachurn": [],
+    "waits": [],
 }
 
 

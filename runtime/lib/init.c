@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include "rrc_lib.h"
+#include "waits.h"
 
 struct rrc_lib_state rrc_g = {
 	.listen_fd = -1, .conn_fd = -1, .uffd = -1, .pagemap_fd = -1, .maps_fd = -1, .image_fd = -1,
@@ -135,6 +136,7 @@ __attribute__((constructor)) static void rrc_init(void)
 	rrc_guards_resolve();
 	rrc_wrap_files_resolve();
 	rrc_aq_resolve();
+	rrc_waits_resolve();
 	/* bind memcpy/memset through the PLT now: a lazy binding later, in
 	 * the pause, could wait on the dynamic linker's lock */
 	{

@@ -19,6 +19,7 @@
 #include <asm/prctl.h>
 #include <sys/prctl.h>
 #include "rrc_lib.h"
+#include "waits.h"
 
 /* glibc >= 2.35 publishes where its rseq area lives in the TCB. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
@@ -77,6 +78,9 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 {
 	/* generation first, then pausing: see rrc_release() */
 	uint32_t gen = RRC_LOAD(&rrc_g.generation);
+	/* a wait this signal cut short is issued again (waits.c); also when it
+	 * arrives late, after the pause it was sent for */
+	rrc_parks_seen++;
 	if (!RRC_LOAD(&rrc_g.pausing))
 		return;
 	/* Inside a wrapper's guard (files-journal.c): a change and its journal

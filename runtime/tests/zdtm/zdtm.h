@@ -157,8 +157,8 @@ ZDTM_FN int zdtm_should_verify(void)
 	return zdtm_file_exists("verify");
 }
 
-/* Sleeps ~ms; a signal (e.g. rrc's park signal, or a restore, which makes
- * nanosleep return EINTR) only shortens it. */
+/* Sleeps ~ms; a signal of the program's own only shortens it (rrc's
+ * park signal does not: librrc's waits.c carries the sleep on). */
 ZDTM_FN void zdtm_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Waits that a checkpoint never cuts short (issue 13 §3; RRC §4.2).
+ *
+ * The park signal (quiesce.c) interrupts whatever the thread is doing. The
+ * kernel restarts most blocking calls after a handler installed with
+ * SA_RESTART (read, accept, recv, futex waits, wait4), but not these: they
+ * return EINTR, and a sleep has then slept less than it asked for:
+ *   nanosleep clock_nanosleep usleep sleep
+ *   epoll_wait epoll_pwait epoll_pwait2 poll ppoll select pselect
+ * (epoll and poll-like calls never restart after a handler; nanosleep's
+ * restart block is dropped by the kernel when a handler runs). Every
+ * checkpoint would then show the application an EINTR or a shortened wait
+ * it would not otherwise have seen: redis's `DEBUG SLEEP 1` returned after
+ * 0.3 s when a dump fell inside it. A restored thread is no different: it
+ * resumes from the park handler's frame, whose saved return value is that
+ * EINTR.
+ *
+ * Each wrapper notes the thread's park count (rrc_parks_seen, bumped by the
+ * park handler, so also when the thread resumes after a restore), calls the
+ * real function, and when it failed with EINTR while the count moved, calls
+ * it again for what is left of the wait. The deadline is kept on the
+ * clock the call names; what is left is never more than what was asked
+ * (a restore on a host whose clock is behind would otherwise make it
+ * longer). An EINTR the application's own signal caused still reaches it,
+ * with nanosleep's remaining time, unless a park landed in the same call
+ * (then its handler has run and the call goes on: the one case the
+ * application could tell).
+ *
+ * These wrappers take no lock and no hook guard: a thread blocked in them
+ * parks at once, like a thread outside the library.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include "rrc_lib.h"
+#include "waits.h"
+
+static int (*real_nanosleep)(const struct timespec *, struct timespec *);
+static int (*real_clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
+static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
+static int (*real_epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+static int (*real_epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+static int (*real_poll)(struct pollfd *, nfds_t, int);
+static int (*real_ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+static int (*real_select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+static int (*real_pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+static int (*real_clock_gettime)(clockid_t, struct timespec *);
+
+#define RESOLVE(name) do { if (!real_##name) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
+
+void rrc_waits_resolve(void)
+{
+	RESOLVE(nanosleep); RESOLVE(clock_nanosleep); RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
+	RESOLVE(epoll_pwait2); RESOLVE(poll); RESOLVE(ppoll); RESOLVE(select); RESOLVE(pselect);
+	RESOLVE(clock_gettime);
+}
+
+__thread uint32_t rrc_parks_seen __attribute__((tls_model("initial-exec")));
+
+static inline uint32_t parks(void)
+{
+	/* written by the park handler on this very thread */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return *(volatile uint32_t *)&rrc_parks_seen;
+}
+
+/* The park count moved during a call that failed with EINTR. */
+static inline int parked_in(uint32_t before, int r)
+{
+	return r < 0 && errno == EINTR && parks() != before;
+}
+
+#define NS 1000000000ll
+
+static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * NS + t->tv_nsec; }
+static struct timespec ns_ts(int64_t ns)
+{
+	if (ns < 0)
+		ns = 0;
+	return (struct timespec){ .tv_sec = ns / NS, .tv_nsec = ns % NS };
+}
+
+/* A wait's deadline on one clock. `total` < 0: no bound (waits forever). */
+struct deadline {
+	clockid_t clock;
+	int64_t start, total;
+};
+
+static int64_t now_on(clockid_t c)
+{
+	struct timespec t;
+	RESOLVE(clock_gettime);
+	if (real_clock_gettime(c, &t) < 0)
+		return 0;
+	return ts_ns(&t);
+}
+
+static struct deadline deadline_in(clockid_t c, int64_t total)
+{
+	return (struct deadline){ .clock = c, .start = total > 0 ? now_on(c) : 0, .total = total };
+}
+
+/* What is left: never below 0, never above what was asked. */
+static int64_t left(const struct deadline *d)
+{
+	if (d->total <= 0)
+		return d->total;
+	int64_t spent = now_on(d->clock) - d->start;
+	if (spent < 0)
+		spent = 0; /* the clock went back (a restore elsewhere): start over, no longer */
+	return spent >= d->total ? 0 : d->total - spent;
+}
+
+static int left_ms(const struct deadline *d)
+{
+	int64_t l = left(d);
+	if (l < 0)
+		return -1;
+	int64_t ms = (l + 999999) / 1000000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
+/* ---- sleeps ---- */
+
+int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	RESOLVE(nanosleep);
+	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || req->tv_sec < 0)
+		return real_nanosleep(req, rem);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, ts_ns(req));
+	struct timespec t = *req;
+	for (;;) {
+		uint32_t p = parks();
+		struct timespec r;
+		int ret = real_nanosleep(&t, &r);
+		if (!parked_in(p, ret)) {
+			if (ret < 0 && errno == EINTR && rem)
+				*rem = ns_ts(left(&d));
+			return ret;
+		}
+		t = ns_ts(left(&d));
+	}
+}
+
+int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+{
+	RESOLVE(clock_nanosleep);
+	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || req->tv_sec < 0)
+		return real_clock_nanosleep(clock, flags, req, rem);
+	/* an absolute sleep is simply issued again; a relative one keeps its
+	 * deadline on its own clock (CPU-time clocks included) */
+	struct deadline d = deadline_in(clock, (flags & TIMER_ABSTIME) ? 0 : ts_ns(req));
+	struct timespec t = *req;
+	for (;;) {
+		uint32_t p = parks();
+		/* clock_nanosleep returns the error number, errno untouched */
+		int ret = real_clock_nanosleep(clock, flags, &t, rem);
+		if (ret != EINTR || parks() == p) {
+			if (ret == EINTR && rem && !(flags & TIMER_ABSTIME))
+				*rem = ns_ts(left(&d));
+			return ret;
+		}
+		if (!(flags & TIMER_ABSTIME))
+			t = ns_ts(left(&d));
+	}
+}
+
+/* glibc's usleep and sleep call nanosleep inside libc, out of the
+ * preload's reach: both go through the wrapper above instead. */
+int usleep(useconds_t us)
+{
+	struct timespec t = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
+	return nanosleep(&t, 0);
+}
+
+unsigned int sleep(unsigned int s)
+{
+	struct timespec t = { .tv_sec = s, .tv_nsec = 0 }, rem = { 0, 0 };
+	if (nanosleep(&t, &rem) < 0 && errno == EINTR)
+		return (unsigned)rem.tv_sec + (rem.tv_nsec > 0);
+	return 0;
+}
+
+/* ---- readiness waits ---- */
+
+int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
+{
+	RESOLVE(epoll_wait);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_epoll_wait(ep, ev, max, timeout);
+		if (!parked_in(p, ret))
+			return ret;
+		timeout = left_ms(&d);
+	}
+}
+
+int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+	RESOLVE(epoll_pwait);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_epoll_pwait(ep, ev, max, timeout, mask);
+		if (!parked_in(p, ret))
+			return ret;
+		timeout = left_ms(&d);
+	}
+}
+
+int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *to, const sigset_t *mask)
+{
+	RESOLVE(epoll_pwait2);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
+	struct timespec t;
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_epoll_pwait2(ep, ev, max, to, mask);
+		if (!parked_in(p, ret))
+			return ret;
+		if (to) {
+			t = ns_ts(left(&d));
+			to = &t;
+		}
+	}
+}
+
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	RESOLVE(poll);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_poll(fds, n, timeout);
+		if (!parked_in(p, ret))
+			return ret;
+		timeout = left_ms(&d);
+	}
+}
+
+int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_t *mask)
+{
+	RESOLVE(ppoll);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
+	struct timespec t;
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_ppoll(fds, n, to, mask);
+		if (!parked_in(p, ret))
+			return ret;
+		if (to) {
+			t = ns_ts(left(&d));
+			to = &t;
+		}
+	}
+}
+
+/* On EINTR the kernel leaves the fd sets as they were (it writes them only
+ * on success), so the call can be issued again with the same sets. */
+int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+	RESOLVE(select);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, tv ? tv->tv_sec * NS + tv->tv_usec * 1000ll : -1);
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_select(n, r, w, x, tv);
+		if (!parked_in(p, ret))
+			return ret;
+		if (tv) {
+			int64_t l = left(&d);
+			tv->tv_sec = l / NS;
+			tv->tv_usec = (l % NS) / 1000;
+		}
+	}
+}
+
+int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *to, const sigset_t *mask)
+{
+	RESOLVE(pselect);
+	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
+	struct timespec t;
+	for (;;) {
+		uint32_t p = parks();
+		int ret = real_pselect(n, r, w, x, to, mask);
+		if (!parked_in(p, ret))
+			return ret;
+		if (to) {
+			t = ns_ts(left(&d));
+			to = &t;
+		}
+	}
+}
