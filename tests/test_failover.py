@@ -64,10 +64,23 @@ def finish(p, timeout=120) -> dict:
     return json.loads(out)
 
 
+def lab_diagnosis(lines=30) -> str:
+    """What the agents say and the last lines of every agent's and
+    service's log, for a failure's message."""
+    out = [cli("status", "--json", check=False).stdout[:6000]]
+    root = Path("/var/lib/rrc-lab")
+    logs = sorted(root.glob("*/agent.log")) + sorted((root / "logs").glob("*"))
+    for log in logs:
+        if log.is_file():
+            text = log.read_text(errors="replace").splitlines()
+            out.append(f"--- {log}, last lines:\n" + "\n".join(text[-lines:]))
+    return "\n".join(out)
+
+
 def verify(kind, server, state, on_host="client"):
     p = cli("lab", "exec", on_host, "--", str(need(CHECK_BIN)), "verify", kind, "--server", server, "--state", str(state),
             check=False, timeout=120)
-    assert p.returncode == 0, f"verify after failover: {p.stdout}\n{p.stderr}"
+    assert p.returncode == 0, f"verify after failover: {p.stdout}\n{p.stderr}\n{lab_diagnosis()}"
 
 
 def fail_primary_under_load(kind, cmd, port, tmp_path, name, extra=()):

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from conftest import RRC_BIN, TOOLS, need, wait_until
-from test_failover import REDIS, checker, finish, run_service, status, verify
+from test_failover import REDIS, checker, finish, lab_diagnosis, run_service, status, verify
 from test_lab import lab_locked, netns_names
 from test_lab import rrc as cli
 
@@ -50,16 +50,6 @@ def hostile(*args, timeout=120):
     p = cli("lab", "exec", "c", "--", sys.executable, str(HOSTILE), *args, timeout=timeout, check=False)
     assert p.returncode == 0, f"hostile_peer {args[0]} failed ({p.returncode}): {p.stdout}\n{p.stderr}"
     return json.loads(p.stdout)
-
-
-def diagnosis():
-    """What the agents say and logged, for a failure's message."""
-    out = [cli("status", "--json", check=False).stdout[:6000]]
-    for h in ("a", "b"):
-        log = Path(f"/var/lib/rrc-lab/{h}/agent.log")
-        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-        out.append(f"--- agent {h}, last lines:\n" + "\n".join(lines[-40:]))
-    return "\n".join(out)
 
 
 def expected_counts(report, target):
@@ -147,7 +137,7 @@ def test_a_hostile_peer_changes_nothing(tmp_path):
             want[t]["bad_heartbeat"] = s["replayed"] + s["forged"] + s["own_address"]
 
         kv = status("kv")
-        assert kv.get("protected") is True and not kv.get("primary_view", {}).get("failovers"), f"the service lost its protection during the attack\n{diagnosis()}"
+        assert kv.get("protected") is True and not kv.get("primary_view", {}).get("failovers"), f"the service lost its protection during the attack\n{lab_diagnosis()}"
 
         def counted():
             ag, _ = agents_status()
@@ -156,7 +146,7 @@ def test_a_hostile_peer_changes_nothing(tmp_path):
         try:
             wait_until(lambda: counted() == want, 30, "every refusal counted", interval=0.25)
         except AssertionError:
-            raise AssertionError(f"counted {json.dumps(counted(), sort_keys=True)}\nwanted  {json.dumps(want, sort_keys=True)}\n{diagnosis()}")
+            raise AssertionError(f"counted {json.dumps(counted(), sort_keys=True)}\nwanted  {json.dumps(want, sort_keys=True)}\n{lab_diagnosis()}")
 
         rep = finish(load, timeout=120)
         agents, services = agents_status()
