@@ -16,6 +16,7 @@ pub mod fileops;
 mod header;
 mod image;
 mod le;
+pub mod rrlog;
 pub mod sections;
 mod summary;
 mod write;

@@ -1,0 +1,578 @@
+//! The record log (`runtime/include/rrc/rrlog.h`, docs/log-format.md):
+//! decoding, verification, encoding and the summary `rrc inspect` prints.
+//!
+//! A log is read as a stream ([`LogReader`] over any `Read`): the agent of
+//! the next issue receives it from the network, so every size is checked
+//! against the format's limits before anything is allocated, and every
+//! batch is verified (both CRCs, stream order, each thread's event
+//! numbering, each event's shape) before it is handed out.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use serde::Serialize;
+
+use crate::le::*;
+use crate::ImageId;
+
+pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
+pub const LOG_VERSION: u32 = 1;
+pub const LOG_HEADER_SIZE: usize = 48;
+pub const BATCH_HEADER_SIZE: usize = 40;
+pub const EVENT_HEADER_SIZE: usize = 32;
+/// `RRC_LOG_BATCH_MAGIC`
+pub const BATCH_MAGIC: u32 = 0x424c_5252;
+/// `RRC_LOG_MAX_PAYLOAD`
+pub const MAX_PAYLOAD: u32 = 4 << 20;
+/// `RRC_LOG_MAX_DATA`
+pub const MAX_DATA: u32 = 64 << 10;
+const CUT_SIZE: usize = 32;
+const CUT_THREAD_SIZE: usize = 16;
+const OUTPUT_SIZE: usize = 24;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{source_name}: {what}: {error}")]
+    Io { source_name: String, what: &'static str, error: std::io::Error },
+    #[error("{source_name}: not an rrc record log (bad magic {found:02x?})")]
+    BadMagic { source_name: String, found: [u8; 8] },
+    #[error("{source_name}: log header CRC mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    HeaderCrc { source_name: String, stored: u32, computed: u32 },
+    #[error("{source_name}: record log format version {found}, this rrc reads version {expected}")]
+    VersionMismatch { source_name: String, found: u32, expected: u32 },
+    #[error("{source_name}: log header flags {flags:#x}: none are defined in version 1")]
+    HeaderFlags { source_name: String, flags: u32 },
+    #[error("{source_name}: truncated at offset {offset}: {what}")]
+    Truncated { source_name: String, offset: u64, what: String },
+    #[error("{source_name}: batch at offset {offset}: bad magic {found:#010x}")]
+    BatchMagic { source_name: String, offset: u64, found: u32 },
+    #[error("{source_name}: batch at offset {offset}: header CRC mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    BatchHeaderCrc { source_name: String, offset: u64, stored: u32, computed: u32 },
+    #[error("{source_name}: batch at offset {offset}: payload of {len} bytes, more than the format's {limit} (refused before reading it)")]
+    PayloadTooLarge { source_name: String, offset: u64, len: u32, limit: u32 },
+    #[error("{source_name}: batch at offset {offset}: payload CRC mismatch (stored {stored:#010x}, computed {computed:#010x}, {len} bytes)")]
+    PayloadCrc { source_name: String, offset: u64, len: u32, stored: u32, computed: u32 },
+    #[error("{source_name}: batch at offset {offset}: number {found} where {expected} was due (a batch missing, repeated or out of order)")]
+    BatchOrder { source_name: String, offset: u64, expected: u64, found: u64 },
+    #[error("{source_name}: batch at offset {offset}: thread {tid} resumes at event {found}, its previous batch ended at {expected}")]
+    EventGap { source_name: String, offset: u64, tid: u32, expected: u64, found: u64 },
+    #[error("{source_name}: batch at offset {offset}: {why}")]
+    BadBatch { source_name: String, offset: u64, why: String },
+    #[error("{source_name}: event at offset {offset} (thread {tid}, event {index}): {why}")]
+    BadEvent { source_name: String, offset: u64, tid: u32, index: u64, why: String },
+}
+
+/// `enum rrc_log_kind`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u16)]
+pub enum EventKind {
+    ThreadStart = 1,
+    ThreadCreate = 2,
+    ThreadExit = 3,
+    ThreadJoin = 4,
+    MutexLock = 10,
+    MutexUnlock = 11,
+    CondWait = 12,
+    CondSignal = 13,
+    CondBroadcast = 14,
+    RwlockRd = 15,
+    RwlockWr = 16,
+    RwlockUnlock = 17,
+    SpinLock = 18,
+    SpinUnlock = 19,
+    SemWait = 20,
+    SemPost = 21,
+    Once = 22,
+    Barrier = 23,
+    Read = 40,
+    Accept = 41,
+    EpollWait = 42,
+    Poll = 43,
+    Select = 44,
+    Clock = 45,
+    Random = 46,
+    Sleep = 47,
+    DataMore = 48,
+    Fd = 60,
+    Output = 70,
+    Cut = 90,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 30] = [
+        EventKind::ThreadStart,
+        EventKind::ThreadCreate,
+        EventKind::ThreadExit,
+        EventKind::ThreadJoin,
+        EventKind::MutexLock,
+        EventKind::MutexUnlock,
+        EventKind::CondWait,
+        EventKind::CondSignal,
+        EventKind::CondBroadcast,
+        EventKind::RwlockRd,
+        EventKind::RwlockWr,
+        EventKind::RwlockUnlock,
+        EventKind::SpinLock,
+        EventKind::SpinUnlock,
+        EventKind::SemWait,
+        EventKind::SemPost,
+        EventKind::Once,
+        EventKind::Barrier,
+        EventKind::Read,
+        EventKind::Accept,
+        EventKind::EpollWait,
+        EventKind::Poll,
+        EventKind::Select,
+        EventKind::Clock,
+        EventKind::Random,
+        EventKind::Sleep,
+        EventKind::DataMore,
+        EventKind::Fd,
+        EventKind::Output,
+        EventKind::Cut,
+    ];
+
+    pub fn from_raw(v: u16) -> Option<EventKind> {
+        Self::ALL.iter().copied().find(|k| *k as u16 == v)
+    }
+
+    /// The name `rrc inspect` and docs/log-format.md use.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::ThreadStart => "thread_start",
+            EventKind::ThreadCreate => "thread_create",
+            EventKind::ThreadExit => "thread_exit",
+            EventKind::ThreadJoin => "thread_join",
+            EventKind::MutexLock => "mutex_lock",
+            EventKind::MutexUnlock => "mutex_unlock",
+            EventKind::CondWait => "cond_wait",
+            EventKind::CondSignal => "cond_signal",
+            EventKind::CondBroadcast => "cond_broadcast",
+            EventKind::RwlockRd => "rwlock_rd",
+            EventKind::RwlockWr => "rwlock_wr",
+            EventKind::RwlockUnlock => "rwlock_unlock",
+            EventKind::SpinLock => "spin_lock",
+            EventKind::SpinUnlock => "spin_unlock",
+            EventKind::SemWait => "sem_wait",
+            EventKind::SemPost => "sem_post",
+            EventKind::Once => "once",
+            EventKind::Barrier => "barrier",
+            EventKind::Read => "read",
+            EventKind::Accept => "accept",
+            EventKind::EpollWait => "epoll_wait",
+            EventKind::Poll => "poll",
+            EventKind::Select => "select",
+            EventKind::Clock => "clock",
+            EventKind::Random => "random",
+            EventKind::Sleep => "sleep",
+            EventKind::DataMore => "data_more",
+            EventKind::Fd => "fd",
+            EventKind::Output => "output",
+            EventKind::Cut => "cut",
+        }
+    }
+
+    /// Process-wide records travel in tid-0 batches, everything else in
+    /// a thread's own.
+    pub fn process_wide(self) -> bool {
+        self == EventKind::Cut
+    }
+}
+
+/// `struct rrc_log_header`, decoded and checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LogHeader {
+    pub log_id: ImageId,
+    pub created_ns: u64,
+    pub pid: u32,
+}
+
+impl LogHeader {
+    pub fn encode(&self) -> [u8; LOG_HEADER_SIZE] {
+        let mut b = [0u8; LOG_HEADER_SIZE];
+        b[0..8].copy_from_slice(&LOG_MAGIC);
+        b[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        b[16..32].copy_from_slice(&self.log_id.0);
+        b[32..40].copy_from_slice(&self.created_ns.to_le_bytes());
+        b[40..44].copy_from_slice(&self.pid.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..44]);
+        b[44..48].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+}
+
+/// One event: `struct rrc_log_event` and its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    pub flags: u16,
+    pub obj: u64,
+    pub seq: u64,
+    pub result: i64,
+    pub data: Vec<u8>,
+}
+
+impl Event {
+    pub fn new(kind: EventKind, obj: u64, seq: u64, result: i64, data: Vec<u8>) -> Event {
+        Event { kind, flags: 0, obj, seq, result, data }
+    }
+
+    fn encoded_len(&self) -> usize {
+        EVENT_HEADER_SIZE + pad8(self.data.len() as u64) as usize
+    }
+
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.kind as u16).to_le_bytes());
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&(self.data.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.obj.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.result.to_le_bytes());
+        out.extend_from_slice(&self.data);
+        out.resize(out.len() + (pad8(self.data.len() as u64) as usize - self.data.len()), 0);
+    }
+}
+
+/// A verified batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub tid: u32,
+    pub batch_seq: u64,
+    pub first_event: u64,
+    pub events: Vec<Event>,
+}
+
+impl Batch {
+    /// The bytes of this batch (header and events), CRCs filled in.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(self.events.iter().map(Event::encoded_len).sum());
+        for e in &self.events {
+            e.encode_into(&mut payload);
+        }
+        let mut b = Vec::with_capacity(BATCH_HEADER_SIZE + payload.len());
+        b.extend_from_slice(&BATCH_MAGIC.to_le_bytes());
+        b.extend_from_slice(&self.tid.to_le_bytes());
+        b.extend_from_slice(&self.batch_seq.to_le_bytes());
+        b.extend_from_slice(&self.first_event.to_le_bytes());
+        b.extend_from_slice(&(self.events.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        let crc = crc32c::crc32c(&b[..36]);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.extend_from_slice(&payload);
+        b
+    }
+}
+
+/// A cut: where each thread's log stood when an image was taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cut {
+    pub image_id: ImageId,
+    pub sequence: u64,
+    /// (tid, the first event after the cut), ascending by tid
+    pub threads: Vec<(u32, u64)>,
+}
+
+impl Cut {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(CUT_SIZE + CUT_THREAD_SIZE * self.threads.len());
+        b.extend_from_slice(&self.image_id.0);
+        b.extend_from_slice(&self.sequence.to_le_bytes());
+        b.extend_from_slice(&(self.threads.len() as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        for (tid, next) in &self.threads {
+            b.extend_from_slice(&tid.to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&next.to_le_bytes());
+        }
+        b
+    }
+
+    pub fn decode(d: &[u8]) -> Result<Cut, String> {
+        if d.len() < CUT_SIZE {
+            return Err(format!("a cut of {} bytes, shorter than its {CUT_SIZE}-byte head", d.len()));
+        }
+        let n = u32_at(d, 24) as usize;
+        if d.len() != CUT_SIZE + n * CUT_THREAD_SIZE {
+            return Err(format!("a cut of {} threads in {} bytes", n, d.len()));
+        }
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let o = CUT_SIZE + i * CUT_THREAD_SIZE;
+            let tid = u32_at(d, o);
+            if tid == 0 || threads.last().is_some_and(|(t, _)| *t >= tid) {
+                return Err(format!("cut thread {i}: tid {tid} not above the one before"));
+            }
+            threads.push((tid, u64_at(d, o + 8)));
+        }
+        Ok(Cut { image_id: ImageId(id_at(d, 0)), sequence: u64_at(d, 16), threads })
+    }
+}
+
+/// `struct rrc_log_output`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Output {
+    pub offset: u64,
+    pub length: u64,
+    pub crc: u32,
+}
+
+impl Output {
+    pub fn decode(d: &[u8]) -> Option<Output> {
+        (d.len() == OUTPUT_SIZE).then(|| Output { offset: u64_at(d, 0), length: u64_at(d, 8), crc: u32_at(d, 16) })
+    }
+}
+
+/// Reads and verifies a log, one batch at a time.
+pub struct LogReader<R: Read> {
+    r: R,
+    source_name: String,
+    header: LogHeader,
+    offset: u64,
+    next_batch: u64,
+    next_event: BTreeMap<u32, u64>,
+}
+
+impl<R: Read> LogReader<R> {
+    /// Reads and checks the log header. `source_name` names the log in
+    /// errors (a path, or "the log from <peer>").
+    pub fn open(mut r: R, source_name: &str) -> Result<LogReader<R>, LogError> {
+        let src = source_name.to_string();
+        let mut b = [0u8; LOG_HEADER_SIZE];
+        let got = read_full(&mut r, &mut b).map_err(|error| LogError::Io { source_name: src.clone(), what: "reading the log header", error })?;
+        if got >= 8 && b[..8] != LOG_MAGIC {
+            return Err(LogError::BadMagic { source_name: src, found: b[..8].try_into().expect("8 bytes") });
+        }
+        if got < LOG_HEADER_SIZE {
+            return Err(LogError::Truncated { source_name: src, offset: got as u64, what: format!("the {LOG_HEADER_SIZE}-byte log header") });
+        }
+        let version = u32_at(&b, 8);
+        let (stored, computed) = (u32_at(&b, 44), crc32c::crc32c(&b[..44]));
+        if stored != computed {
+            // a newer version may have another header: say the version when it is not ours
+            if version != LOG_VERSION {
+                return Err(LogError::VersionMismatch { source_name: src, found: version, expected: LOG_VERSION });
+            }
+            return Err(LogError::HeaderCrc { source_name: src, stored, computed });
+        }
+        if version != LOG_VERSION {
+            return Err(LogError::VersionMismatch { source_name: src, found: version, expected: LOG_VERSION });
+        }
+        let flags = u32_at(&b, 12);
+        if flags != 0 {
+            return Err(LogError::HeaderFlags { source_name: src, flags });
+        }
+        let header = LogHeader { log_id: ImageId(id_at(&b, 16)), created_ns: u64_at(&b, 32), pid: u32_at(&b, 40) };
+        Ok(LogReader { r, source_name: src, header, offset: LOG_HEADER_SIZE as u64, next_batch: 0, next_event: BTreeMap::new() })
+    }
+
+    pub fn header(&self) -> &LogHeader {
+        &self.header
+    }
+
+    /// Bytes read so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Each thread's next event index (what the batches so far held).
+    pub fn thread_positions(&self) -> &BTreeMap<u32, u64> {
+        &self.next_event
+    }
+
+    /// The next batch, verified; `None` at a clean end of the stream.
+    pub fn next_batch(&mut self) -> Result<Option<Batch>, LogError> {
+        let at = self.offset;
+        let name = self.source_name.clone();
+        let src = || name.clone();
+        let mut h = [0u8; BATCH_HEADER_SIZE];
+        let got = read_full(&mut self.r, &mut h).map_err(|error| LogError::Io { source_name: src(), what: "reading a batch header", error })?;
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < BATCH_HEADER_SIZE {
+            return Err(LogError::Truncated { source_name: src(), offset: at + got as u64, what: format!("a batch header cut after {got} of {BATCH_HEADER_SIZE} bytes") });
+        }
+        let magic = u32_at(&h, 0);
+        if magic != BATCH_MAGIC {
+            return Err(LogError::BatchMagic { source_name: src(), offset: at, found: magic });
+        }
+        let (stored, computed) = (u32_at(&h, 36), crc32c::crc32c(&h[..36]));
+        if stored != computed {
+            return Err(LogError::BatchHeaderCrc { source_name: src(), offset: at, stored, computed });
+        }
+        let (tid, batch_seq, first_event) = (u32_at(&h, 4), u64_at(&h, 8), u64_at(&h, 16));
+        let (nr_events, payload_len, payload_crc) = (u32_at(&h, 24), u32_at(&h, 28), u32_at(&h, 32));
+        if payload_len > MAX_PAYLOAD {
+            return Err(LogError::PayloadTooLarge { source_name: src(), offset: at, len: payload_len, limit: MAX_PAYLOAD });
+        }
+        if payload_len % 8 != 0 || (nr_events as u64) * (EVENT_HEADER_SIZE as u64) > payload_len as u64 {
+            return Err(LogError::BadBatch { source_name: src(), offset: at, why: format!("{nr_events} events cannot fill {payload_len} bytes") });
+        }
+        if batch_seq != self.next_batch {
+            return Err(LogError::BatchOrder { source_name: src(), offset: at, expected: self.next_batch, found: batch_seq });
+        }
+        let expected_first = self.next_event.get(&tid).copied().unwrap_or(0);
+        if first_event != expected_first {
+            return Err(LogError::EventGap { source_name: src(), offset: at, tid, expected: expected_first, found: first_event });
+        }
+        let mut payload = vec![0u8; payload_len as usize];
+        let got = read_full(&mut self.r, &mut payload).map_err(|error| LogError::Io { source_name: src(), what: "reading a batch", error })?;
+        if got < payload.len() {
+            return Err(LogError::Truncated {
+                source_name: src(),
+                offset: at + (BATCH_HEADER_SIZE + got) as u64,
+                what: format!("batch {batch_seq} of thread {tid} cut after {got} of {payload_len} bytes"),
+            });
+        }
+        let computed = crc32c::crc32c(&payload);
+        if computed != payload_crc {
+            return Err(LogError::PayloadCrc { source_name: src(), offset: at, len: payload_len, stored: payload_crc, computed });
+        }
+        let events = self.decode_events(at, tid, first_event, nr_events, &payload)?;
+        self.offset = at + (BATCH_HEADER_SIZE + payload.len()) as u64;
+        self.next_batch += 1;
+        if tid != 0 {
+            self.next_event.insert(tid, first_event + nr_events as u64);
+        }
+        Ok(Some(Batch { tid, batch_seq, first_event, events }))
+    }
+
+    fn decode_events(&self, at: u64, tid: u32, first: u64, n: u32, p: &[u8]) -> Result<Vec<Event>, LogError> {
+        let mut events = Vec::with_capacity(n as usize);
+        let mut o = 0usize;
+        for i in 0..n as u64 {
+            let eo = at + (BATCH_HEADER_SIZE + o) as u64;
+            let bad = |why: String| LogError::BadEvent { source_name: self.source_name.clone(), offset: eo, tid, index: first + i, why };
+            if p.len() - o < EVENT_HEADER_SIZE {
+                return Err(bad("the batch ends inside the event's header".into()));
+            }
+            let e = &p[o..o + EVENT_HEADER_SIZE];
+            let (kind_raw, flags, data_len) = (u16_at(e, 0), u16_at(e, 2), u32_at(e, 4));
+            let kind = EventKind::from_raw(kind_raw).ok_or_else(|| bad(format!("unknown event kind {kind_raw}")))?;
+            if data_len > MAX_DATA {
+                return Err(bad(format!("{} with {data_len} bytes of data, more than the format's {MAX_DATA}", kind.name())));
+            }
+            let padded = pad8(data_len as u64) as usize;
+            if p.len() - o - EVENT_HEADER_SIZE < padded {
+                return Err(bad(format!("{} with {data_len} bytes of data past the batch's end", kind.name())));
+            }
+            if kind.process_wide() != (tid == 0) {
+                return Err(bad(format!("{} in a batch of {}", kind.name(), if tid == 0 { "process-wide records" } else { "a thread" })));
+            }
+            let data = p[o + EVENT_HEADER_SIZE..o + EVENT_HEADER_SIZE + data_len as usize].to_vec();
+            match kind {
+                EventKind::Cut => {
+                    Cut::decode(&data).map_err(bad)?;
+                }
+                EventKind::Output if Output::decode(&data).is_none() => {
+                    return Err(bad(format!("an output record of {data_len} bytes, not {OUTPUT_SIZE}")));
+                }
+                _ => {}
+            }
+            events.push(Event { kind, flags, obj: u64_at(e, 8), seq: u64_at(e, 16), result: i64_at(e, 24), data });
+            o += EVENT_HEADER_SIZE + padded;
+        }
+        if o != p.len() {
+            return Err(LogError::BadBatch {
+                source_name: self.source_name.clone(),
+                offset: at,
+                why: format!("{} bytes after the batch's {n} events", p.len() - o),
+            });
+        }
+        Ok(events)
+    }
+}
+
+/// Reads until `buf` is full or the stream ends; returns the bytes read.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// What `rrc inspect LOG` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogSummary {
+    pub header: LogHeader,
+    pub bytes: u64,
+    pub batches: u64,
+    pub events: u64,
+    /// bytes of event data (what calls returned, outputs' records...)
+    pub data_bytes: u64,
+    pub by_kind: BTreeMap<&'static str, u64>,
+    pub threads: BTreeMap<u32, ThreadSummary>,
+    pub cuts: Vec<Cut>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ThreadSummary {
+    pub events: u64,
+    pub data_bytes: u64,
+    pub by_kind: BTreeMap<&'static str, u64>,
+}
+
+impl LogSummary {
+    /// Reads and verifies the whole log.
+    pub fn read<R: Read>(r: R, source_name: &str) -> Result<LogSummary, LogError> {
+        let mut rd = LogReader::open(r, source_name)?;
+        let mut s = LogSummary {
+            header: *rd.header(),
+            bytes: 0,
+            batches: 0,
+            events: 0,
+            data_bytes: 0,
+            by_kind: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            cuts: Vec::new(),
+        };
+        while let Some(b) = rd.next_batch()? {
+            s.batches += 1;
+            for e in &b.events {
+                s.events += 1;
+                s.data_bytes += e.data.len() as u64;
+                *s.by_kind.entry(e.kind.name()).or_default() += 1;
+                if e.kind == EventKind::Cut {
+                    s.cuts.push(Cut::decode(&e.data).expect("verified by the reader"));
+                    continue;
+                }
+                let t = s.threads.entry(b.tid).or_default();
+                t.events += 1;
+                t.data_bytes += e.data.len() as u64;
+                *t.by_kind.entry(e.kind.name()).or_default() += 1;
+            }
+        }
+        s.bytes = rd.offset();
+        Ok(s)
+    }
+}
+
+impl std::fmt::Display for LogSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "record log {} (format version {LOG_VERSION}), process {}", self.header.log_id, self.header.pid)?;
+        writeln!(f, "  {} bytes, {} batches, {} events, {} bytes of data", self.bytes, self.batches, self.events, self.data_bytes)?;
+        let kinds = |m: &BTreeMap<&'static str, u64>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
+        writeln!(f, "  by kind: {}", kinds(&self.by_kind))?;
+        for (tid, t) in &self.threads {
+            writeln!(f, "  thread {tid}: {} events, {} bytes of data: {}", t.events, t.data_bytes, kinds(&t.by_kind))?;
+        }
+        if self.cuts.is_empty() {
+            writeln!(f, "  no cuts (no checkpoint was taken while recording)")?;
+        }
+        for c in &self.cuts {
+            let pos = c.threads.iter().map(|(t, n)| format!("{t}@{n}")).collect::<Vec<_>>().join(" ");
+            writeln!(f, "  cut for image {} (sequence {}): {pos}", c.image_id, c.sequence)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,197 @@
+use super::*;
+
+fn ev(kind: EventKind, obj: u64, seq: u64, result: i64, data: &[u8]) -> Event {
+    Event::new(kind, obj, seq, result, data.to_vec())
+}
+
+/// A small log: main thread and one worker, a cut between their batches.
+fn sample() -> Vec<u8> {
+    let header = LogHeader { log_id: ImageId([7; 16]), created_ns: 1_700_000_000_000_000_000, pid: 1 };
+    let mut b = header.encode().to_vec();
+    let main = Batch {
+        tid: 1,
+        batch_seq: 0,
+        first_event: 0,
+        events: vec![
+            ev(EventKind::ThreadStart, 0, 0, 0, b""),
+            ev(EventKind::Clock, 1, 0, 0, &[1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]),
+            ev(EventKind::ThreadCreate, 2, 0, 0, b""),
+            ev(EventKind::MutexLock, 0x5000, 0, 0, b""),
+        ],
+    };
+    let worker = Batch {
+        tid: 2,
+        batch_seq: 1,
+        first_event: 0,
+        events: vec![ev(EventKind::ThreadStart, 1, 0, 0, b""), ev(EventKind::Random, 0, 0, 5, b"abcde")],
+    };
+    let cut = Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] };
+    let cuts = Batch { tid: 0, batch_seq: 2, first_event: 0, events: vec![ev(EventKind::Cut, 0, 0, 0, &cut.encode())] };
+    let main2 = Batch { tid: 1, batch_seq: 3, first_event: 4, events: vec![ev(EventKind::MutexUnlock, 0x5000, 1, 0, b"")] };
+    for x in [main, worker, cuts, main2] {
+        b.extend_from_slice(&x.encode());
+    }
+    b
+}
+
+fn summary(b: &[u8]) -> Result<LogSummary, LogError> {
+    LogSummary::read(b, "test.log")
+}
+
+#[test]
+fn a_log_reads_back_with_its_counts_and_cuts() {
+    let s = summary(&sample()).unwrap();
+    assert_eq!((s.batches, s.events, s.bytes), (4, 8, sample().len() as u64));
+    assert_eq!(s.by_kind["thread_start"], 2);
+    assert_eq!(s.by_kind["cut"], 1);
+    assert_eq!(s.threads[&1].events, 5);
+    assert_eq!(s.threads[&2].data_bytes, 5);
+    assert_eq!(s.cuts, vec![Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] }]);
+    let text = s.to_string();
+    assert!(text.contains("cut for image 09090909090909090909090909090909 (sequence 3): 1@4 2@2"), "{text}");
+}
+
+#[test]
+fn every_prefix_is_whole_or_named_truncated() {
+    let b = sample();
+    let mut ends = vec![LOG_HEADER_SIZE];
+    let mut rd = LogReader::open(&b[..], "x").unwrap();
+    while rd.next_batch().unwrap().is_some() {
+        ends.push(rd.offset() as usize);
+    }
+    for n in 0..b.len() {
+        match summary(&b[..n]) {
+            Ok(_) => assert!(ends.contains(&n), "a prefix of {n} bytes read as whole"),
+            Err(LogError::Truncated { .. }) => assert!(!ends.contains(&n)),
+            Err(e) => panic!("prefix {n}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn every_flipped_byte_is_refused() {
+    let b = sample();
+    for i in 0..b.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut c = b.clone();
+            c[i] ^= bit;
+            assert!(summary(&c).is_err(), "byte {i} bit {bit:#x} flipped: accepted");
+        }
+    }
+}
+
+#[test]
+fn another_version_is_named() {
+    let mut b = sample();
+    b[8] = 2;
+    let e = summary(&b).unwrap_err();
+    assert!(matches!(e, LogError::VersionMismatch { found: 2, expected: 1, .. }), "{e}");
+    // the same with a header CRC made right for it
+    let crc = crc32c::crc32c(&b[..44]);
+    b[44..48].copy_from_slice(&crc.to_le_bytes());
+    assert!(matches!(summary(&b).unwrap_err(), LogError::VersionMismatch { found: 2, .. }));
+    assert!(matches!(summary(b"GARBAGE!and more bytes after it.................").unwrap_err(), LogError::BadMagic { .. }));
+}
+
+fn batches(b: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let mut rd = LogReader::open(b, "x").unwrap();
+    let mut out = Vec::new();
+    let mut at = LOG_HEADER_SIZE;
+    while rd.next_batch().unwrap().is_some() {
+        out.push(b[at..rd.offset() as usize].to_vec());
+        at = rd.offset() as usize;
+    }
+    (b[..LOG_HEADER_SIZE].to_vec(), out)
+}
+
+#[test]
+fn a_missing_repeated_or_swapped_batch_is_refused() {
+    let (h, bs) = batches(&sample());
+    let join = |order: &[usize]| {
+        let mut v = h.clone();
+        for &i in order {
+            v.extend_from_slice(&bs[i]);
+        }
+        v
+    };
+    assert!(matches!(summary(&join(&[0, 2, 3])).unwrap_err(), LogError::BatchOrder { expected: 1, found: 2, .. }));
+    assert!(matches!(summary(&join(&[0, 0])).unwrap_err(), LogError::BatchOrder { expected: 1, found: 0, .. }));
+    assert!(matches!(summary(&join(&[1, 0])).unwrap_err(), LogError::BatchOrder { .. }));
+}
+
+#[test]
+fn a_thread_resuming_elsewhere_is_refused() {
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![ev(EventKind::ThreadStart, 0, 0, 0, b"")] }.encode());
+    b.extend(Batch { tid: 1, batch_seq: 1, first_event: 2, events: vec![ev(EventKind::ThreadExit, 0, 0, 0, b"")] }.encode());
+    let e = summary(&b).unwrap_err();
+    assert!(matches!(e, LogError::EventGap { tid: 1, expected: 1, found: 2, .. }), "{e}");
+}
+
+#[test]
+fn sizes_are_refused_before_reading() {
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut h = Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![] }.encode();
+    h[28..32].copy_from_slice(&(MAX_PAYLOAD + 8).to_le_bytes());
+    let crc = crc32c::crc32c(&h[..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
+    b.extend(h);
+    // no payload follows: the size alone is refused
+    assert!(matches!(summary(&b).unwrap_err(), LogError::PayloadTooLarge { .. }));
+}
+
+#[test]
+fn events_of_the_wrong_shape_are_refused() {
+    let log = |tid: u32, e: Event| {
+        let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+        b.extend(Batch { tid, batch_seq: 0, first_event: 0, events: vec![e] }.encode());
+        summary(&b)
+    };
+    let cut = Cut { image_id: ImageId([2; 16]), sequence: 0, threads: vec![(1, 0)] };
+    assert!(log(0, ev(EventKind::Cut, 0, 0, 0, &cut.encode())).is_ok());
+    assert!(matches!(log(1, ev(EventKind::Cut, 0, 0, 0, &cut.encode())).unwrap_err(), LogError::BadEvent { .. }));
+    assert!(matches!(log(0, ev(EventKind::Clock, 0, 0, 0, b"")).unwrap_err(), LogError::BadEvent { .. }));
+    assert!(matches!(log(0, ev(EventKind::Cut, 0, 0, 0, &cut.encode()[..40])).unwrap_err(), LogError::BadEvent { .. }));
+    let bad_order = Cut { image_id: ImageId([2; 16]), sequence: 0, threads: vec![(2, 0), (1, 0)] };
+    assert!(log(0, ev(EventKind::Cut, 0, 0, 0, &bad_order.encode())).is_err());
+    assert!(matches!(log(1, ev(EventKind::Output, 3, 0, 0, b"short")).unwrap_err(), LogError::BadEvent { .. }));
+    let mut unknown = Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![ev(EventKind::Clock, 0, 0, 0, b"")] }.encode();
+    unknown[BATCH_HEADER_SIZE] = 0xee;
+    let crc = crc32c::crc32c(&unknown[BATCH_HEADER_SIZE..]);
+    unknown[32..36].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c::crc32c(&unknown[..36]);
+    unknown[36..40].copy_from_slice(&crc.to_le_bytes());
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    b.extend(unknown);
+    let e = summary(&b).unwrap_err();
+    assert!(e.to_string().contains("unknown event kind 238"), "{e}");
+}
+
+#[test]
+fn kinds_have_unique_numbers_and_names() {
+    let mut nums: Vec<u16> = EventKind::ALL.iter().map(|k| *k as u16).collect();
+    nums.sort();
+    nums.dedup();
+    assert_eq!(nums.len(), EventKind::ALL.len());
+    for k in EventKind::ALL {
+        assert_eq!(EventKind::from_raw(k as u16), Some(k));
+    }
+    let mut names: Vec<&str> = EventKind::ALL.iter().map(|k| k.name()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), EventKind::ALL.len());
+}
+
+fn vector(name: &str) -> Vec<u8> {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (written by `make -C runtime vectors-write`)", p.display()))
+}
+
+#[test]
+fn the_c_vectors_are_what_this_side_writes_and_refuses() {
+    assert_eq!(vector("rrlog-good.bin"), sample(), "rrlog.h and rrlog.rs encode the sample log differently");
+    assert!(matches!(summary(&vector("rrlog-truncated.bin")).unwrap_err(), LogError::Truncated { .. }));
+    assert!(matches!(summary(&vector("rrlog-bad-crc.bin")).unwrap_err(), LogError::PayloadCrc { .. }));
+    let e = summary(&vector("rrlog-version2.bin")).unwrap_err();
+    assert!(matches!(e, LogError::VersionMismatch { found: 2, expected: 1, .. }), "{e}");
+}

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The rrc record log, version 1 (issue 13; RRC §4.1, HyCoR §4.1).
+ *
+ * This header is the single definition of the format. The Rust module
+ * rrc_image::rrlog mirrors it; tests/vectors/rrlog-* are written from it
+ * by mkvectors and read by the Rust tests; docs/log-format.md explains it
+ * in prose.
+ *
+ * A log is one byte stream (a file for `rrc exec --record`):
+ *
+ *   rrc_log_header
+ *   batch*              (rrc_log_batch + its events)
+ *
+ * A batch holds consecutive events of one thread (tid != 0), in the order
+ * that thread produced them, or process-wide records (tid == 0: cuts).
+ * Batches are numbered in stream order (batch_seq 0, 1, 2, ...), so a
+ * missing, repeated or reordered batch is seen; per thread, first_event
+ * continues where the thread's previous batch ended. Each batch carries a
+ * CRC32C of its header and of its payload. A stream ends after any whole
+ * batch: a reader reports a batch cut short as truncated.
+ *
+ * An event is rrc_log_event followed by data_len bytes, padded to 8. The
+ * order between threads is not the stream's: it is carried by the events
+ * themselves (RRC's per-lock sequence numbers in `seq` for synchronization;
+ * one process-wide sequence in `seq` for calls that change the fd table).
+ *
+ * Everything is little-endian, fields fixed-width, padding explicit.
+ */
+#ifndef RRC_RRLOG_H
+#define RRC_RRLOG_H
+
+#include <stdint.h>
+
+#define RRC_LOG_MAGIC         "RRCLOG\0\0" /* 8 bytes */
+#define RRC_LOG_VERSION       1u
+#define RRC_LOG_BATCH_MAGIC   0x424c5252u  /* "RRLB" little-endian */
+/* A batch's payload is at most this long: a reader refuses a longer one
+ * before reading it (one thread's batch is flushed well before). */
+#define RRC_LOG_MAX_PAYLOAD   (4u << 20)
+/* One event's data is at most this long (a read of more is recorded in
+ * several events of kind RRC_EV_DATA_MORE after the first). */
+#define RRC_LOG_MAX_DATA      (64u << 10)
+
+struct rrc_log_header {
+	char     magic[8];        /* RRC_LOG_MAGIC */
+	uint32_t version;         /* RRC_LOG_VERSION */
+	uint32_t flags;           /* zero in version 1 */
+	uint8_t  log_id[16];      /* random, unique per recording */
+	uint64_t created_ns;      /* CLOCK_REALTIME when recording began */
+	uint32_t pid;             /* the recorded process, as it sees itself */
+	uint32_t header_crc;      /* CRC32C of the 44 bytes before this field */
+};                                /* 48 bytes */
+
+struct rrc_log_batch {
+	uint32_t magic;           /* RRC_LOG_BATCH_MAGIC */
+	uint32_t tid;             /* the thread; 0: process-wide records */
+	uint64_t batch_seq;       /* 0, 1, 2, ... in stream order */
+	uint64_t first_event;     /* the thread's index of the first event here */
+	uint32_t nr_events;
+	uint32_t payload_len;     /* bytes of events after this header, multiple of 8 */
+	uint32_t payload_crc;     /* CRC32C of the payload */
+	uint32_t header_crc;      /* CRC32C of the 36 bytes before this field */
+};                                /* 40 bytes */
+
+/* rrc_log_event.kind. The meaning of obj / seq / result / data per kind is
+ * in docs/log-format.md; "result" is the call's return value, -errno when
+ * it failed (pthread calls: minus the error number they return). */
+enum rrc_log_kind {
+	/* threads */
+	RRC_EV_THREAD_START  = 1,   /* first event of a thread: obj = creator's tid (0: main) */
+	RRC_EV_THREAD_CREATE = 2,   /* obj = the new thread's tid, result = pthread_create's */
+	RRC_EV_THREAD_EXIT   = 3,
+	RRC_EV_THREAD_JOIN   = 4,   /* obj = the joined tid */
+	/* synchronization: obj = the object's address, seq = its per-object
+	 * order (the n-th successful operation on that object) */
+	RRC_EV_MUTEX_LOCK    = 10,  /* flags: RRC_EVF_TRY / RRC_EVF_TIMED; a failure has no seq */
+	RRC_EV_MUTEX_UNLOCK  = 11,
+	RRC_EV_COND_WAIT     = 12,  /* the mutex reacquired: seq on the mutex (data: u64 mutex) */
+	RRC_EV_COND_SIGNAL   = 13,
+	RRC_EV_COND_BROADCAST = 14,
+	RRC_EV_RWLOCK_RD     = 15,
+	RRC_EV_RWLOCK_WR     = 16,
+	RRC_EV_RWLOCK_UNLOCK = 17,
+	RRC_EV_SPIN_LOCK     = 18,
+	RRC_EV_SPIN_UNLOCK   = 19,
+	RRC_EV_SEM_WAIT      = 20,
+	RRC_EV_SEM_POST      = 21,
+	RRC_EV_ONCE          = 22,
+	RRC_EV_BARRIER       = 23,
+	/* nondeterministic results: obj = fd (or clock id), data = the bytes
+	 * the call returned to the application */
+	RRC_EV_READ          = 40,  /* read readv pread recv recvfrom recvmsg */
+	RRC_EV_ACCEPT        = 41,  /* result = the new fd; seq = fd-table order; data = peer address */
+	RRC_EV_EPOLL_WAIT    = 42,  /* data = the epoll_event array */
+	RRC_EV_POLL          = 43,  /* data = the pollfd array after the call */
+	RRC_EV_SELECT        = 44,  /* data = the three fd_sets after the call */
+	RRC_EV_CLOCK         = 45,  /* obj = clock id (RRC_CLOCK_* below for time()/gettimeofday()); data = 16-byte timespec */
+	RRC_EV_RANDOM        = 46,  /* getrandom, arc4random*, /dev/urandom reads: data = the bytes */
+	RRC_EV_SLEEP         = 47,  /* nanosleep family: result, data = remaining timespec if interrupted */
+	RRC_EV_DATA_MORE     = 48,  /* continuation of the previous event's data */
+	/* the fd table: seq = the process-wide order of fd-table changes */
+	RRC_EV_FD            = 60,  /* obj = call (RRC_FDOP_*), result = the fd (or -errno) */
+	/* outputs to clients: obj = fd, data = struct rrc_log_output */
+	RRC_EV_OUTPUT        = 70,
+	/* process-wide (tid 0) records */
+	RRC_EV_CUT           = 90,  /* data = struct rrc_log_cut + rrc_log_cut_thread[] */
+};
+
+/* rrc_log_event.flags */
+#define RRC_EVF_TRY    (1u << 0)  /* trylock-like: may fail at once */
+#define RRC_EVF_TIMED  (1u << 1)  /* timed: may time out */
+
+/* obj of RRC_EV_CLOCK for the calls that name no clock */
+#define RRC_CLOCK_TIME          0x10000u  /* time() */
+#define RRC_CLOCK_GETTIMEOFDAY  0x10001u  /* gettimeofday(): data = struct timeval */
+
+/* obj of RRC_EV_FD */
+enum rrc_fdop {
+	RRC_FDOP_OPEN = 1, RRC_FDOP_CLOSE, RRC_FDOP_DUP, RRC_FDOP_SOCKET, RRC_FDOP_PIPE,
+	RRC_FDOP_EVENTFD, RRC_FDOP_TIMERFD, RRC_FDOP_EPOLL, RRC_FDOP_OTHER,
+};
+
+struct rrc_log_event {
+	uint16_t kind;            /* enum rrc_log_kind */
+	uint16_t flags;           /* RRC_EVF_* */
+	uint32_t data_len;        /* bytes after this header (then padding to 8) */
+	uint64_t obj;
+	uint64_t seq;
+	int64_t  result;
+};                                /* 32 bytes */
+
+struct rrc_log_output {
+	uint64_t offset;          /* bytes this fd had sent before */
+	uint64_t length;
+	uint32_t crc;             /* CRC32C of the bytes */
+	uint32_t reserved;
+};
+
+/* A cut: where each thread's log stood when checkpoint image_id was taken.
+ * "Image N plus each thread's events from next_event on" is what a replay
+ * from image N needs (issue 13 §2). */
+struct rrc_log_cut {
+	uint8_t  image_id[16];
+	uint64_t sequence;        /* the image's sequence */
+	uint32_t nr_threads;
+	uint32_t reserved;
+};
+struct rrc_log_cut_thread {
+	uint32_t tid;
+	uint32_t reserved;
+	uint64_t next_event;      /* the first event after the cut */
+};
+
+#endif /* RRC_RRLOG_H */

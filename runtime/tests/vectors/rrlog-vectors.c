@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The record log's shared vectors (rrc/rrlog.h), written from the C
+ * structs: rrlog-good.bin is the log crates/rrc-image/src/rrlog/tests.rs
+ * builds as sample() (two threads, a cut), byte for byte; the others
+ * break one rule each and must be refused by name.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rrc/crc32c.h"
+#include "rrc/rrlog.h"
+#include "vecout.h"
+
+#define PIN(t, f, off) _Static_assert(offsetof(struct t, f) == (off), #t "." #f)
+PIN(rrc_log_header, version, 8);
+PIN(rrc_log_header, log_id, 16);
+PIN(rrc_log_header, created_ns, 32);
+PIN(rrc_log_header, pid, 40);
+PIN(rrc_log_header, header_crc, 44);
+_Static_assert(sizeof(struct rrc_log_header) == 48, "rrc_log_header size");
+PIN(rrc_log_batch, tid, 4);
+PIN(rrc_log_batch, batch_seq, 8);
+PIN(rrc_log_batch, first_event, 16);
+PIN(rrc_log_batch, nr_events, 24);
+PIN(rrc_log_batch, payload_len, 28);
+PIN(rrc_log_batch, payload_crc, 32);
+PIN(rrc_log_batch, header_crc, 36);
+_Static_assert(sizeof(struct rrc_log_batch) == 40, "rrc_log_batch size");
+PIN(rrc_log_event, data_len, 4);
+PIN(rrc_log_event, obj, 8);
+PIN(rrc_log_event, seq, 16);
+PIN(rrc_log_event, result, 24);
+_Static_assert(sizeof(struct rrc_log_event) == 32, "rrc_log_event size");
+_Static_assert(sizeof(struct rrc_log_output) == 24, "rrc_log_output size");
+_Static_assert(sizeof(struct rrc_log_cut) == 32, "rrc_log_cut size");
+_Static_assert(sizeof(struct rrc_log_cut_thread) == 16, "rrc_log_cut_thread size");
+
+static void header(struct buf *b, uint32_t version)
+{
+	struct rrc_log_header h;
+	memset(&h, 0, sizeof h);
+	memcpy(h.magic, RRC_LOG_MAGIC, 8);
+	h.version = version;
+	memset(h.log_id, 7, sizeof h.log_id);
+	h.created_ns = 1700000000000000000ull;
+	h.pid = 1;
+	h.header_crc = rrc_crc32c(&h, offsetof(struct rrc_log_header, header_crc));
+	put(b, &h, sizeof h);
+}
+
+/* A batch under construction: events go to `payload`, then out(). */
+struct batch {
+	uint32_t tid, n;
+	uint64_t seq, first;
+	struct buf payload;
+};
+
+static void event(struct batch *bt, uint16_t kind, uint64_t obj, uint64_t seq, int64_t result,
+		  const void *data, uint32_t len)
+{
+	struct rrc_log_event e = { .kind = kind, .data_len = len, .obj = obj, .seq = seq, .result = result };
+	put(&bt->payload, &e, sizeof e);
+	put(&bt->payload, data, len);
+	pad8(&bt->payload);
+	bt->n++;
+}
+
+static void out(struct buf *b, struct batch *bt)
+{
+	struct rrc_log_batch h = {
+		.magic = RRC_LOG_BATCH_MAGIC, .tid = bt->tid, .batch_seq = bt->seq, .first_event = bt->first,
+		.nr_events = bt->n, .payload_len = (uint32_t)bt->payload.len,
+		.payload_crc = rrc_crc32c(bt->payload.p, bt->payload.len),
+	};
+	h.header_crc = rrc_crc32c(&h, offsetof(struct rrc_log_batch, header_crc));
+	put(b, &h, sizeof h);
+	put(b, bt->payload.p, bt->payload.len);
+	bt->payload.len = 0;
+	bt->n = 0;
+}
+
+/* returns the offset where the last batch starts */
+static size_t good(struct buf *b, uint32_t version)
+{
+	header(b, version);
+	struct batch bt = { .tid = 1, .seq = 0, .first = 0 };
+	const int64_t ts[2] = { 1, 2 };
+	event(&bt, RRC_EV_THREAD_START, 0, 0, 0, NULL, 0);
+	event(&bt, RRC_EV_CLOCK, 1, 0, 0, ts, sizeof ts);
+	event(&bt, RRC_EV_THREAD_CREATE, 2, 0, 0, NULL, 0);
+	event(&bt, RRC_EV_MUTEX_LOCK, 0x5000, 0, 0, NULL, 0);
+	out(b, &bt);
+	bt = (struct batch){ .tid = 2, .seq = 1, .first = 0 };
+	event(&bt, RRC_EV_THREAD_START, 1, 0, 0, NULL, 0);
+	event(&bt, RRC_EV_RANDOM, 0, 0, 5, "abcde", 5);
+	out(b, &bt);
+	struct {
+		struct rrc_log_cut c;
+		struct rrc_log_cut_thread t[2];
+	} cut;
+	memset(&cut, 0, sizeof cut);
+	memset(cut.c.image_id, 9, sizeof cut.c.image_id);
+	cut.c.sequence = 3;
+	cut.c.nr_threads = 2;
+	cut.t[0].tid = 1;
+	cut.t[0].next_event = 4;
+	cut.t[1].tid = 2;
+	cut.t[1].next_event = 2;
+	bt = (struct batch){ .tid = 0, .seq = 2, .first = 0 };
+	event(&bt, RRC_EV_CUT, 0, 0, 0, &cut, sizeof cut);
+	out(b, &bt);
+	size_t last = b->len;
+	bt = (struct batch){ .tid = 1, .seq = 3, .first = 4 };
+	event(&bt, RRC_EV_MUTEX_UNLOCK, 0x5000, 1, 0, NULL, 0);
+	out(b, &bt);
+	free(bt.payload.p);
+	return last;
+}
+
+void rrlog_vectors(void)
+{
+	struct buf b = { 0 };
+	size_t last = good(&b, RRC_LOG_VERSION);
+	emit("rrlog-good.bin", &b);
+	size_t full = b.len;
+	b.len = last + sizeof(struct rrc_log_batch) + 8;   /* the last batch cut short */
+	emit("rrlog-truncated.bin", &b);
+	b.len = full;
+	b.p[last + sizeof(struct rrc_log_batch) + 9] ^= 0x10; /* one bit of the last event */
+	emit("rrlog-bad-crc.bin", &b);
+	b.len = 0;
+	good(&b, 2);                                         /* a consistent log that claims version 2 */
+	emit("rrlog-version2.bin", &b);
+	free(b.p);
+}
