@@ -151,8 +151,9 @@ class Rrc:
     def run(self, *args, check=True, timeout=CMD_TIMEOUT, env=None):
         return run([self.bin, *args], timeout=timeout, check=check, env=env)
 
-    def exec(self, cmd, netns: str | None = None, log: Path | None = None, env: dict | None = None) -> int:
-        args = ["exec"]
+    def exec(self, cmd, netns: str | None = None, log: Path | None = None, env: dict | None = None,
+             extra=()) -> int:
+        args = ["exec", *[str(a) for a in extra]]
         if netns:
             args += ["--netns", netns]
         if log:

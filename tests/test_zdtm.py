@@ -42,6 +42,7 @@ PROGRAMS = {
     "timerfd": [],
     "signals": [],
     "procstate": [],
+    "recorded": [],
     "sockets": [],
     "threads": ["4"],
     "vmachurn": [],

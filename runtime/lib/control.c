@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "rr-log.h"
 
 
 /* MSG_NOSIGNAL: a caller that went away must not leave a SIGPIPE pending
@@ -418,6 +419,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			return DUMP_RESTORED;
 		}
 		rrc_fj_cut(); /* the image's FILEOPS: the journal up to now */
+		rrc_rr_cut(rrc_g.cur_image_id, rrc_g.cur_sequence); /* each thread's place in the record log */
 		if (!copy)
 			pid = spawn_snapshot();
 		else if (rrc_copy_capture_last() < 0)
@@ -781,6 +783,7 @@ out:
 
 void *rrc_control_main(void *arg)
 {
+	rrc_rr_library_thread();
 	rrc_g.ctl_tid = (int)rrc_sys_gettid();
 	rrc_proc_dir_learn();
 	for (;;) {

@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include "rrc_lib.h"
 #include "waits.h"
+#include "rr-log.h"
 
 struct rrc_lib_state rrc_g = {
 	.listen_fd = -1, .conn_fd = -1, .uffd = -1, .pagemap_fd = -1, .maps_fd = -1, .image_fd = -1,
@@ -108,6 +109,9 @@ int rrc_scratch_map(void)
 }
 
 /* Move a library fd out of the application's way. ASYNC-SIGNAL-SAFE. */
+void rrc_sync_resolve(void) RRC_HIDDEN;  /* rr-sync.c */
+void rrc_time_resolve(void) RRC_HIDDEN;  /* rr-time.c */
+
 int rrc_fd_high(int fd)
 {
 	if (fd < 0 || fd >= LIB_FD_BASE)
@@ -137,6 +141,8 @@ __attribute__((constructor)) static void rrc_init(void)
 	rrc_wrap_files_resolve();
 	rrc_aq_resolve();
 	rrc_waits_resolve();
+	rrc_sync_resolve();
+	rrc_time_resolve();
 	/* bind memcpy/memset through the PLT now: a lazy binding later, in
 	 * the pause, could wait on the dynamic linker's lock */
 	{
@@ -249,4 +255,8 @@ __attribute__((constructor)) static void rrc_init(void)
 		rrc_g.active = 0;
 		return fail("cannot start the control thread", r);
 	}
+	/* recording (`rrc exec --record`): after the control thread, which
+	 * must not be a recorded thread; the main thread's ring first */
+	if (rrc_rr_init() == 0)
+		rrc_rr_start();
 }

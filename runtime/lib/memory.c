@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include "rrc_lib.h"
+#include "rr-log.h"
 
 #define USER_END 0x7ffffffff000ull
 
@@ -213,6 +214,9 @@ void rrc_lib_ranges(void)
 	if (s->helper.box) /* the pause helper's mailbox (pause-helper.c) */
 		s->lib_excluded[s->nr_lib_excluded++] =
 			(struct rrc_range){ (uint64_t)s->helper.box, (uint64_t)s->helper.box + s->helper.box_len };
+	uint64_t rs, re;
+	if (rrc_rr_ring_range(&rs, &re)) /* the record log's rings (rr-log.c) */
+		s->lib_excluded[s->nr_lib_excluded++] = (struct rrc_range){ rs, re };
 	s->nr_lib_always = 0;
 	while (a < b && s->nr_lib_always < 3) {
 		if (vma_query(a, 0, &q, 0, 0) < 0 || q.vma_start > a)

@@ -92,14 +92,13 @@ pub enum EventKind {
     Clock = 45,
     Random = 46,
     Sleep = 47,
-    DataMore = 48,
     Fd = 60,
     Output = 70,
     Cut = 90,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 30] = [
+    pub const ALL: [EventKind; 29] = [
         EventKind::ThreadStart,
         EventKind::ThreadCreate,
         EventKind::ThreadExit,
@@ -126,7 +125,6 @@ impl EventKind {
         EventKind::Clock,
         EventKind::Random,
         EventKind::Sleep,
-        EventKind::DataMore,
         EventKind::Fd,
         EventKind::Output,
         EventKind::Cut,
@@ -165,7 +163,6 @@ impl EventKind {
             EventKind::Clock => "clock",
             EventKind::Random => "random",
             EventKind::Sleep => "sleep",
-            EventKind::DataMore => "data_more",
             EventKind::Fd => "fd",
             EventKind::Output => "output",
             EventKind::Cut => "cut",
@@ -296,10 +293,16 @@ impl Cut {
         if d.len() != CUT_SIZE + n * CUT_THREAD_SIZE {
             return Err(format!("a cut of {} threads in {} bytes", n, d.len()));
         }
+        if u32_at(d, 28) != 0 {
+            return Err("a cut's reserved field is not zero".into());
+        }
         let mut threads = Vec::with_capacity(n);
         for i in 0..n {
             let o = CUT_SIZE + i * CUT_THREAD_SIZE;
             let tid = u32_at(d, o);
+            if u32_at(d, o + 4) != 0 {
+                return Err(format!("cut thread {i}: reserved field not zero"));
+            }
             if tid == 0 || threads.last().is_some_and(|(t, _)| *t >= tid) {
                 return Err(format!("cut thread {i}: tid {tid} not above the one before"));
             }
@@ -319,7 +322,7 @@ pub struct Output {
 
 impl Output {
     pub fn decode(d: &[u8]) -> Option<Output> {
-        (d.len() == OUTPUT_SIZE).then(|| Output { offset: u64_at(d, 0), length: u64_at(d, 8), crc: u32_at(d, 16) })
+        (d.len() == OUTPUT_SIZE && u32_at(d, 20) == 0).then(|| Output { offset: u64_at(d, 0), length: u64_at(d, 8), crc: u32_at(d, 16) })
     }
 }
 
@@ -412,8 +415,10 @@ impl<R: Read> LogReader<R> {
         if batch_seq != self.next_batch {
             return Err(LogError::BatchOrder { source_name: src(), offset: at, expected: self.next_batch, found: batch_seq });
         }
+        // a tid the kernel gave to a new thread starts again at 0 (with
+        // its THREAD_START, checked below)
         let expected_first = self.next_event.get(&tid).copied().unwrap_or(0);
-        if first_event != expected_first {
+        if first_event != expected_first && first_event != 0 {
             return Err(LogError::EventGap { source_name: src(), offset: at, tid, expected: expected_first, found: first_event });
         }
         let mut payload = vec![0u8; payload_len as usize];
@@ -430,6 +435,9 @@ impl<R: Read> LogReader<R> {
             return Err(LogError::PayloadCrc { source_name: src(), offset: at, len: payload_len, stored: payload_crc, computed });
         }
         let events = self.decode_events(at, tid, first_event, nr_events, &payload)?;
+        if tid != 0 && first_event == 0 && events.first().map(|e| e.kind) != Some(EventKind::ThreadStart) {
+            return Err(LogError::EventGap { source_name: src(), offset: at, tid, expected: expected_first, found: first_event });
+        }
         self.offset = at + (BATCH_HEADER_SIZE + payload.len()) as u64;
         self.next_batch += 1;
         if tid != 0 {
@@ -461,12 +469,17 @@ impl<R: Read> LogReader<R> {
                 return Err(bad(format!("{} in a batch of {}", kind.name(), if tid == 0 { "process-wide records" } else { "a thread" })));
             }
             let data = p[o + EVENT_HEADER_SIZE..o + EVENT_HEADER_SIZE + data_len as usize].to_vec();
+            // padding is zero: a log has one encoding, so that what is
+            // verified is exactly what is replayed or forwarded
+            if p[o + EVENT_HEADER_SIZE + data_len as usize..o + EVENT_HEADER_SIZE + padded].iter().any(|&x| x != 0) {
+                return Err(bad(format!("{} with padding that is not zero", kind.name())));
+            }
             match kind {
                 EventKind::Cut => {
                     Cut::decode(&data).map_err(bad)?;
                 }
                 EventKind::Output if Output::decode(&data).is_none() => {
-                    return Err(bad(format!("an output record of {data_len} bytes, not {OUTPUT_SIZE}")));
+                    return Err(bad(format!("an output record of {data_len} bytes (want {OUTPUT_SIZE}, reserved zero)")));
                 }
                 _ => {}
             }

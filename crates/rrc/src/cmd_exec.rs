@@ -23,6 +23,12 @@ pub struct ExecArgs {
     /// under PATH into each checkpoint (FILEOPS section).
     #[arg(long, value_name = "HOSTDIR:PATH")]
     pub data_dir: Option<Bind>,
+    /// Record the command's nondeterministic events into the record log
+    /// FILE (docs/log-format.md; `rrc inspect --log FILE` summarizes it).
+    /// What is recorded so far: mutex acquisitions and condition waits in
+    /// order, thread creation and exit, clocks, randomness.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
     #[command(flatten)]
     pub json: JsonFlag,
     /// The command and its arguments.
@@ -32,11 +38,15 @@ pub struct ExecArgs {
 
 /// The caller's environment without the variables rrc sets itself.
 pub fn base_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os().filter(|(k, _)| k != "LD_PRELOAD" && k != "RRC_CONTROL" && k != DATA_DIR_ENV).collect()
+    std::env::vars_os()
+        .filter(|(k, _)| k != "LD_PRELOAD" && k != "RRC_CONTROL" && k != DATA_DIR_ENV && k != RECORD_ENV)
+        .collect()
 }
 
 /// Tells librrc.so which directory's changes to journal.
 pub const DATA_DIR_ENV: &str = "RRC_DATA_DIR";
+/// The record log's path, for librrc (runtime/lib/rr-log.c).
+pub const RECORD_ENV: &str = "RRC_RECORD";
 
 pub fn control_env() -> (OsString, OsString) {
     ("RRC_CONTROL".into(), format!("{CONTAINER_RUN_DIR}/{CONTROL_SOCKET_NAME}").into())
@@ -74,6 +84,17 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
     if let Some(b) = &a.data_dir {
         env.push((DATA_DIR_ENV.into(), b.target.clone().into_os_string()));
     }
+    let record = match &a.record {
+        Some(f) => {
+            // created here, so that a path the container cannot write is
+            // an error now rather than a line in the service's log
+            std::fs::File::create(f).with_context(|| format!("creating the record log {}", f.display()))?;
+            let abs = std::fs::canonicalize(f).with_context(|| format!("the record log {}", f.display()))?;
+            env.push((RECORD_ENV.into(), abs.clone().into_os_string()));
+            Some(abs)
+        }
+        None => None,
+    };
     let cfg = Config::default();
     let binds: Vec<Bind> = a.data_dir.into_iter().collect();
     let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fds: Vec::new(), restored_from: None, binds };
@@ -81,6 +102,18 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
     match rrc_launch::wait_for_pong(&c, false) {
         Ok(pong) => {
             tracing::info!(pid = c.pid(), id = %c.record.id, threads = pong.nr_threads, "library answered PING");
+            if let Some(f) = &record {
+                // the library writes the log's header before it answers
+                let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+                if len < rrc_image::rrlog::LOG_HEADER_SIZE as u64 {
+                    let _ = rrc_container::kill(&cfg, &c.record);
+                    anyhow::bail!(
+                        "rrc exec --record: the library did not start recording into {} (its reason is in the command's --log); container {} removed",
+                        f.display(),
+                        c.record.id
+                    );
+                }
+            }
             print_started(&c, a.json.json, serde_json::json!({ "library": lib, "threads": pong.nr_threads }))?;
             Ok(ExitCode::SUCCESS)
         }

@@ -5,6 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use std::io::Write;
+
+use rrc_image::rrlog::{Batch, LogReader, LogSummary};
 use rrc_image::Chain;
 
 use crate::JsonFlag;
@@ -13,20 +16,36 @@ use crate::JsonFlag;
 pub struct InspectArgs {
     /// The image directory (holding checkpoint.rrc, and `parent` for an
     /// incremental image).
-    #[arg(long, value_name = "DIR")]
-    pub images: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "log", conflicts_with = "log")]
+    pub images: Option<PathBuf>,
+    /// A record log (`rrc exec --record FILE`): verified whole, then its
+    /// events by kind and thread, its bytes and the cuts it holds.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// With --log: every event, one JSON object per line (tid, index,
+    /// kind, flags, obj, seq, result, data_len, and data in hex when it
+    /// is at most 64 bytes), after verifying the whole log.
+    #[arg(long, requires = "log")]
+    pub events: bool,
     #[command(flatten)]
     pub json: JsonFlag,
 }
 
 pub fn run(a: InspectArgs) -> Result<ExitCode> {
-    let chain = match Chain::load(&a.images) {
+    if let Some(log) = &a.log {
+        if a.events {
+            return dump_events(log);
+        }
+        return inspect_log(log, a.json.json);
+    }
+    let images = a.images.expect("clap: --images or --log");
+    let chain = match Chain::load(&images) {
         Ok(c) => c,
         Err(e) => {
             if a.json.json {
                 println!("{}", serde_json::json!({ "ok": false, "error": e.kind(), "message": e.to_string() }));
             }
-            eprintln!("rrc: error: inspect {}: {e}", a.images.display());
+            eprintln!("rrc: error: inspect {}: {e}", images.display());
             return Ok(ExitCode::FAILURE);
         }
     };
@@ -39,7 +58,7 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("chain {}: {} image(s), {} bytes, verified", a.images.display(), s.images.len(), s.total_bytes);
+    println!("chain {}: {} image(s), {} bytes, verified", images.display(), s.images.len(), s.total_bytes);
     for (i, im) in s.images.iter().enumerate() {
         println!(
             "#{i} {} id {} seq {}{}",
@@ -79,6 +98,69 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
                 t.bytes_received,
                 t.rqueue
             );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect_log(path: &std::path::Path, json: bool) -> Result<ExitCode> {
+    let summary = std::fs::File::open(path)
+        .map_err(|e| format!("{e}"))
+        .and_then(|f| LogSummary::read(std::io::BufReader::new(f), &path.display().to_string()).map_err(|e| e.to_string()));
+    match summary {
+        Ok(s) => {
+            if json {
+                let mut v = serde_json::to_value(&s)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("ok".into(), true.into());
+                }
+                println!("{}", serde_json::to_string(&v)?);
+            } else {
+                print!("{s}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if json {
+                println!("{}", serde_json::json!({ "ok": false, "message": e }));
+            }
+            eprintln!("rrc: error: inspect {}: {e}", path.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Every event as a JSON line; the whole log is verified first, so that
+/// nothing is printed from a log that turns out broken.
+fn dump_events(path: &std::path::Path) -> Result<ExitCode> {
+    let name = path.display().to_string();
+    let read_all = || -> Result<Vec<Batch>, String> {
+        let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let mut rd = LogReader::open(std::io::BufReader::new(f), &name).map_err(|e| e.to_string())?;
+        let mut v = Vec::new();
+        while let Some(b) = rd.next_batch().map_err(|e| e.to_string())? {
+            v.push(b);
+        }
+        Ok(v)
+    };
+    let batches = match read_all() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("rrc: error: inspect {name}: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for b in &batches {
+        for (i, e) in b.events.iter().enumerate() {
+            let mut line = serde_json::json!({
+                "tid": b.tid, "index": b.first_event + i as u64, "kind": e.kind.name(), "flags": e.flags,
+                "obj": e.obj, "seq": e.seq, "result": e.result, "data_len": e.data.len(),
+            });
+            if e.data.len() <= 64 {
+                line["data"] = e.data.iter().map(|x| format!("{x:02x}")).collect::<String>().into();
+            }
+            writeln!(out, "{line}")?;
         }
     }
     Ok(ExitCode::SUCCESS)

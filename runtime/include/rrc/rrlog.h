@@ -38,8 +38,8 @@
 /* A batch's payload is at most this long: a reader refuses a longer one
  * before reading it (one thread's batch is flushed well before). */
 #define RRC_LOG_MAX_PAYLOAD   (4u << 20)
-/* One event's data is at most this long (a read of more is recorded in
- * several events of kind RRC_EV_DATA_MORE after the first). */
+/* One event's data is at most this long: a wrapper splits a call that
+ * would return more (getrandom of 1 MiB) into several calls and events. */
 #define RRC_LOG_MAX_DATA      (64u << 10)
 
 struct rrc_log_header {
@@ -98,7 +98,6 @@ enum rrc_log_kind {
 	RRC_EV_CLOCK         = 45,  /* obj = clock id (RRC_CLOCK_* below for time()/gettimeofday()); data = 16-byte timespec */
 	RRC_EV_RANDOM        = 46,  /* getrandom, arc4random*, /dev/urandom reads: data = the bytes */
 	RRC_EV_SLEEP         = 47,  /* nanosleep family: result, data = remaining timespec if interrupted */
-	RRC_EV_DATA_MORE     = 48,  /* continuation of the previous event's data */
 	/* the fd table: seq = the process-wide order of fd-table changes */
 	RRC_EV_FD            = 60,  /* obj = call (RRC_FDOP_*), result = the fd (or -errno) */
 	/* outputs to clients: obj = fd, data = struct rrc_log_output */

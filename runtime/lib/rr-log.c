@@ -1,0 +1,590 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The record log inside the process (rr-log.h; rrc/rrlog.h; issue 13 §2).
+ *
+ * Memory, mapped once when recording starts:
+ *  - the ring region (MAP_NORESERVE, excluded from images by address like
+ *    the scratch arena: RRC's skipped VMA): a control page with the queue
+ *    of cuts, then RING_SLOTS rings of RING_BYTES, one per live thread.
+ *    Only the pages a thread's ring has used cost memory.
+ *  - the object table (ordinary private memory, so in every image: a
+ *    replay from a checkpoint continues each object's sequence where the
+ *    checkpoint left it): address -> next sequence number, open
+ *    addressing, entries never removed.
+ *
+ * A ring has one producer (its thread) and one consumer (the writer
+ * thread): the producer writes a record, then publishes `head`; the writer
+ * drains [tail, head) into batches and publishes `tail`. Records never wrap
+ * around the end of the ring: a record that does not fit in what is left
+ * before the end is preceded by a pad (an event header of kind 0 whose data
+ * covers the rest; with fewer than 32 bytes left there is no header, both
+ * sides skip them). Positions only grow; the offset is position % RING_DATA.
+ *
+ * The writer uses raw syscalls only (it must never record anything).
+ * A write that fails stops recording for good, with a message: a log with
+ * a hole would replay wrongly, a process without a log still runs.
+ *
+ * ASYNC-SIGNAL-SAFE: rrc_rr_cut (the pause path).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include "rrc_lib.h"
+#include "rrc/crc32c.h"
+#include "rr-log.h"
+
+#define RING_BYTES  (256u << 10)
+#define RING_SLOTS  RRC_MAX_THREADS
+#define RING_HDR    64u
+#define RING_DATA   (RING_BYTES - RING_HDR)
+#define EV_HDR      ((uint32_t)sizeof(struct rrc_log_event))
+#define CUT_QUEUE   8
+#define CUT_BYTES   (sizeof(struct rrc_log_cut) + RING_SLOTS * sizeof(struct rrc_log_cut_thread))
+#define OBJ_BITS    18
+#define OBJ_SLOTS   (1u << OBJ_BITS)
+#define WRITER_TICK_NS 5000000l     /* drain at least this often */
+
+enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_EXITED };
+
+struct ring {
+	volatile uint64_t head;         /* bytes appended (producer) */
+	volatile uint64_t tail;         /* bytes drained (writer) */
+	volatile uint64_t events;       /* events appended (producer) */
+	uint64_t drained_events;        /* writer: first event of its next batch */
+	volatile uint32_t tid;
+	volatile uint32_t state;        /* SLOT_* */
+	volatile uint32_t space;        /* futex: bumped when the writer frees room */
+	volatile uint32_t waiting;      /* the producer sleeps on `space` */
+	uint8_t pad[RING_HDR - 48];
+	uint8_t data[RING_DATA];
+};
+_Static_assert(sizeof(struct ring) == RING_BYTES, "ring layout");
+
+struct cut_slot {
+	volatile uint32_t full;         /* written in a pause, emptied by the writer */
+	uint32_t len;
+	uint8_t rec[CUT_BYTES];
+};
+
+struct control {
+	struct cut_slot cuts[CUT_QUEUE];
+	uint32_t cut_next;              /* the pause's next slot */
+};
+
+struct obj { volatile uint64_t addr, seq; };
+
+volatile int rrc_rr_mode;
+
+static struct {
+	int fd;                          /* the log file (a library fd) */
+	uint8_t *region;                 /* control + rings */
+	uint64_t region_len;
+	struct control *ctl;
+	struct ring *rings;
+	struct obj *objs;
+	uint64_t batch_seq;              /* writer */
+	volatile uint32_t kick;          /* futex: producers wake the writer */
+	volatile uint32_t writer_sleeping;
+	volatile uint32_t broken;
+} rr = { .fd = -1 };
+
+static __thread struct ring *my_ring __attribute__((tls_model("initial-exec")));
+/* the library's own threads (control, writer) never record */
+static __thread int library_thread __attribute__((tls_model("initial-exec")));
+
+void rrc_rr_library_thread(void)
+{
+	library_thread = 1;
+}
+/* the creator's tid, set by the pthread_create trampoline (rr-sync.c)
+ * before the thread's first event */
+__thread uint32_t rrc_rr_creator __attribute__((tls_model("initial-exec"))) RRC_HIDDEN;
+__thread uint64_t rrc_rr_birth __attribute__((tls_model("initial-exec"))) RRC_HIDDEN;
+
+static inline uint32_t rec_len(uint32_t data) { return EV_HDR + ((data + 7u) & ~7u); }
+
+static void stop_recording(const char *why, long err)
+{
+	char m[300];
+	size_t l = rrc_bput(m, sizeof m, 0, "recording stopped, the log is incomplete from here: ");
+	l = rrc_bput(m, sizeof m, l, why);
+	if (err) {
+		l = rrc_bput(m, sizeof m, l, " (errno ");
+		l = rrc_bput_u64(m, sizeof m, l, (uint64_t)err);
+		rrc_bput(m, sizeof m, l, ")");
+	}
+	if (!__atomic_exchange_n(&rr.broken, 1, __ATOMIC_SEQ_CST))
+		rrc_log(m);
+	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
+	/* producers waiting for room: let them go */
+	for (uint32_t i = 0; i < RING_SLOTS; i++)
+		if (RRC_LOAD(&rr.rings[i].waiting)) {
+			RRC_ATOMIC_INC(&rr.rings[i].space);
+			rrc_sys_futex(&rr.rings[i].space, RRC_FUTEX_WAKE, 1, 0);
+		}
+}
+
+static void kick_writer(void)
+{
+	RRC_ATOMIC_INC(&rr.kick);
+	if (RRC_LOAD(&rr.writer_sleeping))
+		rrc_sys_futex(&rr.kick, RRC_FUTEX_WAKE, 1, 0);
+}
+
+/* ---- set-up ---- */
+
+int rrc_rr_ring_range(uint64_t *start, uint64_t *end)
+{
+	if (!rr.region)
+		return 0;
+	*start = (uint64_t)rr.region;
+	*end = (uint64_t)rr.region + rr.region_len;
+	return 1;
+}
+
+static int fail_init(const char *what, long err)
+{
+	char m[300];
+	size_t l = rrc_bput(m, sizeof m, 0, "not recording: ");
+	l = rrc_bput(m, sizeof m, l, what);
+	if (err) {
+		l = rrc_bput(m, sizeof m, l, ": ");
+		rrc_bput(m, sizeof m, l, strerror((int)err));
+	}
+	rrc_log(m);
+	return -1;
+}
+
+static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq,
+		      int64_t result, const void *data, uint32_t len);
+static struct ring *ring_take(void);
+
+int rrc_rr_init(void)
+{
+	const char *path = getenv("RRC_RECORD");
+	if (!path || !*path)
+		return 0;
+	long fd = rrc_sys_openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fail_init("cannot create the log file $RRC_RECORD", -fd);
+	rr.fd = rrc_fd_high((int)fd);
+	uint64_t ctl_len = (sizeof(struct control) + 4095) & ~4095ull;
+	rr.region_len = ctl_len + (uint64_t)RING_SLOTS * RING_BYTES;
+	long m = rrc_sys_mmap(0, rr.region_len, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m < 0 && m > -4096)
+		return fail_init("cannot map the log rings", -m);
+	rr.region = (uint8_t *)m;
+	rr.ctl = (struct control *)rr.region;
+	rr.rings = (struct ring *)(rr.region + ctl_len);
+	m = rrc_sys_mmap(0, OBJ_SLOTS * sizeof(struct obj), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m < 0 && m > -4096)
+		return fail_init("cannot map the object table", -m);
+	rr.objs = (struct obj *)m;
+
+	struct rrc_log_header h;
+	rrc_memset(&h, 0, sizeof h);
+	rrc_memcpy(h.magic, RRC_LOG_MAGIC, 8);
+	h.version = RRC_LOG_VERSION;
+	if (rrc_syscall3(SYS_getrandom, (long)h.log_id, sizeof h.log_id, 0) != sizeof h.log_id)
+		return fail_init("getrandom for the log id failed", 0);
+	struct { long sec, nsec; } rt;
+	rrc_sys_clock_gettime(0 /* CLOCK_REALTIME */, &rt);
+	h.created_ns = (uint64_t)rt.sec * 1000000000ull + (uint64_t)rt.nsec;
+	h.pid = (uint32_t)rrc_sys_getpid();
+	h.header_crc = rrc_crc32c(&h, __builtin_offsetof(struct rrc_log_header, header_crc));
+	long w = rrc_write_all(rr.fd, &h, sizeof h);
+	if (w < 0)
+		return fail_init("cannot write the log header", -w);
+	RRC_STORE(&rrc_rr_mode, RRC_RR_RECORD);
+	my_ring = ring_take(); /* the main thread: THREAD_START, creator 0 */
+	return 0;
+}
+
+/* ---- rings: the producer side ---- */
+
+static struct ring *ring_take(void)
+{
+	for (uint32_t i = 0; i < RING_SLOTS; i++) {
+		struct ring *r = &rr.rings[i];
+		uint32_t free_ = SLOT_FREE;
+		if (RRC_LOAD(&r->state) != SLOT_FREE ||
+		    !__atomic_compare_exchange_n(&r->state, &free_, SLOT_LIVE, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			continue;
+		/* the writer left it empty: head == tail */
+		r->events = 0;
+		r->drained_events = 0;
+		r->head = r->tail = 0;
+		r->waiting = 0;
+		RRC_STORE(&r->tid, (uint32_t)rrc_sys_gettid());
+		event_raw(r, RRC_EV_THREAD_START, 0, rrc_rr_creator, rrc_rr_birth, 0, 0, 0);
+		return r;
+	}
+	stop_recording("more live threads than the log has rings (1024)", 0);
+	return 0;
+}
+
+static inline uint64_t room_needed(const struct ring *r, uint32_t len)
+{
+	uint32_t need = rec_len(len);
+	uint32_t to_end = RING_DATA - (uint32_t)(r->head % RING_DATA);
+	return to_end < need ? (uint64_t)need + to_end : need;
+}
+
+void rrc_rr_reserve(uint32_t len)
+{
+	if (library_thread)
+		return;
+	if (!my_ring && rrc_rr_recording())
+		my_ring = ring_take();
+	struct ring *r = my_ring;
+	if (!r)
+		return;
+	if (len > RRC_LOG_MAX_DATA)
+		len = RRC_LOG_MAX_DATA;
+	uint64_t need = room_needed(r, len);
+	while (rrc_rr_recording()) {
+		uint32_t sp = RRC_LOAD(&r->space);
+		uint64_t used = r->head - RRC_LOAD(&r->tail);
+		if (RING_DATA - used >= need)
+			return;
+		RRC_STORE(&r->waiting, 1);
+		kick_writer();
+		struct rrc_ts ts = { 0, 20000000l };
+		rrc_sys_futex(&r->space, RRC_FUTEX_WAIT, sp, &ts);
+		RRC_STORE(&r->waiting, 0);
+	}
+}
+
+/* Set while this thread writes a record: an application signal handler
+ * that makes a recorded call in that instant would write over it. */
+static __thread int writing __attribute__((tls_model("initial-exec")));
+
+static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq,
+		      int64_t result, const void *data, uint32_t len)
+{
+	if (writing) {
+		stop_recording("a signal handler made a recorded call while its thread was appending an event "
+			       "(asynchronous signals are not recorded)", 0);
+		return;
+	}
+	writing = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	uint64_t pos = r->head;
+	uint32_t off = (uint32_t)(pos % RING_DATA), to_end = RING_DATA - off;
+	uint32_t need = rec_len(len);
+	if (to_end < need) {
+		if (to_end >= EV_HDR) {
+			struct rrc_log_event pad = { .kind = 0, .data_len = to_end - EV_HDR };
+			rrc_memcpy(r->data + off, &pad, EV_HDR);
+		}
+		pos += to_end;
+		off = 0;
+	}
+	struct rrc_log_event e = { .kind = kind, .flags = flags, .data_len = len, .obj = obj, .seq = seq,
+				   .result = result };
+	rrc_memcpy(r->data + off, &e, EV_HDR);
+	if (len)
+		rrc_memcpy(r->data + off + EV_HDR, data, len);
+	if (need > EV_HDR + len)
+		rrc_memset(r->data + off + EV_HDR + len, 0, need - EV_HDR - len);
+	r->events++;
+	__atomic_store_n(&r->head, pos + need, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	writing = 0;
+	if (pos + need - RRC_LOAD(&r->tail) > RING_DATA / 2)
+		kick_writer();
+}
+
+void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
+		  const void *data, uint32_t len)
+{
+	struct ring *r = my_ring;
+	if (!r || !rrc_rr_recording())
+		return;
+	if (len > RRC_LOG_MAX_DATA || room_needed(r, len) > RING_DATA - (r->head - RRC_LOAD(&r->tail))) {
+		stop_recording("an event larger than its wrapper reserved room for (a bug)", 0);
+		return;
+	}
+	event_raw(r, kind, flags, obj, seq, result, data, len);
+}
+
+void rrc_rr_thread_exit(void)
+{
+	struct ring *r = my_ring;
+	if (!r || !rrc_rr_recording())
+		return;
+	rrc_rr_reserve(0);
+	rrc_hook_enter();
+	event_raw(r, RRC_EV_THREAD_EXIT, 0, 0, 0, 0, 0, 0);
+	RRC_STORE(&r->state, SLOT_EXITED);
+	my_ring = 0;
+	rrc_hook_leave();
+	kick_writer();
+}
+
+/* ---- the object table ---- */
+
+uint64_t rrc_rr_obj_seq(const void *addr)
+{
+	uint64_t a = (uint64_t)addr;
+	uint32_t i = (uint32_t)((a >> 3) * 0x9e3779b97f4a7c15ull >> (64 - OBJ_BITS));
+	for (uint32_t n = 0; n < OBJ_SLOTS; n++, i = (i + 1) & (OBJ_SLOTS - 1)) {
+		struct obj *o = &rr.objs[i];
+		uint64_t cur = RRC_LOAD(&o->addr);
+		if (cur == 0) {
+			uint64_t zero = 0;
+			if (!__atomic_compare_exchange_n(&o->addr, &zero, a, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				cur = zero; /* taken meanwhile: by whom? */
+			else
+				cur = a;
+		}
+		if (cur == a)
+			return __atomic_fetch_add(&o->seq, 1, __ATOMIC_RELAXED);
+	}
+	stop_recording("more distinct synchronization objects than the table holds (262144)", 0);
+	return 0;
+}
+
+/* ---- the writer ---- */
+
+static int write_batch(uint32_t tid, uint64_t first, uint32_t nr, const struct iovec *pieces, int npieces,
+		       uint32_t len)
+{
+	struct rrc_log_batch h = {
+		.magic = RRC_LOG_BATCH_MAGIC, .tid = tid, .batch_seq = rr.batch_seq, .first_event = first,
+		.nr_events = nr, .payload_len = len,
+	};
+	uint32_t crc = 0;
+	for (int i = 0; i < npieces; i++)
+		crc = rrc_crc32c_extend(crc, pieces[i].iov_base, pieces[i].iov_len);
+	h.payload_crc = crc;
+	h.header_crc = rrc_crc32c(&h, __builtin_offsetof(struct rrc_log_batch, header_crc));
+	struct iovec iov[3] = { { &h, sizeof h } };
+	for (int i = 0; i < npieces; i++)
+		iov[1 + i] = pieces[i];
+	int n = 1 + npieces;
+	struct iovec *v = iov;
+	while (n > 0) {
+		long w = rrc_sys_writev(rr.fd, v, n);
+		if (w == -EINTR)
+			continue;
+		if (w <= 0) {
+			stop_recording("cannot write the log file", w < 0 ? -w : 0);
+			return -1;
+		}
+		while (n > 0 && (uint64_t)w >= v->iov_len) {
+			w -= (long)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n > 0) {
+			v->iov_base = (uint8_t *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
+		}
+	}
+	rr.batch_seq++;
+	return 0;
+}
+
+/* One batch from a ring: the events in [tail, head), in at most two
+ * pieces of contiguous memory (a pad or the ring's end closes a piece),
+ * at most RRC_LOG_MAX_PAYLOAD bytes. Returns 1 if it wrote one, 0 if the
+ * ring held no event, -1 if the log broke. */
+static int drain_one(struct ring *r)
+{
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint64_t pos = r->tail, run = pos;
+	struct iovec pieces[2];
+	int np = 0;
+	uint32_t cnt = 0, len = 0;
+	while (pos < head) {
+		uint32_t off = (uint32_t)(pos % RING_DATA), to_end = RING_DATA - off;
+		if (pos > run && off == 0) { /* the piece reached the ring's end */
+			if (np == 2)
+				break;
+			pieces[np++] = (struct iovec){ r->data + run % RING_DATA, pos - run };
+			run = pos;
+		}
+		const struct rrc_log_event *e = (const void *)(r->data + off);
+		if (to_end < EV_HDR || e->kind == 0) { /* a pad: the rest up to the end */
+			if (pos > run) {
+				if (np == 2)
+					break;
+				pieces[np++] = (struct iovec){ r->data + run % RING_DATA, pos - run };
+			}
+			pos += to_end;
+			run = pos;
+			continue;
+		}
+		uint32_t step = rec_len(e->data_len);
+		if (len + step > RRC_LOG_MAX_PAYLOAD || (pos == run && np == 2))
+			break;
+		len += step;
+		cnt++;
+		pos += step;
+	}
+	if (pos > run) /* np < 2 here: with two pieces closed no event is taken */
+		pieces[np++] = (struct iovec){ r->data + run % RING_DATA, pos - run };
+	if (cnt && write_batch(RRC_LOAD(&r->tid), r->drained_events, cnt, pieces, np, len) < 0)
+		return -1;
+	r->drained_events += cnt;
+	__atomic_store_n(&r->tail, pos, __ATOMIC_RELEASE);
+	if (RRC_LOAD(&r->waiting)) {
+		RRC_ATOMIC_INC(&r->space);
+		rrc_sys_futex(&r->space, RRC_FUTEX_WAKE, 1, 0);
+	}
+	return cnt ? 1 : 0;
+}
+
+static void write_cuts(void)
+{
+	for (uint32_t i = 0; i < CUT_QUEUE; i++) {
+		struct cut_slot *c = &rr.ctl->cuts[i];
+		if (!RRC_LOAD(&c->full))
+			continue;
+		struct rrc_log_event e = { .kind = RRC_EV_CUT, .data_len = c->len };
+		uint8_t zero[8] = { 0 };
+		struct iovec p[3] = { { &e, EV_HDR }, { c->rec, c->len }, { zero, ((c->len + 7u) & ~7u) - c->len } };
+		/* one piece for the CRC and the write: header, record, padding */
+		uint8_t buf[EV_HDR + CUT_BYTES + 8];
+		uint32_t n = 0;
+		for (int k = 0; k < 3; k++) {
+			rrc_memcpy(buf + n, p[k].iov_base, p[k].iov_len);
+			n += (uint32_t)p[k].iov_len;
+		}
+		struct iovec one = { buf, n };
+		if (write_batch(0, 0, 1, &one, 1, n) < 0)
+			return;
+		RRC_STORE(&c->full, 0);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	rrc_rr_library_thread();
+	while (rrc_rr_recording()) {
+		int busy = 0;
+		write_cuts();
+		for (uint32_t i = 0; i < RING_SLOTS && rrc_rr_recording(); i++) {
+			struct ring *r = &rr.rings[i];
+			uint32_t st = RRC_LOAD(&r->state);
+			if (st == SLOT_FREE)
+				continue;
+			int d;
+			while ((d = drain_one(r)) > 0)
+				busy = 1;
+			if (d < 0)
+				break;
+			if (st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
+				RRC_STORE(&r->state, SLOT_FREE);
+		}
+		if (busy)
+			continue;
+		uint32_t k = RRC_LOAD(&rr.kick);
+		RRC_STORE(&rr.writer_sleeping, 1);
+		struct rrc_ts ts = { 0, WRITER_TICK_NS };
+		rrc_sys_futex(&rr.kick, RRC_FUTEX_WAIT, k, &ts);
+		RRC_STORE(&rr.writer_sleeping, 0);
+	}
+	return 0;
+}
+
+void rrc_rr_start(void)
+{
+	if (!rrc_rr_recording())
+		return;
+	/* the real pthread_create: the writer is the library's, never recorded */
+	int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
+		dlsym(RTLD_NEXT, "pthread_create");
+	pthread_t th;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int e = real_create ? real_create(&th, &at, writer_main, 0) : ENOSYS;
+	pthread_attr_destroy(&at);
+	if (e)
+		stop_recording("cannot start the log writer thread", e);
+}
+
+/* At exit: what the rings hold reaches the file (the writer drains, this
+ * waits for it, 2 s at most: a writer parked by a dump in progress or
+ * threads still producing must not keep the process from ending). */
+static int drained(void)
+{
+	for (uint32_t i = 0; i < CUT_QUEUE; i++)
+		if (RRC_LOAD(&rr.ctl->cuts[i].full))
+			return 0;
+	for (uint32_t i = 0; i < RING_SLOTS; i++) {
+		struct ring *r = &rr.rings[i];
+		if (RRC_LOAD(&r->state) != SLOT_FREE && RRC_LOAD(&r->tail) != __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
+			return 0;
+	}
+	return 1;
+}
+
+__attribute__((destructor)) static void rr_fini(void)
+{
+	if (!rrc_rr_recording() || library_thread)
+		return;
+	uint64_t deadline = rrc_mono_ns() + 2000000000ull;
+	while (rrc_rr_recording() && !drained() && rrc_mono_ns() < deadline) {
+		kick_writer();
+		struct rrc_ts ts = { 0, 1000000 };
+		rrc_syscall2(SYS_nanosleep, (long)&ts, 0);
+	}
+}
+
+/* ---- the cut (pause path: every other thread parked) ---- */
+
+void rrc_rr_cut(const uint8_t id[16], uint64_t sequence)
+{
+	if (!rrc_rr_recording())
+		return;
+	struct control *c = rr.ctl;
+	struct cut_slot *s = &c->cuts[c->cut_next % CUT_QUEUE];
+	if (RRC_LOAD(&s->full)) {
+		stop_recording("checkpoints faster than the log writer (8 cuts waiting)", 0);
+		return;
+	}
+	struct rrc_log_cut *h = (struct rrc_log_cut *)s->rec;
+	struct rrc_log_cut_thread *t = (struct rrc_log_cut_thread *)(s->rec + sizeof *h);
+	rrc_memset(h, 0, sizeof *h);
+	rrc_memcpy(h->image_id, id, 16);
+	h->sequence = sequence;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < RING_SLOTS; i++) {
+		struct ring *r = &rr.rings[i];
+		if (RRC_LOAD(&r->state) != SLOT_LIVE)
+			continue;
+		/* insertion by tid: the format wants them ascending */
+		uint32_t tid = r->tid, j = n;
+		while (j > 0 && t[j - 1].tid > tid) {
+			t[j] = t[j - 1];
+			j--;
+		}
+		t[j] = (struct rrc_log_cut_thread){ .tid = tid, .next_event = r->events };
+		n++;
+	}
+	h->nr_threads = n;
+	s->len = (uint32_t)(sizeof *h + n * sizeof *t);
+	c->cut_next++;
+	RRC_STORE(&s->full, 1);
+	RRC_ATOMIC_INC(&rr.kick); /* the writer sees it at its next tick */
+}
+
+void rrc_rr_restored(void)
+{
+	/* the rings and the log fd are not in the image */
+	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
+	rr.fd = -1;
+	rr.region = 0;
+	rr.region_len = 0;
+}

@@ -1,0 +1,143 @@
+"""Recording (issue 13, first part; docs/log-format.md): `rrc exec --record
+LOG` logs every recordable event of a multithreaded program, and the log
+holds exactly what the program did.
+
+runtime/tests/zdtm/recorded.c counts, per worker thread, each call it made
+that the library records (mutex acquisitions, trylock and timedlock
+outcomes, condition waits, clocks, randomness); the log must hold exactly
+those events for that thread, each mutex's acquisitions numbered 0, 1, 2...
+without a gap or a repeat, and one cut per checkpoint taken meanwhile. A
+log cut short, damaged or of another version is refused by name.
+"""
+import collections
+import json
+import time
+from pathlib import Path
+
+from conftest import pid_alive, read_text, wait_for_file, wait_until, zdtm_bin
+
+
+def events(rrc, log: Path) -> list[dict]:
+    p = rrc.run("inspect", "--log", log, "--events")
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def run_recorded(rrc, tmp_path, netns, dumps=2):
+    zdir = tmp_path / "zdtm"
+    zdir.mkdir()
+    log, out = tmp_path / "rec.log", tmp_path / "out.log"
+    pid = rrc.exec([zdtm_bin("recorded")], netns=netns, log=out, env={"ZDTM_DIR": zdir}, extra=["--record", log])
+    wait_for_file(zdir / "ready", pid=pid, log=out)
+    images = []
+    for i in range(dumps):
+        time.sleep(0.2)
+        d = tmp_path / f"img{i}"
+        rrc.dump(pid, d, parent=images[-1] if images else None, leave_running=True)
+        images.append(d)
+    time.sleep(0.2)
+    (zdir / "verify").touch()
+    wait_for_file(zdir / "result", pid=pid, log=out)
+    assert (zdir / "result").read_text() == "PASS\n", read_text(out)
+    wait_until(lambda: not pid_alive(pid), 10, "the recorded program to exit")
+    return log, json.loads((zdir / "counts.json").read_text()), images
+
+
+def test_the_log_holds_exactly_what_each_thread_did(rrc, tmp_path, netns):
+    log, counts, images = run_recorded(rrc, tmp_path, netns)
+    summary = json.loads(rrc.run("inspect", "--log", log, "--json").stdout)
+    assert summary["ok"] is True
+    evs = events(rrc, log)
+    by_tid = collections.defaultdict(collections.Counter)
+    for e in evs:
+        by_tid[e["tid"]][e["kind"]] += 1
+
+    for c in counts:
+        got = by_tid[c["tid"]]
+        want_locks = (c["locks_shared"] + c["qlock_locks"] + c["trylock_ok"] + c["trylock_busy"]
+                      + c["timed_ok"] + c["timed_out"])
+        assert got["mutex_lock"] == want_locks, (c, got)
+        assert got["cond_wait"] == c["cond_waits"], (c, got)
+        assert got["clock"] == c["clocks"], (c, got)
+        assert got["random"] == c["randoms"], (c, got)
+        assert got["thread_start"] == 1 and got["thread_exit"] == 1, (c, got)
+        mine = [e for e in evs if e["tid"] == c["tid"]]
+        assert [e["index"] for e in mine] == list(range(len(mine))), "a thread's events are not numbered 0, 1, 2..."
+        # failures carry no sequence number, and say why
+        fails = [e for e in mine if e["kind"] == "mutex_lock" and e["result"] != 0]
+        assert len(fails) == c["trylock_busy"] + c["timed_out"], (c, collections.Counter(e["result"] for e in fails))
+        assert {e["result"] for e in fails} <= {-16, -110}, "a failed acquisition is -EBUSY or -ETIMEDOUT"
+
+    # Per mutex, the successful acquisitions and the reacquisitions inside
+    # condition waits (numbered on their mutex, named in the event's data)
+    # are numbered 0..n-1, each number once.
+    per_mutex = collections.defaultdict(list)
+    for e in evs:
+        if e["kind"] == "mutex_lock" and e["result"] == 0:
+            per_mutex[e["obj"]].append(e["seq"])
+        elif e["kind"] == "cond_wait":
+            per_mutex[int.from_bytes(bytes.fromhex(e["data"]), "little")].append(e["seq"])
+    for m, seqs in per_mutex.items():
+        assert sorted(seqs) == list(range(len(seqs))), f"mutex {m:#x}: numbers {sorted(seqs)[:20]}..."
+    shared_n = sum(c["locks_shared"] for c in counts)
+    assert max(len(v) for v in per_mutex.values()) >= shared_n, "no mutex with the shared mutex's acquisitions"
+
+    # threads: one creation per worker, paired with its start by number
+    creates = sorted(e["seq"] for e in evs if e["kind"] == "thread_create")
+    starts = sorted(e["seq"] for e in evs if e["kind"] == "thread_start" and e["obj"] != 0)
+    assert creates == starts == list(range(len(counts))), (creates, starts)
+
+    # one cut per dump, naming the image and every live thread
+    cuts = summary["cuts"]
+    assert len(cuts) == len(images), cuts
+    ids = [rrc.inspect(d)["images"][-1]["image_id"] for d in images]
+    assert [c["image_id"] for c in cuts] == ids
+    totals = {t: sum(k.values()) for t, k in by_tid.items()}
+    for c in cuts:
+        tids = [t for t, _ in c["threads"]]
+        assert all(w["tid"] in tids for w in counts), (c, counts)
+        for tid, nxt in c["threads"]:
+            assert 0 < nxt <= totals[tid], (tid, nxt, totals[tid])
+    first, second = (dict(map(tuple, c["threads"])) for c in cuts)
+    assert all(second[t] >= first[t] for t in first if t in second), "a later cut is behind an earlier one"
+    # A cut is consistent: for every mutex, the acquisitions before it (in
+    # each thread, the events below its next_event) are a prefix of that
+    # mutex's order. A cut that counted one event too many or too few for
+    # a thread would take an acquisition from after the checkpoint or
+    # leave one from before it.
+    for c in cuts:
+        at = dict(map(tuple, c["threads"]))
+        before = collections.defaultdict(list)
+        for e in evs:
+            if e["tid"] in at and e["index"] < at[e["tid"]]:
+                if e["kind"] == "mutex_lock" and e["result"] == 0:
+                    before[e["obj"]].append(e["seq"])
+                elif e["kind"] == "cond_wait":
+                    before[int.from_bytes(bytes.fromhex(e["data"]), "little")].append(e["seq"])
+        for m, seqs in before.items():
+            assert sorted(seqs) == list(range(len(seqs))), \
+                f"cut {c['sequence']}: mutex {m:#x}: the acquisitions before it are not a prefix of its order"
+
+
+def test_broken_logs_are_refused_by_name(rrc, tmp_path, netns):
+    log, _, _ = run_recorded(rrc, tmp_path, netns, dumps=0)
+    data = log.read_bytes()
+    cases = {
+        "truncated": data[: len(data) - 5],
+        "corrupt": data[:200] + bytes([data[200] ^ 0x20]) + data[201:],
+        "version": data[:8] + (2).to_bytes(4, "little") + data[12:],
+        "not a log": b"this is not a log at all, just some text padding it out",
+    }
+    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 2",
+            "not a log": "not an rrc record log"}
+    for name, bad in cases.items():
+        f = tmp_path / f"{name.replace(' ', '-')}.log"
+        f.write_bytes(bad)
+        p = rrc.run("inspect", "--log", f, check=False)
+        assert p.returncode != 0 and want[name] in p.stderr, f"{name}: {p.stderr}"
+        p = rrc.run("inspect", "--log", f, "--events", check=False)
+        assert p.returncode != 0 and p.stdout == "", f"{name}: events printed from a broken log"
+
+
+def test_record_refuses_a_log_it_cannot_write(rrc, tmp_path, netns):
+    msg = rrc.fails("exec", "--record", tmp_path / "no" / "such" / "dir" / "x.log", "--", zdtm_bin("recorded"))
+    assert "creating the record log" in msg, msg
