@@ -141,3 +141,77 @@ def test_broken_logs_are_refused_by_name(rrc, tmp_path, netns):
 def test_record_refuses_a_log_it_cannot_write(rrc, tmp_path, netns):
     msg = rrc.fails("exec", "--record", tmp_path / "no" / "such" / "dir" / "x.log", "--", zdtm_bin("recorded"))
     assert "creating the record log" in msg, msg
+
+
+def fnv(h: int, data: bytes) -> int:
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def payload(e: dict) -> bytes:
+    """The bytes a READ event says the call returned (after the recv head
+    of recvfrom/recvmsg: rrc_log_recv, 16 bytes)."""
+    d = bytes.fromhex(e["data"])
+    if e["flags"] & 4:
+        d = d[16:]
+    return d[: max(e["result"], 0)]
+
+
+def test_every_input_call_and_byte_is_in_the_log(rrc, tmp_path, netns):
+    """runtime/tests/zdtm/inputs.c: read, readv, recv, recvmsg, recvfrom,
+    accept4, epoll_wait, poll and select in their own threads, under load
+    from a producer, with two dumps meanwhile. Per thread, the log holds
+    exactly the calls the program counted, and the bytes of its READ events
+    hash to what the program hashed of everything it received."""
+    zdir = tmp_path / "zdtm"
+    zdir.mkdir()
+    log, out = tmp_path / "inputs.log", tmp_path / "out.log"
+    pid = rrc.exec([zdtm_bin("inputs")], netns=netns, log=out, env={"ZDTM_DIR": zdir}, extra=["--record", log])
+    wait_for_file(zdir / "ready", pid=pid, log=out)
+    for i in range(2):
+        time.sleep(0.3)
+        rrc.dump(pid, tmp_path / f"img{i}", parent=tmp_path / "img0" if i else None, leave_running=True)
+    time.sleep(0.3)
+    (zdir / "verify").touch()
+    wait_for_file(zdir / "result", pid=pid, log=out)
+    assert (zdir / "result").read_text() == "PASS\n", read_text(out)
+    wait_until(lambda: not pid_alive(pid), 10, "the program to exit")
+    counts = {c["name"]: c for c in json.loads((zdir / "inputs.json").read_text())}
+    p = rrc.run("inspect", "--log", log, "--events", "--data")
+    evs = [json.loads(line) for line in p.stdout.splitlines()]
+    by_tid = collections.defaultdict(list)
+    for e in evs:
+        by_tid[e["tid"]].append(e)
+
+    def kinds(name):
+        return collections.Counter(e["kind"] for e in by_tid[counts[name]["tid"]])
+
+    calls = {n: c["calls"] for n, c in counts.items()}
+    assert kinds("read")["read"] == calls["read"][0] + calls["read"][1], (calls["read"], kinds("read"))
+    assert kinds("recv")["read"] == calls["recv"][0] + calls["recv"][1], (calls["recv"], kinds("recv"))
+    assert kinds("udp")["read"] == calls["udp"][0], (calls["udp"], kinds("udp"))
+    k = kinds("accept")
+    assert k["accept"] == calls["accept"][0] and k["read"] == calls["accept"][1], (calls["accept"], k)
+    k = kinds("wait")
+    assert (k["epoll_wait"], k["poll"], k["select"], k["read"]) == tuple(calls["wait"]), (calls["wait"], k)
+    assert all(calls[n][0] > 0 for n in calls), calls
+
+    for name, c in counts.items():
+        h, total = 0xCBF29CE484222325, 0
+        for e in by_tid[c["tid"]]:
+            if e["kind"] == "read":
+                d = payload(e)
+                assert len(d) == max(e["result"], 0), e
+                h, total = fnv(h, d), total + len(d)
+        assert total == c["bytes"], f"{name}: the log holds {total} bytes, the program received {c['bytes']}"
+        assert f"{h:016x}" == c["hash"], f"{name}: the bytes in the log are not those the program received"
+
+    # recvfrom's events carry the sender's address; accept's the peer's
+    udp = [e for e in by_tid[counts["udp"]["tid"]] if e["kind"] == "read" and e["result"] > 0]
+    assert all(int.from_bytes(bytes.fromhex(e["data"])[:4], "little") == 16 for e in udp), "recvfrom: no address"
+    acc = [e for e in by_tid[counts["accept"]["tid"]] if e["kind"] == "accept" and e["result"] >= 0]
+    assert acc and all(e["data_len"] == 0 for e in acc), "accept4(fd, NULL, NULL): no address to record"
+    # epoll_wait: its events, 12 bytes each, naming the eventfd's cookie
+    ew = [e for e in by_tid[counts["wait"]["tid"]] if e["kind"] == "epoll_wait" and e["result"] == 1]
+    assert ew and all(bytes.fromhex(e["data"])[4:12] == (7).to_bytes(8, "little") for e in ew), ew[:3]

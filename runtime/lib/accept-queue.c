@@ -51,6 +51,8 @@
 #include "rrc/accept-queue.h"
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "rr-io.h"
+#include "rrc/rrlog.h"
 
 #define DUMMY_CONNECT_S 1 /* a loopback handshake takes microseconds */
 
@@ -324,22 +326,36 @@ static int substitute(int c, struct sockaddr *addr, socklen_t *alen, int flags)
 	return c;
 }
 
+/* The recorded outcome (rr-io.c): the fd and the peer's address. */
+static int recorded(int rec, int c, const struct sockaddr *addr, const socklen_t *alen, int fd)
+{
+	if (rec) {
+		int e = errno;
+		uint32_t n = c >= 0 && addr && alen ? (uint32_t)*alen : 0;
+		rrc_rr_log_input(RRC_EV_ACCEPT, fd, c < 0 ? -e : c, addr, n > 128 ? 128 : n);
+		errno = e;
+	}
+	return c;
+}
+
 int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 {
 	if (!real_accept)
 		rrc_aq_resolve();
+	int rec = rrc_rr_io_reserve(128);
 	int c = real_accept(fd, addr, alen);
 	if (c < 0 || !RRC_LOAD(&aq_pending))
-		return c;
-	return substitute(c, addr, alen, 0);
+		return recorded(rec, c, addr, alen, fd);
+	return recorded(rec, substitute(c, addr, alen, 0), addr, alen, fd);
 }
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	if (!real_accept4)
 		rrc_aq_resolve();
+	int rec = rrc_rr_io_reserve(128);
 	int c = real_accept4(fd, addr, alen, flags);
 	if (c < 0 || !RRC_LOAD(&aq_pending))
-		return c;
-	return substitute(c, addr, alen, flags);
+		return recorded(rec, c, addr, alen, fd);
+	return recorded(rec, substitute(c, addr, alen, flags), addr, alen, fd);
 }

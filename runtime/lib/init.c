@@ -20,6 +20,7 @@
 #include "rrc_lib.h"
 #include "waits.h"
 #include "rr-log.h"
+#include "rr-io.h"
 
 struct rrc_lib_state rrc_g = {
 	.listen_fd = -1, .conn_fd = -1, .uffd = -1, .pagemap_fd = -1, .maps_fd = -1, .image_fd = -1,
@@ -143,6 +144,7 @@ __attribute__((constructor)) static void rrc_init(void)
 	rrc_waits_resolve();
 	rrc_sync_resolve();
 	rrc_time_resolve();
+	rrc_io_resolve();
 	/* bind memcpy/memset through the PLT now: a lazy binding later, in
 	 * the pause, could wait on the dynamic linker's lock */
 	{

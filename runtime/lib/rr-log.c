@@ -161,7 +161,7 @@ static int fail_init(const char *what, long err)
 }
 
 static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq,
-		      int64_t result, const void *data, uint32_t len);
+		      int64_t result, const struct iovec *data, int pieces, uint32_t len);
 static struct ring *ring_take(void);
 
 int rrc_rr_init(void)
@@ -223,7 +223,7 @@ static struct ring *ring_take(void)
 		r->head = r->tail = 0;
 		r->waiting = 0;
 		RRC_STORE(&r->tid, (uint32_t)rrc_sys_gettid());
-		event_raw(r, RRC_EV_THREAD_START, 0, rrc_rr_creator, rrc_rr_birth, 0, 0, 0);
+		event_raw(r, RRC_EV_THREAD_START, 0, rrc_rr_creator, rrc_rr_birth, 0, 0, 0, 0);
 		return r;
 	}
 	stop_recording("more live threads than the log has rings (1024)", 0);
@@ -267,7 +267,7 @@ void rrc_rr_reserve(uint32_t len)
 static __thread int writing __attribute__((tls_model("initial-exec")));
 
 static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq,
-		      int64_t result, const void *data, uint32_t len)
+		      int64_t result, const struct iovec *data, int pieces, uint32_t len)
 {
 	if (writing) {
 		stop_recording("a signal handler made a recorded call while its thread was appending an event "
@@ -290,8 +290,13 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 	struct rrc_log_event e = { .kind = kind, .flags = flags, .data_len = len, .obj = obj, .seq = seq,
 				   .result = result };
 	rrc_memcpy(r->data + off, &e, EV_HDR);
-	if (len)
-		rrc_memcpy(r->data + off + EV_HDR, data, len);
+	uint32_t at = off + EV_HDR, left = len;
+	for (int i = 0; i < pieces && left; i++) {
+		uint32_t k = data[i].iov_len < left ? (uint32_t)data[i].iov_len : left;
+		rrc_memcpy(r->data + at, data[i].iov_base, k);
+		at += k;
+		left -= k;
+	}
 	if (need > EV_HDR + len)
 		rrc_memset(r->data + off + EV_HDR + len, 0, need - EV_HDR - len);
 	r->events++;
@@ -302,17 +307,27 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 		kick_writer();
 }
 
-void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
-		  const void *data, uint32_t len)
+void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
+		   const struct iovec *pieces, int n)
 {
 	struct ring *r = my_ring;
 	if (!r || !rrc_rr_recording())
 		return;
-	if (len > RRC_LOG_MAX_DATA || room_needed(r, len) > RING_DATA - (r->head - RRC_LOAD(&r->tail))) {
+	uint64_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += pieces[i].iov_len;
+	if (len > RRC_LOG_MAX_DATA || room_needed(r, (uint32_t)len) > RING_DATA - (r->head - RRC_LOAD(&r->tail))) {
 		stop_recording("an event larger than its wrapper reserved room for (a bug)", 0);
 		return;
 	}
-	event_raw(r, kind, flags, obj, seq, result, data, len);
+	event_raw(r, kind, flags, obj, seq, result, pieces, n, (uint32_t)len);
+}
+
+void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
+		  const void *data, uint32_t len)
+{
+	struct iovec one = { (void *)data, len };
+	rrc_rr_eventv(kind, flags, obj, seq, result, &one, len ? 1 : 0);
 }
 
 void rrc_rr_thread_exit(void)
@@ -322,7 +337,7 @@ void rrc_rr_thread_exit(void)
 		return;
 	rrc_rr_reserve(0);
 	rrc_hook_enter();
-	event_raw(r, RRC_EV_THREAD_EXIT, 0, 0, 0, 0, 0, 0);
+	event_raw(r, RRC_EV_THREAD_EXIT, 0, 0, 0, 0, 0, 0, 0);
 	RRC_STORE(&r->state, SLOT_EXITED);
 	my_ring = 0;
 	rrc_hook_leave();

@@ -66,6 +66,10 @@ void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int
 /* The next sequence number of the object at `addr` (a lock the caller now
  * holds): 0, 1, 2... per address. */
 uint64_t rrc_rr_obj_seq(const void *addr) RRC_HIDDEN_RR;
+/* The same with the data gathered from pieces (their total is the data). */
+struct iovec;
+void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
+		   const struct iovec *pieces, int n) RRC_HIDDEN_RR;
 
 /* Threads (rr-sync.c's pthread_create trampoline): the creator's tid and
  * the creation's number, set in the new thread before its first event

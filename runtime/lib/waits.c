@@ -40,6 +40,8 @@
 #include <sys/select.h>
 #include "rrc_lib.h"
 #include "waits.h"
+#include "rr-io.h"
+#include "rr-log.h"
 
 static int (*real_nanosleep)(const struct timespec *, struct timespec *);
 static int (*real_clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
@@ -126,6 +128,58 @@ static int left_ms(const struct deadline *d)
 	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
 }
 
+/* ---- recording (rr-io.c): the final result, after any re-issue ---- */
+
+/* While recording, at most as many events as fit in one event's data. */
+static int rec_events(int *max)
+{
+	int cap = (int)(RRC_LOG_MAX_DATA / sizeof(struct epoll_event));
+	if (*max > cap && rrc_rr_recording())
+		*max = cap;
+	return rrc_rr_io_reserve((uint32_t)((*max > 0 ? *max : 0) * sizeof(struct epoll_event)));
+}
+
+static int recorded_events(int rec, int ep, const struct epoll_event *ev, int ret)
+{
+	if (rec) {
+		int e = errno;
+		rrc_rr_log_input(RRC_EV_EPOLL_WAIT, ep, ret < 0 ? -e : ret, ev,
+				 ret > 0 ? (uint32_t)ret * sizeof *ev : 0);
+		errno = e;
+	}
+	return ret;
+}
+
+static int recorded_poll(int rec, const struct pollfd *fds, nfds_t n, int ret)
+{
+	if (rec) {
+		int e = errno;
+		rrc_rr_log_input(RRC_EV_POLL, -1, ret < 0 ? -e : ret, fds, ret >= 0 ? (uint32_t)(n * sizeof *fds) : 0);
+		errno = e;
+	}
+	return ret;
+}
+
+/* the sets the call was given, in order (r, w, x), each nfds bits rounded
+ * up to 8 bytes */
+static int recorded_select(int rec, int n, const fd_set *r, const fd_set *w, const fd_set *x, int ret)
+{
+	if (rec) {
+		int e = errno;
+		uint8_t sets[3 * sizeof(fd_set)];
+		uint32_t one = n > 0 && n <= FD_SETSIZE ? (uint32_t)((n + 63) / 64 * 8) : 0, len = 0;
+		const fd_set *s3[3] = { r, w, x };
+		for (int i = 0; i < 3 && ret >= 0; i++)
+			if (s3[i]) {
+				rrc_memcpy(sets + len, s3[i], one);
+				len += one;
+			}
+		rrc_rr_log_input(RRC_EV_SELECT, n, ret < 0 ? -e : ret, sets, len);
+		errno = e;
+	}
+	return ret;
+}
+
 /* ---- sleeps ---- */
 
 int nanosleep(const struct timespec *req, struct timespec *rem)
@@ -192,12 +246,13 @@ unsigned int sleep(unsigned int s)
 int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 {
 	RESOLVE(epoll_wait);
+	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_epoll_wait(ep, ev, max, timeout);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_events(rec, ep, ev, ret);
 		timeout = left_ms(&d);
 	}
 }
@@ -205,12 +260,13 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	RESOLVE(epoll_pwait);
+	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_epoll_pwait(ep, ev, max, timeout, mask);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_events(rec, ep, ev, ret);
 		timeout = left_ms(&d);
 	}
 }
@@ -218,13 +274,14 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigs
 int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *to, const sigset_t *mask)
 {
 	RESOLVE(epoll_pwait2);
+	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_epoll_pwait2(ep, ev, max, to, mask);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_events(rec, ep, ev, ret);
 		if (to) {
 			t = ns_ts(left(&d));
 			to = &t;
@@ -235,12 +292,13 @@ int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	RESOLVE(poll);
+	int rec = rrc_rr_io_reserve((uint32_t)(n * sizeof *fds));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_poll(fds, n, timeout);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_poll(rec, fds, n, ret);
 		timeout = left_ms(&d);
 	}
 }
@@ -248,13 +306,14 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_t *mask)
 {
 	RESOLVE(ppoll);
+	int rec = rrc_rr_io_reserve((uint32_t)(n * sizeof *fds));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_ppoll(fds, n, to, mask);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_poll(rec, fds, n, ret);
 		if (to) {
 			t = ns_ts(left(&d));
 			to = &t;
@@ -267,12 +326,13 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_
 int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 {
 	RESOLVE(select);
+	int rec = rrc_rr_io_reserve(3 * sizeof(fd_set));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, tv ? tv->tv_sec * NS + tv->tv_usec * 1000ll : -1);
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_select(n, r, w, x, tv);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_select(rec, n, r, w, x, ret);
 		if (tv) {
 			int64_t l = left(&d);
 			tv->tv_sec = l / NS;
@@ -284,13 +344,14 @@ int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *to, const sigset_t *mask)
 {
 	RESOLVE(pselect);
+	int rec = rrc_rr_io_reserve(3 * sizeof(fd_set));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
 	for (;;) {
 		uint32_t p = parks();
 		int ret = real_pselect(n, r, w, x, to, mask);
 		if (!parked_in(p, ret))
-			return ret;
+			return recorded_select(rec, n, r, w, x, ret);
 		if (to) {
 			t = ns_ts(left(&d));
 			to = &t;

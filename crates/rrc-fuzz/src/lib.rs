@@ -1,7 +1,7 @@
 //! Fuzz target bodies for every decoder that takes bytes from the network
 //! (issue 12): checkpoint images and the backup's store, FILEOPS and the
 //! data-directory copy, the gate's packet parser, decision core and
-//! netlink parsing.
+//! netlink parsing, the record log (issue 13).
 //!
 //! Each target is a `pub fn(&[u8])` that must not panic on any input; a
 //! panic is a finding. Targets also assert invariants (an image that
@@ -18,12 +18,14 @@ pub mod alloc;
 mod datadir;
 mod gate;
 mod image;
+mod rrlog;
 pub mod seeds;
 mod wire;
 
 pub use datadir::{datadir, fileops};
 pub use gate::{gate_core, gate_packet, nfqueue};
 pub use image::{image, store};
+pub use rrlog::rrlog;
 pub use wire::{frame, heartbeat, json, session};
 
 /// A target body: must not panic on any input.
@@ -43,6 +45,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("session", session),
     ("heartbeat", heartbeat),
     ("json", json),
+    ("rrlog", rrlog),
 ];
 
 /// The body of a libFuzzer binary in fuzz/src/bin/: the allocator that
@@ -79,7 +82,7 @@ impl<'a> Bytes<'a> {
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         self.take(self.b.len())
     }
-    fn array<const N: usize>(&mut self) -> [u8; N] {
+    pub(crate) fn array<const N: usize>(&mut self) -> [u8; N] {
         let mut a = [0u8; N];
         let h = self.take(N);
         a[..h.len()].copy_from_slice(h);

@@ -25,8 +25,14 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         "gate_core" => core_seeds(),
         "nfqueue" => nfqueue_seeds(),
         "frame" | "session" | "heartbeat" | "json" => crate::wire::seeds(target),
+        "rrlog" => ["rrlog-good.bin", "rrlog-truncated.bin", "rrlog-bad-crc.bin"].iter().map(|n| log_vector(n)).collect(),
         _ => Vec::new(),
     }
+}
+
+fn log_vector(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 fn vector(name: &str) -> Vec<u8> {

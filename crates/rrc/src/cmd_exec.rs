@@ -26,7 +26,9 @@ pub struct ExecArgs {
     /// Record the command's nondeterministic events into the record log
     /// FILE (docs/log-format.md; `rrc inspect --log FILE` summarizes it).
     /// What is recorded so far: mutex acquisitions and condition waits in
-    /// order, thread creation and exit, clocks, randomness.
+    /// order, thread creation and exit, clocks, randomness, reads and
+    /// receives (at most 64 KiB per call while recording), accept, and
+    /// epoll/poll/select results.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     #[command(flatten)]

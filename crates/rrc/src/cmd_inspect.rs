@@ -27,6 +27,9 @@ pub struct InspectArgs {
     /// is at most 64 bytes), after verifying the whole log.
     #[arg(long, requires = "log")]
     pub events: bool,
+    /// With --events: every event's data in hex, however long.
+    #[arg(long, requires = "events")]
+    pub data: bool,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -34,7 +37,7 @@ pub struct InspectArgs {
 pub fn run(a: InspectArgs) -> Result<ExitCode> {
     if let Some(log) = &a.log {
         if a.events {
-            return dump_events(log);
+            return dump_events(log, a.data);
         }
         return inspect_log(log, a.json.json);
     }
@@ -132,7 +135,7 @@ fn inspect_log(path: &std::path::Path, json: bool) -> Result<ExitCode> {
 
 /// Every event as a JSON line; the whole log is verified first, so that
 /// nothing is printed from a log that turns out broken.
-fn dump_events(path: &std::path::Path) -> Result<ExitCode> {
+fn dump_events(path: &std::path::Path, all_data: bool) -> Result<ExitCode> {
     let name = path.display().to_string();
     let read_all = || -> Result<Vec<Batch>, String> {
         let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
@@ -157,7 +160,7 @@ fn dump_events(path: &std::path::Path) -> Result<ExitCode> {
                 "tid": b.tid, "index": b.first_event + i as u64, "kind": e.kind.name(), "flags": e.flags,
                 "obj": e.obj, "seq": e.seq, "result": e.result, "data_len": e.data.len(),
             });
-            if e.data.len() <= 64 {
+            if all_data || e.data.len() <= 64 {
                 line["data"] = e.data.iter().map(|x| format!("{x:02x}")).collect::<String>().into();
             }
             writeln!(out, "{line}")?;

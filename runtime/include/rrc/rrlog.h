@@ -90,7 +90,7 @@ enum rrc_log_kind {
 	RRC_EV_BARRIER       = 23,
 	/* nondeterministic results: obj = fd (or clock id), data = the bytes
 	 * the call returned to the application */
-	RRC_EV_READ          = 40,  /* read readv pread recv recvfrom recvmsg */
+	RRC_EV_READ          = 40,  /* read readv pread recv recvfrom recvmsg; obj = fd, seq = 0 */
 	RRC_EV_ACCEPT        = 41,  /* result = the new fd; seq = fd-table order; data = peer address */
 	RRC_EV_EPOLL_WAIT    = 42,  /* data = the epoll_event array */
 	RRC_EV_POLL          = 43,  /* data = the pollfd array after the call */
@@ -109,6 +109,17 @@ enum rrc_log_kind {
 /* rrc_log_event.flags */
 #define RRC_EVF_TRY    (1u << 0)  /* trylock-like: may fail at once */
 #define RRC_EVF_TIMED  (1u << 1)  /* timed: may time out */
+#define RRC_EVF_MSG    (1u << 2)  /* READ: data starts with struct rrc_log_recv */
+
+/* The head of a READ event's data for the calls that return more than
+ * bytes (recvfrom, recvmsg): then the payload bytes, the address
+ * (name_len bytes), the control data (control_len bytes). */
+struct rrc_log_recv {
+	uint32_t name_len;
+	uint32_t control_len;
+	uint32_t msg_flags;       /* recvmsg's msg_flags after the call */
+	uint32_t reserved;
+};
 
 /* obj of RRC_EV_CLOCK for the calls that name no clock */
 #define RRC_CLOCK_TIME          0x10000u  /* time() */

@@ -126,6 +126,14 @@ fn a_thread_resuming_elsewhere_is_refused() {
     b.extend(Batch { tid: 1, batch_seq: 1, first_event: 2, events: vec![ev(EventKind::ThreadExit, 0, 0, 0, b"")] }.encode());
     let e = summary(&b).unwrap_err();
     assert!(matches!(e, LogError::EventGap { tid: 1, expected: 1, found: 2, .. }), "{e}");
+    // a new thread with a recycled tid starts at 0 with its THREAD_START;
+    // anything else at 0 is a gap
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![ev(EventKind::ThreadStart, 0, 0, 0, b"")] }.encode());
+    b.extend(Batch { tid: 1, batch_seq: 1, first_event: 0, events: vec![ev(EventKind::ThreadStart, 2, 0, 0, b"")] }.encode());
+    assert!(summary(&b).is_ok());
+    b.extend(Batch { tid: 1, batch_seq: 2, first_event: 0, events: vec![ev(EventKind::ThreadExit, 0, 0, 0, b"")] }.encode());
+    assert!(matches!(summary(&b).unwrap_err(), LogError::EventGap { tid: 1, expected: 1, found: 0, .. }));
 }
 
 #[test]

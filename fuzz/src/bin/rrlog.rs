@@ -1,0 +1,2 @@
+#![no_main]
+rrc_fuzz::fuzz_binary!(rrlog);
