@@ -215,3 +215,100 @@ def test_every_input_call_and_byte_is_in_the_log(rrc, tmp_path, netns):
     # epoll_wait: its events, 12 bytes each, naming the eventfd's cookie
     ew = [e for e in by_tid[counts["wait"]["tid"]] if e["kind"] == "epoll_wait" and e["result"] == 1]
     assert ew and all(bytes.fromhex(e["data"])[4:12] == (7).to_bytes(8, "little") for e in ew), ew[:3]
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), reflected, as rrc's runtime/common/crc32c.c."""
+    table = crc32c.table
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+crc32c.table = []
+for _n in range(256):
+    _c = _n
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    crc32c.table.append(_c)
+
+
+def run_to_end(rrc, tmp_path, netns, prog, dumps=2, pause=0.25):
+    zdir = tmp_path / "zdtm"
+    zdir.mkdir()
+    log, out = tmp_path / f"{prog}.log", tmp_path / "out.log"
+    pid = rrc.exec([zdtm_bin(prog)], netns=netns, log=out, env={"ZDTM_DIR": zdir}, extra=["--record", log])
+    wait_for_file(zdir / "ready", pid=pid, log=out)
+    for i in range(dumps):
+        time.sleep(pause)
+        rrc.dump(pid, tmp_path / f"img{i}", parent=tmp_path / f"img{i - 1}" if i else None, leave_running=True)
+    time.sleep(pause)
+    (zdir / "verify").touch()
+    wait_for_file(zdir / "result", pid=pid, log=out)
+    assert (zdir / "result").read_text() == "PASS\n", read_text(out)
+    wait_until(lambda: not pid_alive(pid), 10, "the program to exit")
+    p = rrc.run("inspect", "--log", log, "--events")
+    return zdir, [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def test_the_fd_tables_order_gives_every_number_and_outputs_are_named(rrc, tmp_path, netns):
+    """runtime/tests/zdtm/fdchurn.c: four threads open, dup, dup2 and close
+    fds as fast as they can while checkpoints are taken (whose control
+    connections and image fds the library takes too). Replaying the FD and
+    ACCEPT events in the order of their numbers from the fds open at the
+    start (0, 1, 2), the lowest free number is, every time, the one each
+    call got: a replay that keeps that order gets every fd right. And the
+    sender's outputs are named by offset, length and CRC32C, contiguous."""
+    zdir, evs = run_to_end(rrc, tmp_path, netns, "fdchurn", dumps=3, pause=0.15)
+    info = json.loads((zdir / "fdchurn.json").read_text())
+    assert min(info["rounds"]) > 50, info
+
+    ordered = sorted((e for e in evs if e["kind"] in ("fd", "accept")), key=lambda e: e["seq"])
+    assert [e["seq"] for e in ordered] == list(range(len(ordered))), "the fd table's numbers have a gap or a repeat"
+    ops = {1: "open", 2: "close", 3: "dup", 4: "socket", 5: "pipe"}
+    open_fds = set(info["initial"])
+
+    def lowest():
+        n = 0
+        while n in open_fds:
+            n += 1
+        return n
+
+    for e in ordered:
+        a, b = (int.from_bytes(bytes.fromhex(e["data"])[i:i + 4], "little", signed=True) for i in (0, 4))
+        op = ops.get(e["obj"], e["obj"])
+        where = f"event seq {e['seq']} ({op} in thread {e['tid']}, result {e['result']})"
+        if e["result"] < 0:
+            continue
+        if op == "close":
+            assert a in open_fds, f"{where}: closes fd {a}, not open then"
+            open_fds.discard(a)
+        elif op == "dup" and b >= 0:  # dup2 onto b
+            assert e["result"] == b, where
+            open_fds.add(b)
+        elif op in ("pipe", "socket") and b >= 0:  # pipe, socketpair: two fds
+            first = lowest()
+            assert a == first, f"{where}: got {a}, the lowest free was {first}"
+            open_fds.add(a)
+            second = lowest()
+            assert b == second, f"{where}: got {b}, the lowest free was {second}"
+            open_fds.add(b)
+        else:
+            want = lowest()
+            assert e["result"] == want, f"{where}: got fd {e['result']}, the lowest free in the log's order was {want}"
+            open_fds.add(e["result"])
+
+    outs = [e for e in evs if e["kind"] == "output" and e["tid"] == info["sender_tid"]]
+    assert len(outs) == info["messages"], (len(outs), info)
+    offset = 0
+    for r, e in enumerate(outs, start=1):
+        o = bytes.fromhex(e["data"])
+        off, length, crc = int.from_bytes(o[0:8], "little"), int.from_bytes(o[8:16], "little"), int.from_bytes(o[16:20], "little")
+        n = 1 + (r * 7919) % 3000
+        m = bytes((ord("a") + (r + i) % 26) for i in range(n))
+        assert e["obj"] == info["fd"] and e["result"] == n == length, (r, e)
+        assert off == offset, f"output {r}: offset {off}, the bytes before it were {offset}"
+        assert crc == crc32c(m), f"output {r}: the CRC32C does not name the bytes sent"
+        offset += length
+    assert offset == info["bytes"]

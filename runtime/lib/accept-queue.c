@@ -52,6 +52,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "rr-io.h"
+#include "rr-fds.h"
 #include "rrc/rrlog.h"
 
 #define DUMMY_CONNECT_S 1 /* a loopback handshake takes microseconds */
@@ -326,15 +327,32 @@ static int substitute(int c, struct sockaddr *addr, socklen_t *alen, int flags)
 	return c;
 }
 
-/* The recorded outcome (rr-io.c): the fd and the peer's address. */
-static int recorded(int rec, int c, const struct sockaddr *addr, const socklen_t *alen, int fd)
+/* While recording (rr-io.c, rr-fds.c): an accept on a nonblocking
+ * listener runs under the fd table's lock, so its fd number is in the
+ * table's order; a blocking one cannot hold the lock while it waits and
+ * takes its number when it returns. The event: ACCEPT, the new fd, the
+ * peer's address. */
+static int accept_begin(int fd, int *rec)
 {
-	if (rec) {
-		int e = errno;
-		uint32_t n = c >= 0 && addr && alen ? (uint32_t)*alen : 0;
-		rrc_rr_log_input(RRC_EV_ACCEPT, fd, c < 0 ? -e : c, addr, n > 128 ? 128 : n);
-		errno = e;
-	}
+	*rec = rrc_rr_io_reserve(128);
+	if (!*rec)
+		return 0;
+	long fl = rrc_sys_fcntl(fd, F_GETFL, 0);
+	return fl >= 0 && (fl & O_NONBLOCK) ? rrc_fdt_begin() : 0;
+}
+
+static int accept_end(int rec, int t, int fd, int c, const struct sockaddr *addr, const socklen_t *alen)
+{
+	if (!rec)
+		return c;
+	int e = errno;
+	if (c >= 0)
+		rrc_fdt_made(c, 1);
+	if (!t)
+		t = rrc_fdt_begin();
+	uint32_t n = c >= 0 && addr && alen ? (uint32_t)*alen : 0;
+	errno = e;
+	rrc_fdt_end(t, RRC_EV_ACCEPT, (uint64_t)fd, c < 0 ? -e : c, addr, n > 128 ? 128 : n);
 	return c;
 }
 
@@ -342,20 +360,20 @@ int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 {
 	if (!real_accept)
 		rrc_aq_resolve();
-	int rec = rrc_rr_io_reserve(128);
+	int rec, t = accept_begin(fd, &rec);
 	int c = real_accept(fd, addr, alen);
-	if (c < 0 || !RRC_LOAD(&aq_pending))
-		return recorded(rec, c, addr, alen, fd);
-	return recorded(rec, substitute(c, addr, alen, 0), addr, alen, fd);
+	if (c >= 0 && RRC_LOAD(&aq_pending))
+		c = substitute(c, addr, alen, 0);
+	return accept_end(rec, t, fd, c, addr, alen);
 }
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	if (!real_accept4)
 		rrc_aq_resolve();
-	int rec = rrc_rr_io_reserve(128);
+	int rec, t = accept_begin(fd, &rec);
 	int c = real_accept4(fd, addr, alen, flags);
-	if (c < 0 || !RRC_LOAD(&aq_pending))
-		return recorded(rec, c, addr, alen, fd);
-	return recorded(rec, substitute(c, addr, alen, flags), addr, alen, fd);
+	if (c >= 0 && RRC_LOAD(&aq_pending))
+		c = substitute(c, addr, alen, flags);
+	return accept_end(rec, t, fd, c, addr, alen);
 }

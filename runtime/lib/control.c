@@ -19,6 +19,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "rr-log.h"
+#include "rr-fds.h"
 
 
 /* MSG_NOSIGNAL: a caller that went away must not leave a SIGPIPE pending
@@ -72,12 +73,16 @@ static int recv_all(int c, void *buf, size_t n, int *fdp)
 		struct iovec iov = { p, n };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
 				    .msg_control = cb.b, .msg_controllen = sizeof cb.b };
-		ssize_t r = recvmsg(c, &m, MSG_CMSG_CLOEXEC);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+		if (poll(&pf, 1, -1) < 0 && errno != EINTR)
 			return -1;
-		for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+		/* A passed fd arrives at the lowest free number: while recording
+		 * it is moved high under the fd table's lock (rr-fds.c), so that
+		 * the application never sees a number taken by the library. */
+		rrc_fdt_lib_begin();
+		ssize_t r = recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		int e = errno;
+		for (struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : 0; h; h = CMSG_NXTHDR(&m, h)) {
 			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
 				continue;
 			int nfds = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -85,11 +90,16 @@ static int recv_all(int c, void *buf, size_t n, int *fdp)
 			memcpy(fds, CMSG_DATA(h), sizeof(int) * (size_t)(nfds > 4 ? 4 : nfds));
 			for (int i = 0; i < nfds && i < 4; i++) {
 				if (*fdp < 0)
-					*fdp = fds[i];
+					*fdp = rrc_fd_high(fds[i]);
 				else
-					close(fds[i]);
+					rrc_sys_close(fds[i]);
 			}
 		}
+		rrc_fdt_lib_end();
+		if (r < 0 && (e == EINTR || e == EAGAIN))
+			continue;
+		if (r <= 0)
+			return -1;
 		p += r;
 		n -= (size_t)r;
 	}
@@ -303,9 +313,25 @@ static size_t put_us(char *m, size_t l, const char *label, uint64_t ns)
 	return rrc_bput_u64(m, DEBUG_LINE, l, ns / 1000);
 }
 
+/* While recording, the fd table's lock is the library's from the dump's
+ * first check to the end of the pause (rr-fds.c): the checks and the pause
+ * make fds at low numbers for a moment, which no application thread may
+ * take meanwhile; and no application thread is parked in the middle of an
+ * fd call at the cut. Released as soon as the threads run again. */
+static int fdt_held;
+static void fdt_release(void)
+{
+	if (fdt_held) {
+		fdt_held = 0;
+		rrc_fdt_lib_end();
+	}
+}
+
 static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 {
 	struct rrc_scratch *s = rrc_s;
+	rrc_fdt_lib_begin();
+	fdt_held = 1;
 	struct rrc_ctl_dump_paused paused = { 0 };
 	int incremental = (req->flags & RRC_DUMP_F_INCREMENTAL) != 0;
 	int copy = (req->flags & RRC_DUMP_F_COPY) != 0;
@@ -415,6 +441,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		if (rrc_ctx_save(&rrc_g.ctl_slot.t.resume) != 0) {
 			/* We are a process rebuilt by rrc-restore from the image
 			 * written below. c and imgfd are not open here. */
+			fdt_held = 0; /* the fd table's lock is reset by the restore (rr-fds.c) */
 			rrc_post_restore();
 			return DUMP_RESTORED;
 		}
@@ -432,6 +459,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed)
 		rrc_release();
 	/* ---------------- end of the pause ---------------- */
+	fdt_release();
 	if (helper)
 		rrc_phelper_settle(); /* a failed pause may not have waited for it */
 
@@ -567,6 +595,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	return DUMP_SERVED;
 
 refused: /* nothing was paused or changed; the image fd is ours to close */
+	fdt_release();
 	rrc_g.image_fd = -1;
 	close(imgfd);
 	return DUMP_SERVED;
@@ -787,13 +816,21 @@ void *rrc_control_main(void *arg)
 	rrc_g.ctl_tid = (int)rrc_sys_gettid();
 	rrc_proc_dir_learn();
 	for (;;) {
+		/* wait outside the fd table's lock, accept and move the new fd
+		 * high under it (rr-fds.c); the listener is nonblocking */
+		struct pollfd pf = { .fd = rrc_g.listen_fd, .events = POLLIN };
+		poll(&pf, 1, -1);
+		rrc_fdt_lib_begin();
 		int c = accept4(rrc_g.listen_fd, 0, 0, SOCK_CLOEXEC);
+		int e = errno;
+		if (c >= 0)
+			c = rrc_fd_high(c);
+		rrc_fdt_lib_end();
 		if (c < 0) {
-			if (errno != EINTR && errno != ECONNABORTED)
+			if (e != EINTR && e != ECONNABORTED && e != EAGAIN)
 				usleep(100000);
 			continue;
 		}
-		c = rrc_fd_high(c);
 		rrc_g.conn_fd = c;
 		if (serve(c) == DUMP_RESTORED) {
 			rrc_g.conn_fd = -1; /* not open in the restored process */

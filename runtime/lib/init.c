@@ -21,6 +21,7 @@
 #include "waits.h"
 #include "rr-log.h"
 #include "rr-io.h"
+#include "rr-fds.h"
 
 struct rrc_lib_state rrc_g = {
 	.listen_fd = -1, .conn_fd = -1, .uffd = -1, .pagemap_fd = -1, .maps_fd = -1, .image_fd = -1,
@@ -145,6 +146,7 @@ __attribute__((constructor)) static void rrc_init(void)
 	rrc_sync_resolve();
 	rrc_time_resolve();
 	rrc_io_resolve();
+	rrc_fds_resolve();
 	/* bind memcpy/memset through the PLT now: a lazy binding later, in
 	 * the pause, could wait on the dynamic linker's lock */
 	{
@@ -221,7 +223,8 @@ __attribute__((constructor)) static void rrc_init(void)
 	if (rrc_real_sigaction(RRC_PARK_SIG, &sa, 0) < 0)
 		return fail("cannot install the park signal handler", errno);
 
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* nonblocking: the control thread polls, then accepts (control.c) */
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return fail("cannot create the control socket", errno);
 	s = rrc_fd_high(s);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include "rrc_lib.h"
 #include "rr-log.h"
+#include "rr-fds.h"
 
 
 #define BACK_TIMEOUT_NS 5000000000ull
@@ -26,6 +27,7 @@ void rrc_post_restore(void)
 	rrc_g.pid = (int)rrc_sys_getpid();
 	rrc_g.ctl_tid = (int)rrc_sys_gettid();
 	rrc_rr_restored(); /* before any thread runs: the rings are not in the image */
+	rrc_fdt_restored();
 	rrc_g.conn_fd = -1;
 	rrc_g.image_fd = -1;
 	if (RRC_LOAD(&ra->magic) != RRC_RESTORE_AREA_MAGIC)

@@ -23,7 +23,7 @@
  * inside it: a thread parked between the two logs its call as the first
  * event after the cut, which is what a replay from that checkpoint (the
  * call's effects in the image, the thread past it) expects. Not recorded
- * yet: recvmmsg, the fd table's order of the new fds (issue 13 continues).
+ * yet: recvmmsg (issue 13 continues).
  */
 #include <dlfcn.h>
 #include <errno.h>

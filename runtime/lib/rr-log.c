@@ -37,6 +37,7 @@
 #include "rrc_lib.h"
 #include "rrc/crc32c.h"
 #include "rr-log.h"
+#include "rr-fds.h"
 
 #define RING_BYTES  (256u << 10)
 #define RING_SLOTS  RRC_MAX_THREADS
@@ -100,6 +101,11 @@ static __thread int library_thread __attribute__((tls_model("initial-exec")));
 void rrc_rr_library_thread(void)
 {
 	library_thread = 1;
+}
+
+int rrc_rr_is_library_thread(void)
+{
+	return library_thread;
 }
 /* the creator's tid, set by the pthread_create trampoline (rr-sync.c)
  * before the thread's first event */
@@ -187,6 +193,9 @@ int rrc_rr_init(void)
 	if (m < 0 && m > -4096)
 		return fail_init("cannot map the object table", -m);
 	rr.objs = (struct obj *)m;
+	int fe = rrc_fdt_init();
+	if (fe < 0)
+		return fail_init("cannot map the fd table", -fe);
 
 	struct rrc_log_header h;
 	rrc_memset(&h, 0, sizeof h);

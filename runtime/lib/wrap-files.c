@@ -40,6 +40,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include "rrc_lib.h"
+#include "rr-fds.h"
+#include "rrc/rrlog.h"
 
 #define REAL(name) real_##name
 #define RESOLVE(name) do { if (!REAL(name)) REAL(name) = dlsym(RTLD_NEXT, #name); } while (0)
@@ -118,7 +120,7 @@ static void opened(int fd, int flags)
 	rrc_fj_fd_set(fd, (flags & O_ACCMODE) != O_RDONLY);
 }
 
-static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
+static int openat_journaled(int dirfd, const char *path, int flags, mode_t mode)
 {
 	RESOLVE(openat);
 	if (!on())
@@ -143,6 +145,17 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
 	rrc_fj_unlock();
 	rrc_hook_leave();
 	errno = e;
+	return fd;
+}
+
+/* Every open: in the fd table's order while recording (rr-fds.c). */
+static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	int t = rrc_fdt_begin();
+	int fd = openat_journaled(dirfd, path, flags, mode);
+	if (fd >= 0)
+		rrc_fdt_made(fd, 0);
+	rrc_fdt_end_fd(t, RRC_FDOP_OPEN, fd < 0 ? -errno : fd, fd, -1);
 	return fd;
 }
 
@@ -232,8 +245,13 @@ static long pos_for_pwrite(int fd, off_t off)
 ssize_t write(int fd, const void *buf, size_t n)
 {
 	RESOLVE(write);
-	if (!rrc_fj_fd_tracked(fd))
-		return real_write(fd, buf, n);
+	if (!rrc_fj_fd_tracked(fd)) {
+		int t = rrc_out_begin(fd); /* a socket, while recording: an output */
+		ssize_t r = real_write(fd, buf, n);
+		struct iovec v = { (void *)buf, n };
+		rrc_out_end(t, fd, &v, 1, r);
+		return r;
+	}
 	rrc_hook_enter();
 	rrc_fj_lock();
 	ssize_t r = real_write(fd, buf, n);
@@ -249,8 +267,12 @@ ssize_t write(int fd, const void *buf, size_t n)
 ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	RESOLVE(writev);
-	if (!rrc_fj_fd_tracked(fd))
-		return real_writev(fd, iov, cnt);
+	if (!rrc_fj_fd_tracked(fd)) {
+		int t = rrc_out_begin(fd);
+		ssize_t r = real_writev(fd, iov, cnt);
+		rrc_out_end(t, fd, iov, cnt, r);
+		return r;
+	}
 	rrc_hook_enter();
 	rrc_fj_lock();
 	ssize_t r = real_writev(fd, iov, cnt);
@@ -543,7 +565,7 @@ int mkdirat(int d, const char *p, mode_t m) { return do_mkdirat(d, p, m); }
 
 /* ---- the fd table ---- */
 
-int close(int fd)
+static int close_journaled(int fd)
 {
 	RESOLVE(close);
 	if (!rrc_fj_fd_tracked(fd))
@@ -563,7 +585,7 @@ static void duped(int oldfd, int newfd)
 	rrc_fj_fd_set(newfd, rrc_fj_fd_tracked(oldfd));
 }
 
-int dup(int fd)
+static int dup_journaled(int fd)
 {
 	RESOLVE(dup);
 	if (!on())
@@ -577,7 +599,7 @@ int dup(int fd)
 	return r;
 }
 
-int dup2(int fd, int nfd)
+static int dup2_journaled(int fd, int nfd)
 {
 	RESOLVE(dup2);
 	if (!on())
@@ -591,7 +613,7 @@ int dup2(int fd, int nfd)
 	return r;
 }
 
-int dup3(int fd, int nfd, int fl)
+static int dup3_journaled(int fd, int nfd, int fl)
 {
 	RESOLVE(dup3);
 	if (!on())
@@ -605,11 +627,8 @@ int dup3(int fd, int nfd, int fl)
 	return r;
 }
 
-static int do_fcntl(int fd, int cmd, va_list ap)
+static int fcntl_journaled(int fd, int cmd, long arg)
 {
-	RESOLVE(fcntl);
-	/* every fcntl argument is an int, a long or a pointer: pass a word */
-	long arg = va_arg(ap, long);
 	if (!on() || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC))
 		return real_fcntl(fd, cmd, arg);
 	rrc_hook_enter();
@@ -619,6 +638,56 @@ static int do_fcntl(int fd, int cmd, va_list ap)
 	rrc_hook_leave();
 	errno = e;
 	return r;
+}
+
+/* The calls that close or duplicate fds: in the fd table's order while
+ * recording (rr-fds.c); the journal's bookkeeping inside. */
+int close(int fd)
+{
+	int t = rrc_fdt_begin();
+	int r = close_journaled(fd);
+	if (r == 0 || errno != EBADF)
+		rrc_fdt_closed(fd); /* closed even when it reports EINTR or EIO */
+	rrc_fdt_end_fd(t, RRC_FDOP_CLOSE, r < 0 ? -errno : 0, fd, -1);
+	return r;
+}
+
+/* A duplicate: its kind is learnt again when it matters. */
+static int duplicated(int t, int fd, int r, int target)
+{
+	if (r >= 0)
+		rrc_fdt_closed(r);
+	rrc_fdt_end_fd(t, RRC_FDOP_DUP, r < 0 ? -errno : r, fd, target);
+	return r;
+}
+
+int dup(int fd)
+{
+	int t = rrc_fdt_begin();
+	return duplicated(t, fd, dup_journaled(fd), -1);
+}
+
+int dup2(int fd, int nfd)
+{
+	int t = rrc_fdt_begin();
+	return duplicated(t, fd, dup2_journaled(fd, nfd), nfd);
+}
+
+int dup3(int fd, int nfd, int fl)
+{
+	int t = rrc_fdt_begin();
+	return duplicated(t, fd, dup3_journaled(fd, nfd, fl), nfd);
+}
+
+static int do_fcntl(int fd, int cmd, va_list ap)
+{
+	RESOLVE(fcntl);
+	/* every fcntl argument is an int, a long or a pointer: pass a word */
+	long arg = va_arg(ap, long);
+	if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
+		return real_fcntl(fd, cmd, arg);
+	int t = rrc_fdt_begin();
+	return duplicated(t, fd, fcntl_journaled(fd, cmd, arg), (int)arg);
 }
 
 int fcntl(int fd, int cmd, ...)
@@ -718,8 +787,15 @@ static FILE *do_fopen(const char *path, const char *mode)
 	char rel[PBUF];
 	int fl;
 	if (!on() || !mode || (fl = mode_flags(mode)) < 0 || !writable(fl) ||
-	    rrc_fj_relpath(AT_FDCWD, path, rel, sizeof rel) <= 0)
-		return real_fopen(path, mode);
+	    rrc_fj_relpath(AT_FDCWD, path, rel, sizeof rel) <= 0) {
+		int t = rrc_fdt_begin(); /* libc's open inside: ordered here */
+		FILE *f = real_fopen(path, mode);
+		int fd = f ? fileno(f) : -1;
+		if (fd >= 0)
+			rrc_fdt_made(fd, 0);
+		rrc_fdt_end_fd(t, RRC_FDOP_OPEN, f ? fd : -errno, fd, -1);
+		return f;
+	}
 	int fd = do_openat(AT_FDCWD, path, fl, 0666);
 	if (fd < 0)
 		return NULL;

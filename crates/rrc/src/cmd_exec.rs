@@ -27,8 +27,8 @@ pub struct ExecArgs {
     /// FILE (docs/log-format.md; `rrc inspect --log FILE` summarizes it).
     /// What is recorded so far: mutex acquisitions and condition waits in
     /// order, thread creation and exit, clocks, randomness, reads and
-    /// receives (at most 64 KiB per call while recording), accept, and
-    /// epoll/poll/select results.
+    /// receives (at most 64 KiB per call while recording), accept,
+    /// epoll/poll/select results, the fd table's order, outputs to sockets.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     #[command(flatten)]

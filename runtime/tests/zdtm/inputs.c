@@ -53,20 +53,12 @@ static void hash_in(struct rcount *c, const void *p, ssize_t n)
 		c->bytes += n;
 }
 
-static size_t msg(long r, char *buf)
-{
-	size_t n = 1 + (size_t)((r * 7919) % 3000);
-	for (size_t i = 0; i < n; i++)
-		buf[i] = (char)('a' + (r + (long)i) % 26);
-	return n;
-}
-
 static void *producer(void *arg)
 {
 	(void)arg;
 	char buf[4096];
 	for (long r = 1; !stop; r++) {
-		size_t n = msg(r, buf);
+		size_t n = zdtm_message(r, buf);
 		if (write(pipefd[1], buf, n) < 0 && errno != EAGAIN)
 			break;
 		if (send(sp[1], buf, n, MSG_DONTWAIT) < 0 && errno != EAGAIN)
@@ -205,7 +197,7 @@ int main(int argc, char **argv)
 	pthread_join(pt, NULL);
 	/* wake every consumer for the last time: each blocked call returns */
 	char last[4096];
-	size_t n = msg(1, last);
+	size_t n = zdtm_message(1, last);
 	(void)write(pipefd[1], last, n);
 	(void)send(sp[1], last, n, MSG_DONTWAIT);
 	sendto(udp_tx, last, 10, 0, (struct sockaddr *)&uaddr, sizeof uaddr);

@@ -196,6 +196,16 @@ ZDTM_FN void zdtm_wait_verify(void)
 		zdtm_sleep_ms(5);
 }
 
+/* Message r of a stream: 1..3000 bytes of letters, all from r (the
+ * record tests recompute them to check what the log says was sent). */
+ZDTM_FN size_t zdtm_message(long r, char *buf)
+{
+	size_t n = 1 + (size_t)((r * 7919) % 3000);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)('a' + (r + (long)i) % 26);
+	return n;
+}
+
 /* Deterministic 64-bit mixing (splitmix64): page and buffer patterns are
  * derived from (what, generation, index) so a verifier can recompute them. */
 ZDTM_FN inline uint64_t zdtm_mix(uint64_t x)

@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The fd table's order and the outputs (issue 13 §1; RRC §4.1, HyCoR §4.1,
+ * whose kernel gives every access to the fd table a sequence number).
+ *
+ * Every call that creates, duplicates or closes an fd runs, while
+ * recording, under one process-wide lock of the library and takes the
+ * next number of one process-wide sequence with it; its FD event (or
+ * ACCEPT) carries that number. A replay that makes these calls in that
+ * order gets every fd at the same number, since the kernel always gives
+ * the lowest free one. The library's own fds are made high
+ * (rrc_fd_high) under the same lock, so that they never take a number
+ * the application would have had.
+ *
+ *   here:            socket socketpair pipe pipe2 eventfd timerfd_create
+ *                    epoll_create epoll_create1 memfd_create fclose
+ *   wrap-files.c:    open* creat* close dup dup2 dup3 fcntl(F_DUPFD*) fopen fdopen
+ *   accept-queue.c:  accept accept4 (nonblocking listeners: under the lock;
+ *                    a blocking accept is not, it would hold the lock while
+ *                    it waits: its number is taken when it returns)
+ *
+ * The table also knows each fd's kind (set where it is made, else learnt
+ * once by fstat) and, for sockets, how many bytes the process has sent on
+ * it: outputs to sockets are logged as OUTPUT (offset, length, CRC32C of
+ * the bytes), whatever their outcome (a partial count or EAGAIN is
+ * nondeterministic too).
+ *
+ * Not ordered (README): fds libc makes inside its own functions (opendir,
+ * mkstemp, getaddrinfo, syslog...), raw syscalls.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include "rrc_lib.h"
+#include "rrc/crc32c.h"
+#include "rr-log.h"
+#include "rr-fds.h"
+
+enum { K_UNKNOWN = 0, K_SOCKET, K_OTHER };
+
+struct fdt_entry { uint32_t kind; uint32_t pad; uint64_t sent; };
+
+/* In ordinary memory (in every image): a replay from a checkpoint
+ * continues the sequence, the kinds and the offsets where it left them. */
+static struct fdt {
+	volatile uint32_t lock;         /* futex: 0 free, 1 held, 2 contended */
+	volatile int32_t owner;
+	uint64_t seq;                   /* the next number */
+	struct fdt_entry e[RRC_MAX_FDS];
+} *fdt;
+
+static __thread int held __attribute__((tls_model("initial-exec")));
+
+int rrc_fdt_init(void)
+{
+	long m = rrc_sys_mmap(0, sizeof *fdt, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m < 0 && m > -4096)
+		return (int)m;
+	fdt = (struct fdt *)m;
+	return 0;
+}
+
+static void lock(void)
+{
+	int32_t me = (int32_t)rrc_sys_gettid();
+	uint32_t c = 0;
+	if (__atomic_compare_exchange_n(&fdt->lock, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		goto got;
+	if (c != 2)
+		c = __atomic_exchange_n(&fdt->lock, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		rrc_sys_futex(&fdt->lock, RRC_FUTEX_WAIT, 2, 0);
+		c = __atomic_exchange_n(&fdt->lock, 2, __ATOMIC_ACQUIRE);
+	}
+got:
+	RRC_STORE(&fdt->owner, me);
+}
+
+static void unlock(void)
+{
+	RRC_STORE(&fdt->owner, 0);
+	if (__atomic_exchange_n(&fdt->lock, 0, __ATOMIC_RELEASE) == 2)
+		rrc_sys_futex(&fdt->lock, RRC_FUTEX_WAKE, 1, 0);
+}
+
+int rrc_fdt_begin(void)
+{
+	if (!fdt || !rrc_rr_recording() || held || rrc_rr_is_library_thread())
+		return 0; /* not recording, the library's, or inside another fd call (fclose's close) */
+	rrc_rr_reserve(8);
+	lock();
+	held = 1;
+	return 1;
+}
+
+static void set_kind(int fd, uint32_t kind)
+{
+	if (fd >= 0 && fd < RRC_MAX_FDS) {
+		fdt->e[fd].kind = kind;
+		fdt->e[fd].sent = 0;
+	}
+}
+
+void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void *data, uint32_t len)
+{
+	if (!t)
+		return;
+	int e = errno;
+	rrc_hook_enter();
+	rrc_rr_event(kind, 0, obj, fdt->seq++, result, data, len);
+	rrc_hook_leave();
+	held = 0;
+	unlock();
+	errno = e;
+}
+
+void rrc_fdt_end_fd(int t, uint16_t op, int64_t result, int32_t a, int32_t b)
+{
+	int32_t fds[2] = { a, b };
+	rrc_fdt_end(t, RRC_EV_FD, op, result, fds, sizeof fds);
+}
+
+void rrc_fdt_made(int fd, int socket)
+{
+	if (fdt)
+		set_kind(fd, socket ? K_SOCKET : K_OTHER);
+}
+
+void rrc_fdt_closed(int fd)
+{
+	if (fdt)
+		set_kind(fd, K_UNKNOWN);
+}
+
+void rrc_fdt_restored(void)
+{
+	/* the image was taken with the control thread holding the lock */
+	if (fdt) {
+		RRC_STORE(&fdt->owner, 0);
+		RRC_STORE(&fdt->lock, 0);
+	}
+	held = 0;
+}
+
+void rrc_fdt_lib_begin(void)
+{
+	if (fdt && rrc_rr_recording())
+		lock();
+}
+
+void rrc_fdt_lib_end(void)
+{
+	if (fdt && rrc_rr_recording())
+		unlock();
+}
+
+/* ---- outputs ---- */
+
+static int is_socket(int fd)
+{
+	if (fd < 0)
+		return 0;
+	if (fd < RRC_MAX_FDS && fdt->e[fd].kind != K_UNKNOWN)
+		return fdt->e[fd].kind == K_SOCKET;
+	struct stat st;
+	int s = rrc_sys_fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+	if (fd < RRC_MAX_FDS)
+		fdt->e[fd].kind = s ? K_SOCKET : K_OTHER;
+	return s;
+}
+
+int rrc_out_begin(int fd)
+{
+	if (!fdt || !rrc_rr_recording() || !is_socket(fd))
+		return 0;
+	rrc_rr_reserve(sizeof(struct rrc_log_output));
+	return 1;
+}
+
+/* The OUTPUT event of a send that returned r (errno e), its bytes' CRC. */
+static void out_event(int fd, ssize_t r, int e, uint32_t crc)
+{
+	struct rrc_log_output o = { .offset = fd < RRC_MAX_FDS ? fdt->e[fd].sent : 0,
+				    .length = r > 0 ? (uint64_t)r : 0, .crc = crc };
+	rrc_hook_enter();
+	if (r > 0 && fd < RRC_MAX_FDS)
+		fdt->e[fd].sent += (uint64_t)r;
+	rrc_rr_event(RRC_EV_OUTPUT, 0, (uint64_t)fd, 0, r < 0 ? -e : r, &o, sizeof o);
+	rrc_hook_leave();
+	errno = e;
+}
+
+void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
+{
+	if (!t)
+		return;
+	int e = errno;
+	uint32_t crc = 0;
+	size_t left = r > 0 ? (size_t)r : 0;
+	for (int i = 0; i < cnt && left; i++) {
+		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+		crc = rrc_crc32c_extend(crc, iov[i].iov_base, k);
+		left -= k;
+	}
+	out_event(fd, r, e, crc);
+}
+
+/* ---- the calls that make fds, without another home ---- */
+
+static int (*real_socket)(int, int, int);
+static int (*real_socketpair)(int, int, int, int[2]);
+static int (*real_pipe)(int[2]);
+static int (*real_pipe2)(int[2], int);
+static int (*real_eventfd)(unsigned int, int);
+static int (*real_timerfd_create)(int, int);
+static int (*real_epoll_create)(int);
+static int (*real_epoll_create1)(int);
+static int (*real_memfd_create)(const char *, unsigned int);
+static int (*real_fclose)(FILE *);
+static ssize_t (*real_send)(int, const void *, size_t, int);
+static ssize_t (*real_sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
+static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
+
+#define RESOLVE(name) do { if (!real_##name) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
+
+void rrc_fds_resolve(void)
+{
+	RESOLVE(socket); RESOLVE(socketpair); RESOLVE(pipe); RESOLVE(pipe2); RESOLVE(eventfd);
+	RESOLVE(timerfd_create); RESOLVE(epoll_create); RESOLVE(epoll_create1); RESOLVE(memfd_create);
+	RESOLVE(fclose); RESOLVE(send); RESOLVE(sendto); RESOLVE(sendmsg); RESOLVE(sendfile);
+}
+
+/* One fd made by `call`: ordered, logged, its kind noted. */
+#define MAKE_ONE(op, is_sock, call) do { \
+		int t_ = rrc_fdt_begin(); \
+		int fd_ = (call); \
+		if (fd_ >= 0) \
+			rrc_fdt_made(fd_, (is_sock)); \
+		rrc_fdt_end_fd(t_, (op), fd_ < 0 ? -errno : fd_, fd_, -1); \
+		return fd_; \
+	} while (0)
+
+int socket(int dom, int type, int proto)
+{
+	RESOLVE(socket);
+	MAKE_ONE(RRC_FDOP_SOCKET, 1, real_socket(dom, type, proto));
+}
+
+int eventfd(unsigned int v, int fl)
+{
+	RESOLVE(eventfd);
+	MAKE_ONE(RRC_FDOP_EVENTFD, 0, real_eventfd(v, fl));
+}
+
+int timerfd_create(int clk, int fl)
+{
+	RESOLVE(timerfd_create);
+	MAKE_ONE(RRC_FDOP_TIMERFD, 0, real_timerfd_create(clk, fl));
+}
+
+int epoll_create(int size)
+{
+	RESOLVE(epoll_create);
+	MAKE_ONE(RRC_FDOP_EPOLL, 0, real_epoll_create(size));
+}
+
+int epoll_create1(int fl)
+{
+	RESOLVE(epoll_create1);
+	MAKE_ONE(RRC_FDOP_EPOLL, 0, real_epoll_create1(fl));
+}
+
+int memfd_create(const char *name, unsigned int fl)
+{
+	RESOLVE(memfd_create);
+	MAKE_ONE(RRC_FDOP_OTHER, 0, real_memfd_create(name, fl));
+}
+
+/* Two fds: the event's data names both; result 0 or -errno. */
+static int made_two(int t, uint16_t op, int r, int fds[2], int sock)
+{
+	if (r == 0) {
+		rrc_fdt_made(fds[0], sock);
+		rrc_fdt_made(fds[1], sock);
+	}
+	rrc_fdt_end_fd(t, op, r < 0 ? -errno : 0, r == 0 ? fds[0] : -1, r == 0 ? fds[1] : -1);
+	return r;
+}
+
+int socketpair(int dom, int type, int proto, int fds[2])
+{
+	RESOLVE(socketpair);
+	int t = rrc_fdt_begin();
+	return made_two(t, RRC_FDOP_SOCKET, real_socketpair(dom, type, proto, fds), fds, 1);
+}
+
+int pipe(int fds[2])
+{
+	RESOLVE(pipe);
+	int t = rrc_fdt_begin();
+	return made_two(t, RRC_FDOP_PIPE, real_pipe(fds), fds, 0);
+}
+
+int pipe2(int fds[2], int fl)
+{
+	RESOLVE(pipe2);
+	int t = rrc_fdt_begin();
+	return made_two(t, RRC_FDOP_PIPE, real_pipe2(fds, fl), fds, 0);
+}
+
+int fclose(FILE *f)
+{
+	RESOLVE(fclose);
+	int t = rrc_fdt_begin();
+	int fd = t && f ? fileno(f) : -1;
+	int r = real_fclose(f);
+	if (t)
+		rrc_fdt_closed(fd);
+	rrc_fdt_end_fd(t, RRC_FDOP_CLOSE, r < 0 ? -errno : 0, fd, -1);
+	return r;
+}
+
+/* ---- socket outputs without another home (write/writev: wrap-files.c) ---- */
+
+ssize_t send(int fd, const void *buf, size_t n, int fl)
+{
+	RESOLVE(send);
+	int t = rrc_out_begin(fd);
+	ssize_t r = real_send(fd, buf, n, fl);
+	struct iovec v = { (void *)buf, n };
+	rrc_out_end(t, fd, &v, 1, r);
+	return r;
+}
+
+ssize_t sendto(int fd, const void *buf, size_t n, int fl, const struct sockaddr *to, socklen_t tl)
+{
+	RESOLVE(sendto);
+	int t = rrc_out_begin(fd);
+	ssize_t r = real_sendto(fd, buf, n, fl, to, tl);
+	struct iovec v = { (void *)buf, n };
+	rrc_out_end(t, fd, &v, 1, r);
+	return r;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
+{
+	RESOLVE(sendmsg);
+	int t = rrc_out_begin(fd);
+	ssize_t r = real_sendmsg(fd, m, fl);
+	rrc_out_end(t, fd, m ? m->msg_iov : 0, m ? (int)m->msg_iovlen : 0, r);
+	return r;
+}
+
+/* sendfile's bytes come from a file: the CRC covers what was sent, read
+ * back from the file at the offset sendfile used (pread, no offset moved). */
+ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	RESOLVE(sendfile);
+	int t = rrc_out_begin(out);
+	long start = t ? (off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR)) : 0;
+	ssize_t r = real_sendfile(out, in, off, n);
+	if (!t)
+		return r;
+	int e = errno;
+	uint8_t chunk[4096];
+	uint32_t crc = 0;
+	for (ssize_t done = 0; r > 0 && done < r;) {
+		size_t k = (size_t)(r - done) < sizeof chunk ? (size_t)(r - done) : sizeof chunk;
+		long g = rrc_syscall4(SYS_pread64, in, (long)chunk, (long)k, start + done);
+		if (g <= 0)
+			break;
+		crc = rrc_crc32c_extend(crc, chunk, (size_t)g);
+		done += g;
+	}
+	out_event(out, r, e, crc);
+	return r;
+}
+
+ssize_t sendfile64(int out, int in, off_t *off, size_t n) __attribute__((alias("sendfile")));
