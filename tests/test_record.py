@@ -60,12 +60,30 @@ def test_the_log_holds_exactly_what_each_thread_did(rrc, tmp_path, netns):
         assert got["clock"] == c["clocks"], (c, got)
         assert got["random"] == c["randoms"], (c, got)
         assert got["thread_start"] == 1 and got["thread_exit"] == 1, (c, got)
+        assert (got["rwlock_rd"], got["rwlock_wr"], got["spin_lock"]) == (c["rd"], c["wr"], c["spins"]), (c, got)
+        assert got["sem_wait"] == c["sem_ok"] + c["sem_busy"], (c, got)
+        assert (got["barrier"], got["once"], got["sleep"]) == (c["barriers"], 1, c["sleeps"]), (c, got)
         mine = [e for e in evs if e["tid"] == c["tid"]]
         assert [e["index"] for e in mine] == list(range(len(mine))), "a thread's events are not numbered 0, 1, 2..."
         # failures carry no sequence number, and say why
         fails = [e for e in mine if e["kind"] == "mutex_lock" and e["result"] != 0]
         assert len(fails) == c["trylock_busy"] + c["timed_out"], (c, collections.Counter(e["result"] for e in fails))
         assert {e["result"] for e in fails} <= {-16, -110}, "a failed acquisition is -EBUSY or -ETIMEDOUT"
+
+    # one serial thread per barrier round, one thread ran the once routine
+    assert sum(c["serial"] for c in counts) == 3
+    assert sum(1 for e in evs if e["kind"] == "barrier" and e["result"] == -1) == 3
+    ran = [e["tid"] for e in evs if e["kind"] == "once" and e["result"] == 1]
+    assert ran == [c["tid"] for c in counts if c["once_ran"]] and len(ran) == 1, ran
+    # the other primitives' acquisitions: numbered 0..n-1 per object
+    per_obj = collections.defaultdict(list)
+    for e in evs:
+        if e["kind"] in ("rwlock_rd", "rwlock_wr", "spin_lock", "sem_wait", "barrier") and e["result"] in (0, -1):
+            if e["kind"] == "barrier" or e["result"] == 0:
+                per_obj[e["obj"]].append(e["seq"])
+    assert len(per_obj) >= 4, per_obj.keys()
+    for o, seqs in per_obj.items():
+        assert sorted(seqs) == list(range(len(seqs))), f"object {o:#x}: numbers not 0..n-1"
 
     # Per mutex, the successful acquisitions and the reacquisitions inside
     # condition waits (numbered on their mutex, named in the event's data)

@@ -767,8 +767,13 @@ static int serve(int c)
 	if (recv_request(c, &h, &fd) < 0)
 		goto out;
 	switch (h.type) {
+	/* Every request but DUMP (which holds it itself, to the end of its
+	 * pause) runs under the fd table's lock: the /proc directories they
+	 * read open fds at low numbers (rr-fds.c). */
 	case RRC_CTL_PING:
+		rrc_fdt_lib_begin();
 		do_ping(c);
+		rrc_fdt_lib_end();
 		break;
 	case RRC_CTL_DUMP: {
 		struct rrc_ctl_dump req;
@@ -795,7 +800,9 @@ static int serve(int c)
 			break;
 		}
 		memcpy(&req, payload, sizeof req);
+		rrc_fdt_lib_begin(); /* before the threads park: none of them holds it then */
 		do_hold(c, &req);
+		rrc_fdt_lib_end();
 		break;
 	}
 	case RRC_CTL_RESUME:

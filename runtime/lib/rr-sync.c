@@ -22,13 +22,23 @@
  * constructor: a lazy dlsym there could recurse into malloc). The
  * condition variable calls come from dlvsym in the constructor.
  *
- * Not recorded yet (issue 13 continues): rwlocks, spinlocks, semaphores,
- * pthread_once, barriers, join; glibc-internal locks are out of any
+ *   pthread_rwlock_{rd,wr}lock, try-, timed-, clock-   RWLOCK_RD / RWLOCK_WR
+ *   pthread_spin_lock trylock                        SPIN_LOCK
+ *   sem_wait trywait timedwait clockwait             SEM_WAIT (result -errno)
+ *   pthread_once                                     ONCE (result 1 in the thread that ran it)
+ *   pthread_barrier_wait                             BARRIER (result: who was the serial thread)
+ *   pthread_join                                     THREAD_JOIN (obj: the pthread_t)
+ *
+ * Readers of an rwlock are numbered too, in the order they took it: a
+ * replay in that order is one the program could have run. Releases
+ * (unlock, sem_post, cond_signal, broadcast) are not recorded: the order
+ * of the acquisitions they allow is. glibc-internal locks are out of any
  * preload's reach (README).
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include "rrc_lib.h"
 #include "rr-log.h"
@@ -46,6 +56,19 @@ static int (*real_cond_wait)(pthread_cond_t *, pthread_mutex_t *);
 static int (*real_cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
 static int (*real_cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
 static int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static int (*real_rdlock)(pthread_rwlock_t *), (*real_tryrdlock)(pthread_rwlock_t *);
+static int (*real_wrlock)(pthread_rwlock_t *), (*real_trywrlock)(pthread_rwlock_t *);
+static int (*real_timedrdlock)(pthread_rwlock_t *, const struct timespec *);
+static int (*real_timedwrlock)(pthread_rwlock_t *, const struct timespec *);
+static int (*real_clockrdlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+static int (*real_clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+static int (*real_spin_lock)(pthread_spinlock_t *), (*real_spin_trylock)(pthread_spinlock_t *);
+static int (*real_sem_wait)(sem_t *), (*real_sem_trywait)(sem_t *);
+static int (*real_sem_timedwait)(sem_t *, const struct timespec *);
+static int (*real_sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
+static int (*real_once)(pthread_once_t *, void (*)(void));
+static int (*real_barrier_wait)(pthread_barrier_t *);
+static int (*real_join)(pthread_t, void **);
 
 void rrc_sync_resolve(void) RRC_HIDDEN;
 void rrc_sync_resolve(void)
@@ -57,6 +80,23 @@ void rrc_sync_resolve(void)
 	real_cond_timedwait = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
 	real_cond_clockwait = dlsym(RTLD_NEXT, "pthread_cond_clockwait");
 	real_create = dlsym(RTLD_NEXT, "pthread_create");
+	real_rdlock = dlsym(RTLD_NEXT, "pthread_rwlock_rdlock");
+	real_tryrdlock = dlsym(RTLD_NEXT, "pthread_rwlock_tryrdlock");
+	real_wrlock = dlsym(RTLD_NEXT, "pthread_rwlock_wrlock");
+	real_trywrlock = dlsym(RTLD_NEXT, "pthread_rwlock_trywrlock");
+	real_timedrdlock = dlsym(RTLD_NEXT, "pthread_rwlock_timedrdlock");
+	real_timedwrlock = dlsym(RTLD_NEXT, "pthread_rwlock_timedwrlock");
+	real_clockrdlock = dlsym(RTLD_NEXT, "pthread_rwlock_clockrdlock");
+	real_clockwrlock = dlsym(RTLD_NEXT, "pthread_rwlock_clockwrlock");
+	real_spin_lock = dlsym(RTLD_NEXT, "pthread_spin_lock");
+	real_spin_trylock = dlsym(RTLD_NEXT, "pthread_spin_trylock");
+	real_sem_wait = dlsym(RTLD_NEXT, "sem_wait");
+	real_sem_trywait = dlsym(RTLD_NEXT, "sem_trywait");
+	real_sem_timedwait = dlsym(RTLD_NEXT, "sem_timedwait");
+	real_sem_clockwait = dlsym(RTLD_NEXT, "sem_clockwait");
+	real_once = dlsym(RTLD_NEXT, "pthread_once");
+	real_barrier_wait = dlsym(RTLD_NEXT, "pthread_barrier_wait");
+	real_join = dlsym(RTLD_NEXT, "pthread_join");
 }
 
 /* After an acquisition attempt that returned r (0: acquired). */
@@ -206,6 +246,126 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
 	if (r)
 		free(s);
 	rrc_rr_event(RRC_EV_THREAD_CREATE, 0, 0, birth, -(int64_t)r, 0, 0);
+	rrc_hook_leave();
+	return r;
+}
+
+/* ---- the other primitives ---- */
+
+/* An acquisition of obj that returned r (0: acquired, numbered). */
+static int taken(uint16_t kind, uint16_t flags, const void *obj, int r, int64_t result)
+{
+	rrc_hook_enter();
+	rrc_rr_event(kind, flags, (uint64_t)obj, r == 0 ? rrc_rr_obj_seq(obj) : 0, result, 0, 0);
+	rrc_hook_leave();
+	return r;
+}
+
+/* The shape of every wrapper below: resolved; not recording, the call
+ * alone; recording, room reserved, the call made before the guard (it may
+ * block), its outcome logged after. */
+#define UNRECORDED_OR_RESERVE(real, call) do { \
+		if (!(real)) \
+			rrc_sync_resolve(); \
+		if (!rrc_rr_recording()) \
+			return (call); \
+		rrc_rr_reserve(0); \
+	} while (0)
+
+#define ACQUIRE(real, kind, flags, obj, call) do { \
+		UNRECORDED_OR_RESERVE(real, call); \
+		int r_ = (call); \
+		return taken((kind), (flags), (obj), r_, -(int64_t)r_); \
+	} while (0)
+
+int pthread_rwlock_rdlock(pthread_rwlock_t *l) { ACQUIRE(real_rdlock, RRC_EV_RWLOCK_RD, 0, l, real_rdlock(l)); }
+int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) { ACQUIRE(real_tryrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TRY, l, real_tryrdlock(l)); }
+int pthread_rwlock_wrlock(pthread_rwlock_t *l) { ACQUIRE(real_wrlock, RRC_EV_RWLOCK_WR, 0, l, real_wrlock(l)); }
+int pthread_rwlock_trywrlock(pthread_rwlock_t *l) { ACQUIRE(real_trywrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TRY, l, real_trywrlock(l)); }
+int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *t)
+{ ACQUIRE(real_timedrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TIMED, l, real_timedrdlock(l, t)); }
+int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *t)
+{ ACQUIRE(real_timedwrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TIMED, l, real_timedwrlock(l, t)); }
+int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
+{ ACQUIRE(real_clockrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TIMED, l, real_clockrdlock(l, c, t)); }
+int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
+{ ACQUIRE(real_clockwrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TIMED, l, real_clockwrlock(l, c, t)); }
+int pthread_spin_lock(pthread_spinlock_t *l) { ACQUIRE(real_spin_lock, RRC_EV_SPIN_LOCK, 0, (const void *)l, real_spin_lock(l)); }
+int pthread_spin_trylock(pthread_spinlock_t *l)
+{ ACQUIRE(real_spin_trylock, RRC_EV_SPIN_LOCK, RRC_EVF_TRY, (const void *)l, real_spin_trylock(l)); }
+
+/* sem_* return -1 and set errno: the outcome is 0 or -errno. */
+#define SEM(real, flags, s, call) do { \
+		UNRECORDED_OR_RESERVE(real, call); \
+		int r_ = (call); \
+		int e_ = errno; \
+		taken(RRC_EV_SEM_WAIT, (flags), (s), r_ == 0 ? 0 : e_, r_ == 0 ? 0 : -(int64_t)e_); \
+		errno = e_; \
+		return r_; \
+	} while (0)
+
+int sem_wait(sem_t *s) { SEM(real_sem_wait, 0, s, real_sem_wait(s)); }
+int sem_trywait(sem_t *s) { SEM(real_sem_trywait, RRC_EVF_TRY, s, real_sem_trywait(s)); }
+int sem_timedwait(sem_t *s, const struct timespec *t) { SEM(real_sem_timedwait, RRC_EVF_TIMED, s, real_sem_timedwait(s, t)); }
+int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *t)
+{ SEM(real_sem_clockwait, RRC_EVF_TIMED, s, real_sem_clockwait(s, c, t)); }
+
+int pthread_barrier_wait(pthread_barrier_t *b)
+{
+	if (!real_barrier_wait)
+		rrc_sync_resolve();
+	if (!rrc_rr_recording())
+		return real_barrier_wait(b);
+	rrc_rr_reserve(0);
+	int r = real_barrier_wait(b);
+	/* the serial thread's return is not an error: numbered like the others */
+	taken(RRC_EV_BARRIER, 0, b, r == PTHREAD_BARRIER_SERIAL_THREAD ? 0 : r, r);
+	return r;
+}
+
+/* Which thread ran the init routine: known through a trampoline that
+ * marks its thread (a routine may itself call pthread_once: kept per
+ * level on the stack). */
+static __thread void (*once_fn)(void) __attribute__((tls_model("initial-exec")));
+static __thread int once_ran __attribute__((tls_model("initial-exec")));
+static void once_trampoline(void)
+{
+	void (*fn)(void) = once_fn;
+	once_ran = 1;
+	fn();
+}
+
+int pthread_once(pthread_once_t *o, void (*init)(void))
+{
+	if (!real_once)
+		rrc_sync_resolve();
+	if (!rrc_rr_recording())
+		return real_once(o, init);
+	rrc_rr_reserve(0);
+	void (*saved_fn)(void) = once_fn;
+	int saved_ran = once_ran;
+	once_fn = init;
+	once_ran = 0;
+	int r = real_once(o, once_trampoline);
+	int ran = once_ran;
+	once_fn = saved_fn;
+	once_ran = saved_ran;
+	rrc_hook_enter();
+	rrc_rr_event(RRC_EV_ONCE, 0, (uint64_t)o, 0, r ? -(int64_t)r : ran, 0, 0);
+	rrc_hook_leave();
+	return r;
+}
+
+int pthread_join(pthread_t t, void **ret)
+{
+	if (!real_join)
+		rrc_sync_resolve();
+	if (!rrc_rr_recording())
+		return real_join(t, ret);
+	rrc_rr_reserve(0);
+	int r = real_join(t, ret);
+	rrc_hook_enter();
+	rrc_rr_event(RRC_EV_THREAD_JOIN, 0, (uint64_t)t, 0, -(int64_t)r, 0, 0);
 	rrc_hook_leave();
 	return r;
 }

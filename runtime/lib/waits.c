@@ -28,7 +28,9 @@
  * application could tell).
  *
  * These wrappers take no lock and no hook guard: a thread blocked in them
- * parks at once, like a thread outside the library.
+ * parks at once, like a thread outside the library. While recording
+ * (rr-io.c), each logs its final outcome once, after any re-issue: SLEEP,
+ * EPOLL_WAIT, POLL, SELECT.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -180,6 +182,18 @@ static int recorded_select(int rec, int n, const fd_set *r, const fd_set *w, con
 	return ret;
 }
 
+/* A sleep's outcome: 0, or -EINTR with what was left (its data). */
+static int recorded_sleep(int rec, clockid_t clock, int64_t result, const struct timespec *left_)
+{
+	if (rec) {
+		int e = errno;
+		rrc_rr_log_input(RRC_EV_SLEEP, (int)clock, result, result == -EINTR ? left_ : 0,
+				 result == -EINTR ? sizeof *left_ : 0);
+		errno = e;
+	}
+	return result < 0 ? -1 : 0;
+}
+
 /* ---- sleeps ---- */
 
 int nanosleep(const struct timespec *req, struct timespec *rem)
@@ -189,14 +203,16 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 		return real_nanosleep(req, rem);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, ts_ns(req));
 	struct timespec t = *req;
+	int rec = rrc_rr_io_reserve(sizeof t);
 	for (;;) {
 		uint32_t p = parks();
 		struct timespec r;
 		int ret = real_nanosleep(&t, &r);
 		if (!parked_in(p, ret)) {
+			struct timespec l = ns_ts(left(&d));
 			if (ret < 0 && errno == EINTR && rem)
-				*rem = ns_ts(left(&d));
-			return ret;
+				*rem = l;
+			return recorded_sleep(rec, CLOCK_MONOTONIC, ret < 0 ? -errno : 0, &l);
 		}
 		t = ns_ts(left(&d));
 	}
@@ -211,13 +227,18 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, stru
 	 * deadline on its own clock (CPU-time clocks included) */
 	struct deadline d = deadline_in(clock, (flags & TIMER_ABSTIME) ? 0 : ts_ns(req));
 	struct timespec t = *req;
+	int rec = rrc_rr_io_reserve(sizeof t);
 	for (;;) {
 		uint32_t p = parks();
 		/* clock_nanosleep returns the error number, errno untouched */
 		int ret = real_clock_nanosleep(clock, flags, &t, rem);
 		if (ret != EINTR || parks() == p) {
+			struct timespec l = ns_ts(left(&d));
 			if (ret == EINTR && rem && !(flags & TIMER_ABSTIME))
-				*rem = ns_ts(left(&d));
+				*rem = l;
+			int e = errno;
+			recorded_sleep(rec, clock, -ret, &l);
+			errno = e;
 			return ret;
 		}
 		if (!(flags & TIMER_ABSTIME))

@@ -25,10 +25,10 @@ pub struct ExecArgs {
     pub data_dir: Option<Bind>,
     /// Record the command's nondeterministic events into the record log
     /// FILE (docs/log-format.md; `rrc inspect --log FILE` summarizes it).
-    /// What is recorded so far: mutex acquisitions and condition waits in
-    /// order, thread creation and exit, clocks, randomness, reads and
-    /// receives (at most 64 KiB per call while recording), accept,
-    /// epoll/poll/select results, the fd table's order, outputs to sockets.
+    /// Recorded: every synchronization primitive's acquisitions in order,
+    /// threads, clocks, randomness, reads and receives (at most 64 KiB per
+    /// call while recording), accept, epoll/poll/select results, sleeps,
+    /// the fd table's order, outputs to sockets. Not replayed yet.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     #[command(flatten)]

@@ -7,7 +7,11 @@
  * a timedlock of it with a deadline 1 ms away; a clock_gettime every round,
  * a gettimeofday and a time() every 16th, a getrandom of 24 bytes every 32nd,
  * an arc4random every 64th. Workers 0 and 1 also pass tokens through a
- * condition variable (0 produces, 1 consumes, both wait on it).
+ * condition variable (0 produces, 1 consumes, both wait on it). Odd
+ * workers take an rwlock to read every round, even ones to write every
+ * 4th; a spinlock every 8th; worker 0 posts a semaphore that worker 2
+ * trywaits; all pass a barrier three times and a pthread_once at the
+ * start; a 1 ms sleep every 16th round.
  *
  * Verify: join the workers; the shared counter equals the sum of their
  * acquisitions. $ZDTM_DIR/counts.json gets each worker's tid and counts:
@@ -15,6 +19,7 @@
  * ZDTM_CORRUPT=1: one acquisition is counted twice.
  */
 #include <pthread.h>
+#include <semaphore.h>
 #include <sys/random.h>
 #include <sys/time.h>
 #include "zdtm.h"
@@ -24,6 +29,7 @@
 struct counts {
 	pid_t tid;
 	long locks_shared, qlock_locks, trylock_ok, trylock_busy, timed_ok, timed_out, clocks, randoms, cond_waits;
+	long rd, wr, spins, sem_ok, sem_busy, sleeps, barriers, serial, once_ran;
 };
 
 static pthread_mutex_t shared = PTHREAD_MUTEX_INITIALIZER;
@@ -31,6 +37,13 @@ static pthread_mutex_t second = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
 static long counter, queued;
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_spinlock_t spin;
+static sem_t sem;
+static pthread_barrier_t barrier;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static __thread int ran_once;
+static void once_init(void) { ran_once = 1; }
 static volatile int stop;
 static struct counts cnt[NW];
 
@@ -39,9 +52,40 @@ static void *worker(void *arg)
 	int w = (int)(long)arg;
 	struct counts *c = &cnt[w];
 	c->tid = zdtm_gettid();
+	pthread_once(&once, once_init);
+	c->once_ran = ran_once;
+	for (int i = 0; i < 3; i++) {
+		if (pthread_barrier_wait(&barrier) == PTHREAD_BARRIER_SERIAL_THREAD)
+			c->serial++;
+		c->barriers++;
+	}
 	for (long r = 1; !stop; r++) {
-		if (r % 16 == 0)
+		if (r % 16 == 0) {
 			zdtm_sleep_ms(1); /* a few thousand events a second per thread, not millions */
+			c->sleeps++;
+		}
+		if (w % 2) {
+			pthread_rwlock_rdlock(&rw);
+			c->rd++;
+		} else if (r % 4 == 0) {
+			pthread_rwlock_wrlock(&rw);
+			c->wr++;
+		}
+		if (w % 2 || r % 4 == 0)
+			pthread_rwlock_unlock(&rw);
+		if (r % 8 == 0) {
+			pthread_spin_lock(&spin);
+			c->spins++;
+			pthread_spin_unlock(&spin);
+		}
+		if (w == 0 && r % 4 == 0)
+			sem_post(&sem);
+		if (w == 2 && r % 2 == 0) {
+			if (sem_trywait(&sem) == 0)
+				c->sem_ok++;
+			else
+				c->sem_busy++;
+		}
 		pthread_mutex_lock(&shared);
 		counter++;
 		pthread_mutex_unlock(&shared);
@@ -116,6 +160,8 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	pthread_t th[NW];
+	zdtm_check(pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE) == 0 && sem_init(&sem, 0, 0) == 0 &&
+		   pthread_barrier_init(&barrier, NULL, NW) == 0, "spin/sem/barrier init");
 	for (int w = 0; w < NW; w++)
 		zdtm_check(pthread_create(&th[w], NULL, worker, (void *)(long)w) == 0, "pthread_create");
 	zdtm_ready();
@@ -134,16 +180,19 @@ int main(int argc, char **argv)
 	for (int w = 0; w < NW; w++)
 		pthread_join(th[w], NULL);
 	long sum = 0;
-	char json[4096];
+	char json[8192];
 	size_t n = (size_t)snprintf(json, sizeof json, "[");
 	for (int w = 0; w < NW; w++) {
 		struct counts *c = &cnt[w];
 		sum += c->locks_shared;
 		n += (size_t)snprintf(json + n, sizeof json - n,
 				      "%s{\"tid\":%d,\"locks_shared\":%ld,\"qlock_locks\":%ld,\"trylock_ok\":%ld,\"trylock_busy\":%ld,"
-				      "\"timed_ok\":%ld,\"timed_out\":%ld,\"clocks\":%ld,\"randoms\":%ld,\"cond_waits\":%ld}",
+				      "\"timed_ok\":%ld,\"timed_out\":%ld,\"clocks\":%ld,\"randoms\":%ld,\"cond_waits\":%ld,"
+				      "\"rd\":%ld,\"wr\":%ld,\"spins\":%ld,\"sem_ok\":%ld,\"sem_busy\":%ld,\"sleeps\":%ld,"
+				      "\"barriers\":%ld,\"serial\":%ld,\"once_ran\":%ld}",
 				      w ? "," : "", (int)c->tid, c->locks_shared, c->qlock_locks, c->trylock_ok, c->trylock_busy, c->timed_ok,
-				      c->timed_out, c->clocks, c->randoms, c->cond_waits);
+				      c->timed_out, c->clocks, c->randoms, c->cond_waits, c->rd, c->wr, c->spins, c->sem_ok,
+				      c->sem_busy, c->sleeps, c->barriers, c->serial, c->once_ran);
 	}
 	snprintf(json + n, sizeof json - n, "]\n");
 	zdtm_check(zdtm_write_file("counts.json", json) == 0, "writing counts.json");
