@@ -45,7 +45,7 @@
 #include "rr-log.h"
 #include "rr-fds.h"
 
-enum { K_UNKNOWN = 0, K_SOCKET, K_OTHER };
+enum { K_UNKNOWN = 0, K_SOCKET, K_FILE, K_OTHER };
 
 struct fdt_entry { uint32_t kind; uint32_t pad; uint64_t sent; };
 
@@ -132,7 +132,7 @@ void rrc_fdt_end_fd(int t, uint16_t op, int64_t result, int32_t a, int32_t b)
 void rrc_fdt_made(int fd, int socket)
 {
 	if (fdt)
-		set_kind(fd, socket ? K_SOCKET : K_OTHER);
+		set_kind(fd, socket ? K_SOCKET : K_UNKNOWN); /* the others: learnt when it matters */
 }
 
 void rrc_fdt_closed(int fd)
@@ -165,17 +165,28 @@ void rrc_fdt_lib_end(void)
 
 /* ---- outputs ---- */
 
-static int is_socket(int fd)
+/* An fd's kind: noted where the fd is made for sockets, else learnt once
+ * by fstat and kept until the fd is closed. */
+static uint32_t kind_of(int fd)
 {
 	if (fd < 0)
-		return 0;
+		return K_OTHER;
 	if (fd < RRC_MAX_FDS && fdt->e[fd].kind != K_UNKNOWN)
-		return fdt->e[fd].kind == K_SOCKET;
+		return fdt->e[fd].kind;
 	struct stat st;
-	int s = rrc_sys_fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+	uint32_t k = K_OTHER;
+	if (rrc_sys_fstat(fd, &st) == 0)
+		k = S_ISSOCK(st.st_mode) ? K_SOCKET : S_ISREG(st.st_mode) ? K_FILE : K_OTHER;
 	if (fd < RRC_MAX_FDS)
-		fdt->e[fd].kind = s ? K_SOCKET : K_OTHER;
-	return s;
+		fdt->e[fd].kind = k;
+	return k;
+}
+
+static int is_socket(int fd) { return kind_of(fd) == K_SOCKET; }
+
+int rrc_fdt_is_file(int fd)
+{
+	return fdt && kind_of(fd) == K_FILE;
 }
 
 int rrc_out_begin(int fd)

@@ -38,6 +38,8 @@ void rrc_fdt_lib_end(void) RRC_HIDDEN_FDS;
 void rrc_fdt_restored(void) RRC_HIDDEN_FDS;     /* after a restore, before threads run */
 
 int rrc_out_begin(int fd) RRC_HIDDEN_FDS;
+/* a regular file (its reads are logged by CRC, replayed by reading again) */
+int rrc_fdt_is_file(int fd) RRC_HIDDEN_FDS;
 void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r) RRC_HIDDEN_FDS;
 
 #endif /* RRC_RR_FDS_H */

@@ -14,10 +14,12 @@
  *   select pselect                                   SELECT (data: the three sets after)
  *   (waits.c calls in here for the last three)
  *
- * While recording, one call returns at most RRC_LOG_MAX_DATA (64 KiB) of
- * bytes, and a readiness wait at most what fits in that: a shorter read
- * or fewer events, which the calls allow (README: a program that assumes
- * a full read of a regular file with one read() is affected).
+ * While recording, a read of anything but a regular file returns at most
+ * RRC_LOG_MAX_DATA (64 KiB), and a readiness wait at most what fits in
+ * that: a shorter read or fewer events, which the calls allow. A regular
+ * file's reads are whole, their bytes named by a CRC32C (flag FILE): a
+ * replay reads them again and checks them (readv of a file: bytes, capped,
+ * like the others).
  *
  * A call that may block is made before the hook guard, its event appended
  * inside it: a thread parked between the two logs its call as the first
@@ -34,6 +36,8 @@
 #include "rrc_lib.h"
 #include "rr-log.h"
 #include "rr-io.h"
+#include "rr-fds.h"
+#include "rrc/crc32c.h"
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_readv)(int, const struct iovec *, int);
@@ -53,15 +57,32 @@ void rrc_io_resolve(void)
 
 static inline size_t capped(size_t n) { return n > CAP ? CAP : n; }
 
-/* The event of a read-like call that returned r into buf; errno kept. */
-static ssize_t logged_read(int fd, const void *buf, ssize_t r)
+/* The event of a read-like call that returned r into buf; errno kept. A
+ * regular file's bytes are named by their CRC32C: a replay reads them
+ * again from the file (restored with the checkpoint, or the same file)
+ * and checks them. */
+static ssize_t logged_read(int fd, const void *buf, ssize_t r, int file)
 {
 	int e = errno;
 	rrc_hook_enter();
-	rrc_rr_event(RRC_EV_READ, 0, (uint64_t)fd, 0, r < 0 ? -e : r, r > 0 ? buf : 0, r > 0 ? (uint32_t)r : 0);
+	if (file) {
+		uint32_t crc = r > 0 ? rrc_crc32c(buf, (size_t)r) : 0;
+		rrc_rr_event(RRC_EV_READ, RRC_EVF_FILE, (uint64_t)fd, 0, r < 0 ? -e : r, &crc, sizeof crc);
+	} else {
+		rrc_rr_event(RRC_EV_READ, 0, (uint64_t)fd, 0, r < 0 ? -e : r, r > 0 ? buf : 0, r > 0 ? (uint32_t)r : 0);
+	}
 	rrc_hook_leave();
 	errno = e;
 	return r;
+}
+
+/* The bytes a read may return while recording: a regular file's all (its
+ * event holds a CRC), anything else's at most CAP. */
+static size_t readable(int fd, size_t n, int *file)
+{
+	*file = rrc_fdt_is_file(fd);
+	rrc_rr_reserve(*file ? 4 : (uint32_t)capped(n));
+	return *file ? n : capped(n);
 }
 
 ssize_t read(int fd, void *buf, size_t n)
@@ -69,8 +90,9 @@ ssize_t read(int fd, void *buf, size_t n)
 	RESOLVE(read);
 	if (!rrc_rr_recording())
 		return real_read(fd, buf, n);
-	rrc_rr_reserve((uint32_t)capped(n));
-	return logged_read(fd, buf, real_read(fd, buf, capped(n)));
+	int file;
+	n = readable(fd, n, &file);
+	return logged_read(fd, buf, real_read(fd, buf, n), file);
 }
 
 ssize_t pread(int fd, void *buf, size_t n, off_t off)
@@ -78,8 +100,9 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	RESOLVE(pread);
 	if (!rrc_rr_recording())
 		return real_pread(fd, buf, n, off);
-	rrc_rr_reserve((uint32_t)capped(n));
-	return logged_read(fd, buf, real_pread(fd, buf, capped(n), off));
+	int file;
+	n = readable(fd, n, &file);
+	return logged_read(fd, buf, real_pread(fd, buf, n, off), file);
 }
 
 ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pread")));
@@ -90,7 +113,7 @@ ssize_t recv(int fd, void *buf, size_t n, int flags)
 	if (!rrc_rr_recording())
 		return real_recv(fd, buf, n, flags);
 	rrc_rr_reserve((uint32_t)capped(n));
-	return logged_read(fd, buf, real_recv(fd, buf, capped(n), flags));
+	return logged_read(fd, buf, real_recv(fd, buf, capped(n), flags), 0);
 }
 
 /* iov[0..cnt) cut to at most CAP bytes in total, into out (IOV_MAX

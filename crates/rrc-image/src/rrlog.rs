@@ -26,6 +26,8 @@ pub const BATCH_MAGIC: u32 = 0x424c_5252;
 pub const MAX_PAYLOAD: u32 = 4 << 20;
 /// `RRC_LOG_MAX_DATA`
 pub const MAX_DATA: u32 = 64 << 10;
+/// `RRC_EVF_FILE`: a READ of a regular file, its data the bytes' CRC32C
+pub const EVF_FILE: u16 = 1 << 3;
 const CUT_SIZE: usize = 32;
 const CUT_THREAD_SIZE: usize = 16;
 const OUTPUT_SIZE: usize = 24;
@@ -477,6 +479,9 @@ impl<R: Read> LogReader<R> {
             match kind {
                 EventKind::Cut => {
                     Cut::decode(&data).map_err(bad)?;
+                }
+                EventKind::Read if flags & EVF_FILE != 0 && data.len() != 4 => {
+                    return Err(bad(format!("a read of a regular file with {data_len} bytes of data, not its 4-byte CRC32C")));
                 }
                 EventKind::Output if Output::decode(&data).is_none() => {
                     return Err(bad(format!("an output record of {data_len} bytes (want {OUTPUT_SIZE}, reserved zero)")));

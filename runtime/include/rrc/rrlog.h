@@ -110,6 +110,8 @@ enum rrc_log_kind {
 #define RRC_EVF_TRY    (1u << 0)  /* trylock-like: may fail at once */
 #define RRC_EVF_TIMED  (1u << 1)  /* timed: may time out */
 #define RRC_EVF_MSG    (1u << 2)  /* READ: data starts with struct rrc_log_recv */
+#define RRC_EVF_FILE   (1u << 3)  /* READ of a regular file: data is the CRC32C (u32)
+				   * of the bytes, which a replay reads again */
 
 /* The head of a READ event's data for the calls that return more than
  * bytes (recvfrom, recvmsg): then the payload bytes, the address

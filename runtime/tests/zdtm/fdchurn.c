@@ -7,7 +7,8 @@
  * thread gets depends on what the others did just before: the log's order
  * of these calls must reproduce every number. A sender writes message r
  * (1..3000 bytes, from r) on a unix socketpair with write, send, writev,
- * sendmsg and sendfile (from a file) in turn, a reader drains the other
+ * sendmsg and sendfile (from a file it writes and reads back) in turn, a
+ * reader drains the other
  * end.
  *
  * Verify: $ZDTM_DIR/fdchurn.json gets the sender's tid, fd, messages and
@@ -70,8 +71,10 @@ static void *sender(void *arg)
 		case 4: {
 			/* sendfile from a file holding the message */
 			off_t off = 0;
-			if (pwrite(mfd, buf, n, 0) != (ssize_t)n)
-				zdtm_fail("sender: pwrite to the file");
+			char back[4096];
+			if (pwrite(mfd, buf, n, 0) != (ssize_t)n || pread(mfd, back, n, 0) != (ssize_t)n ||
+			    memcmp(back, buf, n))
+				zdtm_fail("sender: the file does not hold the message");
 			w = sendfile(sp[0], mfd, &off, n);
 			break;
 		}

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Record overhead (issue 13): redis-server, memcached -t 4 and lighttpd
+under `rrc exec`, recorded (`--record LOG`) against not recorded, in the
+same run, in alternation (A B, B A, A B...: the machine is shared and
+noisy).
+
+Per server and round: throughput at saturation for a fixed amount of work
+(rrc-check, closed loop, 8 connections, every reply checked), then latency
+at half load (open loop, the same absolute rate for both: half of an
+unrecorded calibration run's saturation); for the recorded one also the log's bytes per second and
+events per 100 ms over the whole run of the server (`rrc inspect --log`).
+Replay time and divergences need replay, which is not built yet: not
+measured.
+
+Everything runs in one network namespace of its own (client and server on
+its loopback): what is measured is the library's recording, not a network.
+Writes JSON and PNG to bench/results/record.{json,png}. See bench/README.md.
+"""
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import machine_description
+from checkpoint_pause import BenchError, Cleanup, Interrupted, log, run
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RRC = REPO / "target" / "release" / "rrc"
+CHECK = REPO / "target" / "release" / "rrc-check"
+NS = "rrc-bench-record"
+CONFIGS = ("plain", "recorded")  # both under `rrc exec`; "recorded" with --record
+
+
+def servers(workdir, file_size):
+    www = workdir / "www"
+    www.mkdir()
+    (www / "file.bin").write_bytes(bytes((i * 131 + (i >> 8) * 7) & 0xFF for i in range(file_size)))
+    conf = workdir / "lighttpd.conf"
+    conf.write_text(f'server.document-root = "{www}"\nserver.port = 8080\nserver.bind = "127.0.0.1"\n'
+                    'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n'
+                    'mimetype.assign = (".bin" => "application/octet-stream")\n')
+    os.chmod(workdir, 0o755)
+    return {
+        "redis": {"argv": ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--bind", "127.0.0.1"],
+                  "port": 6379, "client": ["redis", "--server", "127.0.0.1:6379"]},
+        "memcached": {"argv": ["memcached", "-t", "4", "-p", "11211", "-U", "0", "-u", "root", "-l", "127.0.0.1", "-m", "64"],
+                      "port": 11211, "client": ["memcached", "--server", "127.0.0.1:11211"]},
+        "lighttpd": {"argv": ["lighttpd", "-D", "-f", str(conf)], "port": 8080,
+                     "client": ["http", "--url", "http://127.0.0.1:8080/file.bin", "--file", str(www / "file.bin")]},
+    }
+
+
+def ns(argv):
+    return ["ip", "netns", "exec", NS, *map(str, argv)]
+
+
+def check(client, extra, timeout):
+    out = run(ns([CHECK, *client, "--threads", 8, "--json", *map(str, extra)]), timeout, check=False)
+    try:
+        rep = json.loads(out)
+    except json.JSONDecodeError:
+        raise BenchError(f"rrc-check printed no JSON: {out[:300]!r}")
+    if not rep.get("ok"):
+        raise BenchError(f"rrc-check found errors: {rep.get('errors')} {rep.get('error_samples', [])[:3]}")
+    return rep
+
+
+def wait_port(port, pid, timeout=20):
+    probe = "import socket,sys\nsocket.create_connection(('127.0.0.1', int(sys.argv[1])), 1).close()"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(ns([sys.executable, "-c", probe, port]), capture_output=True).returncode == 0:
+            return
+        if not Path(f"/proc/{pid}").exists():
+            raise BenchError(f"the server (pid {pid}) exited before it listened on {port}")
+        time.sleep(0.1)
+    raise BenchError(f"nothing listened on {port} within {timeout} s")
+
+
+def one(spec, config, workdir, args, rate, tag):
+    """Start, saturate, half load, stop: one configuration's round."""
+    logf = workdir / f"{tag}.log"
+    rec = workdir / f"{tag}.rec"
+    extra = ["--record", rec] if config == "recorded" else []
+    out = run([str(RRC), "exec", "--netns", NS, "--log", str(workdir / f"{tag}.out"), *map(str, extra), "--", *spec["argv"]], 60)
+    pid = int(out.strip().splitlines()[-1])
+    t0 = time.monotonic()
+    try:
+        wait_port(spec["port"], pid)
+        sat = check(spec["client"], ["--ops", args.ops], 600)
+        half = check(spec["client"], ["--duration", f"{args.half_s}s", "--rate", f"{rate:.1f}"], args.half_s + 120)
+        lived = time.monotonic() - t0
+    finally:
+        run([str(RRC), "kill", "--pid", str(pid)], 30, check=False)
+    res = {"saturation_ops_s": sat["throughput_ops_s"], "ops": sat.get("ops"),
+           "half_rate_ops_s": half["throughput_ops_s"],
+           "half_latency_us": {k: half["latency_us"].get(k) for k in ("mean", "p50", "p99")}}
+    if config == "recorded":
+        # the log of the whole life of the server: start, saturation, half load
+        summ = json.loads(run([str(RRC), "inspect", "--log", str(rec), "--json"], 300, check=False) or "{}")
+        if not summ.get("ok"):
+            raise BenchError(f"{rec}: the log does not verify: {summ}")
+        res["log"] = {"bytes": summ["bytes"], "events": summ["events"], "seconds": lived,
+                      "bytes_per_s": summ["bytes"] / lived, "events_per_100ms": summ["events"] / lived / 10,
+                      "by_kind": summ["by_kind"]}
+        rec.unlink()
+    return res
+
+
+def plot(path, res):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(res["servers"])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, n in enumerate(names):
+        r = res["servers"][n]["ratios"]
+        a1.boxplot([r["throughput"]], positions=[i], widths=0.5)
+        a2.boxplot([r["half_load_latency_mean"]], positions=[i], widths=0.5)
+    for a, t in ((a1, "saturation throughput, recorded / not"), (a2, "mean latency at half load, recorded / not")):
+        a.set_xticks(range(len(names)))
+        a.set_xticklabels(names)
+        a.axhline(1.0, color="grey", lw=0.8)
+        a.set_title(t, fontsize=10)
+    fig.suptitle(f"rrc exec --record overhead, {res['rounds']} alternating rounds ({res['date']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ops", type=int, default=200000, help="operations of the saturation run")
+    ap.add_argument("--half-s", type=int, default=5, help="seconds of the half-load run")
+    ap.add_argument("--servers", default="redis,memcached,lighttpd")
+    ap.add_argument("--file-size", type=int, default=4096, help="lighttpd's file")
+    ap.add_argument("--out", default=str(HERE / "results" / "record"))
+    args = ap.parse_args()
+    for b in (RRC, CHECK):
+        if not b.exists():
+            raise BenchError(f"{b} is missing: make all")
+    cleanup = Cleanup()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(Interrupted()))
+    try:
+        run(["ip", "netns", "add", NS], 10)
+        cleanup.push("netns", lambda: run(["ip", "netns", "del", NS], 10, check=False))
+        run(["ip", "-n", NS, "link", "set", "lo", "up"], 10)
+        workdir = Path(tempfile.mkdtemp(prefix="rrc-bench-record-"))
+        cleanup.push("workdir", lambda: shutil.rmtree(workdir, ignore_errors=True))
+        specs = servers(workdir, args.file_size)
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        out = {"bench": "record", "date": started, "rounds": args.rounds, "machine": machine_description(),
+               "command": "python3 bench/record.py " + " ".join(sys.argv[1:]), "servers": {}}
+        for name in args.servers.split(","):
+            spec = specs[name]
+            runs = {c: [] for c in CONFIGS}
+            # the half-load rate: half of a calibration run's unrecorded
+            # saturation, the same absolute rate for both configurations
+            cal = one(spec, "plain", workdir, args, 1.0, f"{name}-calibration")
+            half_rate = cal["saturation_ops_s"] / 2
+            for r in range(args.rounds):
+                for c in (CONFIGS if r % 2 == 0 else CONFIGS[::-1]):
+                    runs[c].append(one(spec, c, workdir, args, half_rate, f"{name}-{r}-{c}"))
+                got = {c: runs[c][-1] for c in CONFIGS}
+                log(f"{name} round {r + 1}: plain {got['plain']['saturation_ops_s']:.0f} ops/s, "
+                    f"recorded {got['recorded']['saturation_ops_s']:.0f} ops/s, "
+                    f"log {got['recorded']['log']['bytes_per_s'] / 1e6:.1f} MB/s, "
+                    f"{got['recorded']['log']['events_per_100ms']:.0f} events/100 ms")
+            out["servers"][name] = {"half_load_rate_ops_s": half_rate}
+            tp = [b["saturation_ops_s"] / a["saturation_ops_s"] for a, b in zip(runs["plain"], runs["recorded"])]
+            lat = [b["half_latency_us"]["mean"] / a["half_latency_us"]["mean"]
+                   for a, b in zip(runs["plain"], runs["recorded"])]
+            out["servers"][name].update({
+                "runs": runs,
+                "ratios": {"throughput": tp, "half_load_latency_mean": lat},
+                "summary": {
+                    "throughput_ratio_median": statistics.median(tp), "throughput_ratio_min": min(tp),
+                    "throughput_ratio_max": max(tp), "latency_ratio_median": statistics.median(lat),
+                    "log_bytes_per_s_median": statistics.median(x["log"]["bytes_per_s"] for x in runs["recorded"]),
+                    "events_per_100ms_median": statistics.median(x["log"]["events_per_100ms"] for x in runs["recorded"]),
+                },
+            })
+            log(f"{name}: throughput recorded/plain median {statistics.median(tp):.3f} "
+                f"[{min(tp):.3f}, {max(tp):.3f}], half-load latency ratio median {statistics.median(lat):.3f}")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out + ".json").write_text(json.dumps(out, indent=1) + "\n")
+        plot(args.out + ".png", out)
+        log(f"wrote {args.out}.json and .png")
+    finally:
+        cleanup.run_all()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (BenchError, Interrupted) as e:
+        log(f"error: {e}")
+        sys.exit(1)
