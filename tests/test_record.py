@@ -10,6 +10,7 @@ without a gap or a repeat, and one cut per checkpoint taken meanwhile. A
 log cut short, damaged or of another version is refused by name.
 """
 import collections
+import os
 import json
 import time
 from pathlib import Path
@@ -339,3 +340,39 @@ def test_the_fd_tables_order_gives_every_number_and_outputs_are_named(rrc, tmp_p
         n = 1 + (r * 7919) % 3000
         m = bytes((ord("a") + (r + i) % 26) for i in range(n))
         assert e["result"] == n and int.from_bytes(bytes.fromhex(e["data"]), "little") == crc32c(m), (r, e)
+
+
+def exec_recorded_json(rrc, tmp_path, netns, prog):
+    """`rrc exec --record --json` of a zdtm program: its report and ZDTM_DIR."""
+    zdir = tmp_path / f"zdtm-{prog}"
+    zdir.mkdir()
+    p = rrc.run("exec", "--netns", netns, "--record", tmp_path / f"{prog}.log", "--json", "--", zdtm_bin(prog),
+                env={**os.environ, "ZDTM_DIR": str(zdir)})
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    rrc.pids.append(info["pid"])
+    return info, zdir, p.stderr
+
+
+def end(info, zdir):
+    (zdir / "verify").touch()
+    wait_for_file(zdir / "result", pid=info["pid"])
+
+
+def test_record_names_what_it_cannot_see_in_the_binary(rrc, tmp_path, netns):
+    """runtime/tests/zdtm/unrecordable.c has a Go binary's build-info
+    section, a signal handler, an inline rdtsc and a raw syscall: `rrc exec
+    --record` names each before the program runs (stderr and --json), and
+    says nothing of them for a program without them."""
+    info, zdir, stderr = exec_recorded_json(rrc, tmp_path, netns, "unrecordable")
+    warns = info["record"]["warnings"]
+    text = "\n".join(warns)
+    assert "Go binary" in text and "signal handlers (signal)" in text, warns
+    assert "1 likely rdtsc/rdtscp instruction" in text, warns
+    assert "1 likely raw `syscall` instruction" in text, warns
+    assert all(f"warning: {w}" in stderr for w in warns), stderr
+    end(info, zdir)
+    # the same checks find nothing of these in a program without them
+    info, zdir, _ = exec_recorded_json(rrc, tmp_path, netns, "fdchurn")
+    warns = info["record"]["warnings"]
+    assert not any(w for w in warns if "Go" in w or "signal" in w or "rdtsc" in w or "raw `syscall`" in w), warns
+    end(info, zdir)

@@ -86,6 +86,17 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
     if let Some(b) = &a.data_dir {
         env.push((DATA_DIR_ENV.into(), b.target.clone().into_os_string()));
     }
+    // what the recorder cannot see in this binary, named before it runs
+    let record_warnings = match &a.record {
+        Some(_) => {
+            let w = crate::record_scan::warnings(std::path::Path::new(&a.cmd[0]))?;
+            for line in &w {
+                eprintln!("rrc: exec --record: warning: {line}");
+            }
+            w
+        }
+        None => Vec::new(),
+    };
     let record = match &a.record {
         Some(f) => {
             // created here, so that a path the container cannot write is
@@ -116,7 +127,11 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
                     );
                 }
             }
-            print_started(&c, a.json.json, serde_json::json!({ "library": lib, "threads": pong.nr_threads }))?;
+            let mut extra = serde_json::json!({ "library": lib, "threads": pong.nr_threads });
+            if let Some(f) = &record {
+                extra["record"] = serde_json::json!({ "log": f, "warnings": record_warnings });
+            }
+            print_started(&c, a.json.json, extra)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

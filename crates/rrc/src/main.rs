@@ -15,6 +15,7 @@ mod cmd_ps;
 mod cmd_restore;
 mod cmd_service;
 mod locate;
+mod record_scan;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
