@@ -50,6 +50,8 @@
 #define OBJ_SLOTS   (1u << OBJ_BITS)
 #define WRITER_TICK_NS 5000000l     /* drain at least this often */
 
+/* EXITED: the thread logged its exit; its ring is freed once drained and
+ * the thread gone (it may still record from TLS destructors meanwhile) */
 enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_EXITED };
 
 struct ring {
@@ -347,8 +349,10 @@ void rrc_rr_thread_exit(void)
 	rrc_rr_reserve(0);
 	rrc_hook_enter();
 	event_raw(r, RRC_EV_THREAD_EXIT, 0, 0, 0, 0, 0, 0, 0);
+	/* Not the thread's last moment: TLS destructors run after this (and
+	 * jemalloc's take mutexes). The ring stays this thread's; the writer
+	 * frees it once it is drained and the thread is gone. */
 	RRC_STORE(&r->state, SLOT_EXITED);
-	my_ring = 0;
 	rrc_hook_leave();
 	kick_writer();
 }
@@ -507,7 +511,8 @@ static void *writer_main(void *arg)
 				busy = 1;
 			if (d < 0)
 				break;
-			if (st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE))
+			if (st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) &&
+			    rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
 				RRC_STORE(&r->state, SLOT_FREE);
 		}
 		if (busy)
@@ -586,8 +591,10 @@ void rrc_rr_cut(const uint8_t id[16], uint64_t sequence)
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < RING_SLOTS; i++) {
 		struct ring *r = &rr.rings[i];
-		if (RRC_LOAD(&r->state) != SLOT_LIVE)
+		if (RRC_LOAD(&r->state) == SLOT_FREE)
 			continue;
+		if (RRC_LOAD(&r->state) == SLOT_EXITED && rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
+			continue; /* gone: not in the image */
 		/* insertion by tid: the format wants them ascending */
 		uint32_t tid = r->tid, j = n;
 		while (j > 0 && t[j - 1].tid > tid) {
