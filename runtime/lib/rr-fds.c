@@ -153,13 +153,13 @@ void rrc_fdt_restored(void)
 
 void rrc_fdt_lib_begin(void)
 {
-	if (fdt && rrc_rr_recording())
+	if (fdt && rrc_rr_mode_on())
 		lock();
 }
 
 void rrc_fdt_lib_end(void)
 {
-	if (fdt && rrc_rr_recording())
+	if (fdt && rrc_rr_mode_on())
 		unlock();
 }
 

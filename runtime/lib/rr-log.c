@@ -97,8 +97,9 @@ static struct {
 } rr = { .fd = -1 };
 
 static __thread struct ring *my_ring __attribute__((tls_model("initial-exec")));
-/* the library's own threads (control, writer) never record */
-static __thread int library_thread __attribute__((tls_model("initial-exec")));
+/* the library's own threads (control, writer) never record (rr-log.h) */
+__thread int rrc_rr_library_thread_flag __attribute__((tls_model("initial-exec")));
+#define library_thread rrc_rr_library_thread_flag
 
 void rrc_rr_library_thread(void)
 {
@@ -252,7 +253,7 @@ void rrc_rr_reserve(uint32_t len)
 {
 	if (library_thread)
 		return;
-	if (!my_ring && rrc_rr_recording())
+	if (!my_ring && rrc_rr_mode_on())
 		my_ring = ring_take();
 	struct ring *r = my_ring;
 	if (!r)
@@ -260,7 +261,7 @@ void rrc_rr_reserve(uint32_t len)
 	if (len > RRC_LOG_MAX_DATA)
 		len = RRC_LOG_MAX_DATA;
 	uint64_t need = room_needed(r, len);
-	while (rrc_rr_recording()) {
+	while (rrc_rr_mode_on()) {
 		uint32_t sp = RRC_LOAD(&r->space);
 		uint64_t used = r->head - RRC_LOAD(&r->tail);
 		if (RING_DATA - used >= need)
@@ -322,7 +323,7 @@ void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, in
 		   const struct iovec *pieces, int n)
 {
 	struct ring *r = my_ring;
-	if (!r || !rrc_rr_recording())
+	if (!r || !rrc_rr_mode_on())
 		return;
 	uint64_t len = 0;
 	for (int i = 0; i < n; i++)
@@ -344,7 +345,7 @@ void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int
 void rrc_rr_thread_exit(void)
 {
 	struct ring *r = my_ring;
-	if (!r || !rrc_rr_recording())
+	if (!r || !rrc_rr_mode_on())
 		return;
 	rrc_rr_reserve(0);
 	rrc_hook_enter();
@@ -498,10 +499,10 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	rrc_rr_library_thread();
-	while (rrc_rr_recording()) {
+	while (rrc_rr_mode_on()) {
 		int busy = 0;
 		write_cuts();
-		for (uint32_t i = 0; i < RING_SLOTS && rrc_rr_recording(); i++) {
+		for (uint32_t i = 0; i < RING_SLOTS && rrc_rr_mode_on(); i++) {
 			struct ring *r = &rr.rings[i];
 			uint32_t st = RRC_LOAD(&r->state);
 			if (st == SLOT_FREE)
@@ -528,7 +529,7 @@ static void *writer_main(void *arg)
 
 void rrc_rr_start(void)
 {
-	if (!rrc_rr_recording())
+	if (!rrc_rr_mode_on())
 		return;
 	/* the real pthread_create: the writer is the library's, never recorded */
 	int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
@@ -561,10 +562,10 @@ static int drained(void)
 
 __attribute__((destructor)) static void rr_fini(void)
 {
-	if (!rrc_rr_recording() || library_thread)
+	if (!rrc_rr_mode_on() || library_thread)
 		return;
 	uint64_t deadline = rrc_mono_ns() + 2000000000ull;
-	while (rrc_rr_recording() && !drained() && rrc_mono_ns() < deadline) {
+	while (rrc_rr_mode_on() && !drained() && rrc_mono_ns() < deadline) {
 		kick_writer();
 		struct rrc_ts ts = { 0, 1000000 };
 		rrc_syscall2(SYS_nanosleep, (long)&ts, 0);
@@ -575,7 +576,7 @@ __attribute__((destructor)) static void rr_fini(void)
 
 void rrc_rr_cut(const uint8_t id[16], uint64_t sequence)
 {
-	if (!rrc_rr_recording())
+	if (!rrc_rr_mode_on())
 		return;
 	struct control *c = rr.ctl;
 	struct cut_slot *s = &c->cuts[c->cut_next % CUT_QUEUE];

@@ -38,10 +38,22 @@
 extern volatile int rrc_rr_mode RRC_HIDDEN_RR;
 #define RRC_RR_OFF    0
 #define RRC_RR_RECORD 1
+/* 1 in the library's own threads (control, writer): what they call goes
+ * straight through, unrecorded and unnumbered (the control thread's
+ * malloc takes jemalloc's mutexes in redis: numbering them would leave
+ * holes in the application's order) */
+extern __thread int rrc_rr_library_thread_flag __attribute__((tls_model("initial-exec"))) RRC_HIDDEN_RR;
 
-static inline int rrc_rr_recording(void)
+/* Recording is on in this process (whatever the calling thread). */
+static inline int rrc_rr_mode_on(void)
 {
 	return __atomic_load_n(&rrc_rr_mode, __ATOMIC_RELAXED) == RRC_RR_RECORD;
+}
+
+/* Recording is on and the calling thread is recorded. */
+static inline int rrc_rr_recording(void)
+{
+	return __atomic_load_n(&rrc_rr_mode, __ATOMIC_RELAXED) == RRC_RR_RECORD && !rrc_rr_library_thread_flag;
 }
 
 /* Constructor, before the memory is registered: $RRC_RECORD (a path) turns
