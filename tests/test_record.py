@@ -290,7 +290,7 @@ def test_the_fd_tables_order_gives_every_number_and_outputs_are_named(rrc, tmp_p
 
     ordered = sorted((e for e in evs if e["kind"] in ("fd", "accept")), key=lambda e: e["seq"])
     assert [e["seq"] for e in ordered] == list(range(len(ordered))), "the fd table's numbers have a gap or a repeat"
-    ops = {1: "open", 2: "close", 3: "dup", 4: "socket", 5: "pipe"}
+    ops = {1: "open", 2: "close", 3: "dup", 4: "socket", 5: "pipe", 10: "dupfd"}
     open_fds = set(info["initial"])
 
     def lowest():
@@ -311,6 +311,10 @@ def test_the_fd_tables_order_gives_every_number_and_outputs_are_named(rrc, tmp_p
         elif op == "dup" and b >= 0:  # dup2 onto b
             assert e["result"] == b, where
             open_fds.add(b)
+        elif op == "dupfd":  # the lowest free at b or above
+            want = min(set(range(b, b + len(open_fds) + 2)) - open_fds)
+            assert e["result"] == want, f"{where}: got {e['result']}, the lowest free from {b} was {want}"
+            open_fds.add(want)
         elif op in ("pipe", "socket") and b >= 0:  # pipe, socketpair: two fds
             first = lowest()
             assert a == first, f"{where}: got {a}, the lowest free was {first}"
@@ -466,6 +470,9 @@ def test_a_real_server_recorded_under_load_with_checkpoints(rrc, tmp_path, netns
             open_fds.discard(a)
         elif op == 3 and b >= 0:  # dup2/dup3 onto b
             open_fds.add(b)
+        elif op == 10:  # fcntl(F_DUPFD): the lowest free >= b
+            assert e["result"] == min(set(range(b, b + len(open_fds) + 2)) - open_fds), (e, sorted(open_fds))
+            open_fds.add(e["result"])
         elif op in (4, 5) and b >= 0:  # socketpair, pipe
             assert a == lowest, (e, sorted(open_fds))
             open_fds.add(a)

@@ -653,30 +653,30 @@ int close(int fd)
 }
 
 /* A duplicate: its kind is learnt again when it matters. */
-static int duplicated(int t, int fd, int r, int target)
+static int duplicated(int t, uint16_t op, int fd, int r, int target)
 {
 	if (r >= 0)
 		rrc_fdt_closed(r);
-	rrc_fdt_end_fd(t, RRC_FDOP_DUP, r < 0 ? -errno : r, fd, target);
+	rrc_fdt_end_fd(t, op, r < 0 ? -errno : r, fd, target);
 	return r;
 }
 
 int dup(int fd)
 {
 	int t = rrc_fdt_begin();
-	return duplicated(t, fd, dup_journaled(fd), -1);
+	return duplicated(t, RRC_FDOP_DUP, fd, dup_journaled(fd), -1);
 }
 
 int dup2(int fd, int nfd)
 {
 	int t = rrc_fdt_begin();
-	return duplicated(t, fd, dup2_journaled(fd, nfd), nfd);
+	return duplicated(t, RRC_FDOP_DUP, fd, dup2_journaled(fd, nfd), nfd);
 }
 
 int dup3(int fd, int nfd, int fl)
 {
 	int t = rrc_fdt_begin();
-	return duplicated(t, fd, dup3_journaled(fd, nfd, fl), nfd);
+	return duplicated(t, RRC_FDOP_DUP, fd, dup3_journaled(fd, nfd, fl), nfd);
 }
 
 static int do_fcntl(int fd, int cmd, va_list ap)
@@ -687,7 +687,7 @@ static int do_fcntl(int fd, int cmd, va_list ap)
 	if (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
 		return real_fcntl(fd, cmd, arg);
 	int t = rrc_fdt_begin();
-	return duplicated(t, fd, fcntl_journaled(fd, cmd, arg), (int)arg);
+	return duplicated(t, RRC_FDOP_DUPFD, fd, fcntl_journaled(fd, cmd, arg), (int)arg); /* the lowest free >= arg */
 }
 
 int fcntl(int fd, int cmd, ...)

@@ -2,7 +2,8 @@
  * sends, for `rrc exec --record` (tests/test_record.py).
  *
  * Four churn threads loop: open /dev/null, a UDP socket, a pipe, dup of
- * the first, dup2 of the socket onto that dup, then close everything; the
+ * the first, dup2 of the socket onto that dup, an F_DUPFD of the first at
+ * 20 or above, then close everything; the
  * kernel gives each new fd the lowest free number, so which number a
  * thread gets depends on what the others did just before: the log's order
  * of these calls must reproduce every number. A sender writes message r
@@ -40,8 +41,10 @@ static void *churn(void *arg)
 			zdtm_fail("churn %d: open/socket/pipe failed", k);
 		int d = dup(a);
 		int d2 = dup2(s, d);
-		if (d < 0 || d2 != d)
-			zdtm_fail("churn %d: dup/dup2 failed", k);
+		int f = fcntl(a, F_DUPFD_CLOEXEC, 20);
+		if (d < 0 || d2 != d || f < 20)
+			zdtm_fail("churn %d: dup/dup2/F_DUPFD failed", k);
+		close(f);
 		close(a);
 		close(s);
 		close(p[0]);
