@@ -18,8 +18,7 @@
  * RRC_LOG_MAX_DATA (64 KiB), and a readiness wait at most what fits in
  * that: a shorter read or fewer events, which the calls allow. A regular
  * file's reads are whole, their bytes named by a CRC32C (flag FILE): a
- * replay reads them again and checks them (readv of a file: bytes, capped,
- * like the others).
+ * replay reads them again and checks them.
  *
  * A call that may block is made before the hook guard, its event appended
  * inside it: a thread parked between the two logs its call as the first
@@ -160,6 +159,24 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	RESOLVE(readv);
 	if (!rrc_rr_recording())
 		return real_readv(fd, iov, cnt);
+	if (cnt > 0 && cnt <= 1024 && rrc_fdt_is_file(fd)) {
+		/* a regular file: whole, named by the CRC32C of what came back */
+		rrc_rr_reserve(4);
+		ssize_t r = real_readv(fd, iov, cnt);
+		int e = errno;
+		uint32_t crc = 0;
+		size_t left = r > 0 ? (size_t)r : 0;
+		for (int i = 0; i < cnt && left; i++) {
+			size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
+			crc = rrc_crc32c_extend(crc, iov[i].iov_base, n);
+			left -= n;
+		}
+		rrc_hook_enter();
+		rrc_rr_event(RRC_EV_READ, RRC_EVF_FILE, (uint64_t)fd, 0, r < 0 ? -e : r, &crc, sizeof crc);
+		rrc_hook_leave();
+		errno = e;
+		return r;
+	}
 	struct iovec v[1024];
 	int bad = cnt < 0 || cnt > 1024; /* the kernel refuses it: EINVAL, recorded as such */
 	int k = bad ? 0 : cap_iov(iov, cnt, v);

@@ -163,7 +163,18 @@ fn dump_events(path: &std::path::Path, all_data: bool) -> Result<ExitCode> {
             if all_data || e.data.len() <= 64 {
                 line["data"] = e.data.iter().map(|x| format!("{x:02x}")).collect::<String>().into();
             }
-            writeln!(out, "{line}")?;
+            if let Err(e) = writeln!(out, "{line}") {
+                // the reader went away (`| head`): not an error of the log
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    if let Err(e) = out.flush() {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e.into());
         }
     }
     Ok(ExitCode::SUCCESS)

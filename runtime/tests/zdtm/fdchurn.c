@@ -8,7 +8,8 @@
  * thread gets depends on what the others did just before: the log's order
  * of these calls must reproduce every number. A sender writes message r
  * (1..3000 bytes, from r) on a unix socketpair with write, send, writev,
- * sendmsg and sendfile (from a file it writes and reads back) in turn, a
+ * sendmsg and sendfile (from a file it writes and reads back with pread
+ * and readv) in turn, a
  * reader drains the other
  * end.
  *
@@ -74,9 +75,11 @@ static void *sender(void *arg)
 		case 4: {
 			/* sendfile from a file holding the message */
 			off_t off = 0;
-			char back[4096];
+			char back[4096], back2[4096];
+			struct iovec bv[2] = { { back2, n / 3 }, { back2 + n / 3, n - n / 3 } };
 			if (pwrite(mfd, buf, n, 0) != (ssize_t)n || pread(mfd, back, n, 0) != (ssize_t)n ||
-			    memcmp(back, buf, n))
+			    memcmp(back, buf, n) || lseek(mfd, 0, SEEK_SET) != 0 || readv(mfd, bv, 2) != (ssize_t)n ||
+			    memcmp(back2, buf, n))
 				zdtm_fail("sender: the file does not hold the message");
 			w = sendfile(sp[0], mfd, &off, n);
 			break;
