@@ -215,14 +215,7 @@ void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
 	if (!t)
 		return;
 	int e = errno;
-	uint32_t crc = 0;
-	size_t left = r > 0 ? (size_t)r : 0;
-	for (int i = 0; i < cnt && left; i++) {
-		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
-		crc = rrc_crc32c_extend(crc, iov[i].iov_base, k);
-		left -= k;
-	}
-	out_event(fd, r, e, crc);
+	out_event(fd, r, e, rrc_rr_crc_iov(iov, cnt, r > 0 ? (size_t)r : 0));
 }
 
 /* ---- the calls that make fds, without another home ---- */

@@ -164,13 +164,7 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		rrc_rr_reserve(4);
 		ssize_t r = real_readv(fd, iov, cnt);
 		int e = errno;
-		uint32_t crc = 0;
-		size_t left = r > 0 ? (size_t)r : 0;
-		for (int i = 0; i < cnt && left; i++) {
-			size_t n = iov[i].iov_len < left ? iov[i].iov_len : left;
-			crc = rrc_crc32c_extend(crc, iov[i].iov_base, n);
-			left -= n;
-		}
+		uint32_t crc = rrc_rr_crc_iov(iov, cnt, r > 0 ? (size_t)r : 0);
 		rrc_hook_enter();
 		rrc_rr_event(RRC_EV_READ, RRC_EVF_FILE, (uint64_t)fd, 0, r < 0 ? -e : r, &crc, sizeof crc);
 		rrc_hook_leave();

@@ -358,6 +358,17 @@ void rrc_rr_thread_exit(void)
 	kick_writer();
 }
 
+uint32_t rrc_rr_crc_iov(const struct iovec *iov, int cnt, size_t len)
+{
+	uint32_t crc = 0;
+	for (int i = 0; i < cnt && len; i++) {
+		size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
+		crc = rrc_crc32c_extend(crc, iov[i].iov_base, n);
+		len -= n;
+	}
+	return crc;
+}
+
 /* ---- the object table ---- */
 
 uint64_t rrc_rr_obj_seq(const void *addr)

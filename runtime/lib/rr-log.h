@@ -29,6 +29,7 @@
 #ifndef RRC_RR_LOG_H
 #define RRC_RR_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "rrc/rrlog.h"
 
@@ -79,6 +80,10 @@ void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int
 /* The next sequence number of the object at `addr` (a lock the caller now
  * holds): 0, 1, 2... per address. */
 uint64_t rrc_rr_obj_seq(const void *addr) RRC_HIDDEN_RR;
+/* The CRC32C of the first `len` bytes spread over iov[0..cnt) (outputs and
+ * regular-file reads are named by it). */
+struct iovec;
+uint32_t rrc_rr_crc_iov(const struct iovec *iov, int cnt, size_t len) RRC_HIDDEN_RR;
 /* The same with the data gathered from pieces (their total is the data). */
 struct iovec;
 void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
