@@ -125,16 +125,21 @@ int rrc_fd_high(int fd)
 	return (int)n;
 }
 
-static void fail(const char *what, int err)
+void rrc_log_failure(const char *prefix, const char *what, int err)
 {
 	char m[300];
-	size_t l = rrc_bput(m, sizeof m, 0, "disabled: ");
+	size_t l = rrc_bput(m, sizeof m, 0, prefix);
 	l = rrc_bput(m, sizeof m, l, what);
 	if (err) {
 		l = rrc_bput(m, sizeof m, l, ": ");
 		rrc_bput(m, sizeof m, l, strerror(err));
 	}
 	rrc_log(m);
+}
+
+static void fail(const char *what, int err)
+{
+	rrc_log_failure("disabled: ", what, err);
 }
 
 __attribute__((constructor)) static void rrc_init(void)

@@ -31,7 +31,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include "rrc_lib.h"
@@ -158,14 +157,7 @@ int rrc_rr_ring_range(uint64_t *start, uint64_t *end)
 
 static int fail_init(const char *what, long err)
 {
-	char m[300];
-	size_t l = rrc_bput(m, sizeof m, 0, "not recording: ");
-	l = rrc_bput(m, sizeof m, l, what);
-	if (err) {
-		l = rrc_bput(m, sizeof m, l, ": ");
-		rrc_bput(m, sizeof m, l, strerror((int)err));
-	}
-	rrc_log(m);
+	rrc_log_failure("not recording: ", what, (int)err);
 	return -1;
 }
 

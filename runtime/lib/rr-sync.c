@@ -99,102 +99,60 @@ void rrc_sync_resolve(void)
 	real_join = dlsym(RTLD_NEXT, "pthread_join");
 }
 
-/* After an acquisition attempt that returned r (0: acquired). */
-static void acquired(uint16_t kind, uint16_t flags, const void *obj, pthread_mutex_t *m, int r)
+/* The event of an acquisition attempt on obj: numbered on `on` (the object
+ * itself, or a condition variable's mutex) when it got it. A condition
+ * wait's event names its mutex in its data. */
+static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *on, int got, int64_t result)
 {
+	uint64_t maddr = (uint64_t)on;
+	int cond = kind == RRC_EV_COND_WAIT;
 	rrc_hook_enter();
-	uint64_t seq = r == 0 ? rrc_rr_obj_seq(m) : 0;
-	uint64_t maddr = (uint64_t)m;
-	rrc_rr_event(kind, flags, (uint64_t)obj, seq, -(int64_t)r, kind == RRC_EV_COND_WAIT ? &maddr : 0,
-		     kind == RRC_EV_COND_WAIT ? 8 : 0);
+	rrc_rr_event(kind, flags, (uint64_t)obj, got ? rrc_rr_obj_seq(on) : 0, result, cond ? &maddr : 0,
+		     cond ? 8 : 0);
 	rrc_hook_leave();
 }
 
-int pthread_mutex_lock(pthread_mutex_t *m)
-{
-	if (!rrc_rr_recording())
-		return real_mutex_lock(m);
-	rrc_rr_reserve(0);
-	int r = real_mutex_lock(m); /* may block: parkable, outside the guard */
-	acquired(RRC_EV_MUTEX_LOCK, 0, m, m, r);
-	return r;
-}
+/* The shape of every wrapper of this file: resolved; not recording, the
+ * call alone; recording, room reserved, the call made before the guard (it
+ * may block: parkable), its outcome logged after. */
+#define UNRECORDED_OR_RESERVE(resolved, call, room) do { \
+		if (!(resolved)) \
+			rrc_sync_resolve(); \
+		if (!rrc_rr_recording()) \
+			return (call); \
+		rrc_rr_reserve(room); \
+	} while (0)
 
-int pthread_mutex_trylock(pthread_mutex_t *m)
-{
-	if (!rrc_rr_recording())
-		return real_mutex_trylock(m);
-	rrc_rr_reserve(0);
-	int r = real_mutex_trylock(m);
-	acquired(RRC_EV_MUTEX_LOCK, RRC_EVF_TRY, m, m, r);
-	return r;
-}
+/* An acquisition that returns 0 or an error number. */
+#define ACQUIRE(resolved, kind, flags, obj, call) do { \
+		UNRECORDED_OR_RESERVE(resolved, call, 0); \
+		int r_ = (call); \
+		logged((kind), (flags), (obj), (obj), r_ == 0, -(int64_t)r_); \
+		return r_; \
+	} while (0)
 
+/* A condition wait: its mutex is held again whatever it returns. */
+#define COND_WAIT(resolved, flags, c, m, call) do { \
+		UNRECORDED_OR_RESERVE(resolved, call, 8); \
+		int r_ = (call); \
+		logged(RRC_EV_COND_WAIT, (flags), (c), (m), 1, -(int64_t)r_); \
+		return r_; \
+	} while (0)
+
+/* real_mutex_lock and real_mutex_trylock are bound at link time */
+int pthread_mutex_lock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, 0, m, real_mutex_lock(m)); }
+int pthread_mutex_trylock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, RRC_EVF_TRY, m, real_mutex_trylock(m)); }
 int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *at)
-{
-	if (!real_timedlock)
-		rrc_sync_resolve();
-	if (!rrc_rr_recording())
-		return real_timedlock(m, at);
-	rrc_rr_reserve(0);
-	int r = real_timedlock(m, at);
-	acquired(RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, m, r);
-	return r;
-}
-
+{ ACQUIRE(real_timedlock, RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, real_timedlock(m, at)); }
 int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec *at)
-{
-	if (!real_clocklock)
-		rrc_sync_resolve();
-	if (!rrc_rr_recording())
-		return real_clocklock(m, clk, at);
-	rrc_rr_reserve(0);
-	int r = real_clocklock(m, clk, at);
-	acquired(RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, m, r);
-	return r;
-}
+{ ACQUIRE(real_clocklock, RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, real_clocklock(m, clk, at)); }
 
 int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
-{
-	if (!real_cond_wait)
-		rrc_sync_resolve();
-	if (!rrc_rr_recording())
-		return real_cond_wait(c, m);
-	rrc_rr_reserve(8);
-	int r = real_cond_wait(c, m);
-	acquired(RRC_EV_COND_WAIT, 0, c, m, 0); /* the mutex is held again whatever r is */
-	return r;
-}
-
+{ COND_WAIT(real_cond_wait, 0, c, m, real_cond_wait(c, m)); }
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *at)
-{
-	if (!real_cond_timedwait)
-		rrc_sync_resolve();
-	if (!rrc_rr_recording())
-		return real_cond_timedwait(c, m, at);
-	rrc_rr_reserve(8);
-	int r = real_cond_timedwait(c, m, at);
-	rrc_hook_enter();
-	uint64_t seq = rrc_rr_obj_seq(m), maddr = (uint64_t)m;
-	rrc_rr_event(RRC_EV_COND_WAIT, RRC_EVF_TIMED, (uint64_t)c, seq, -(int64_t)r, &maddr, 8);
-	rrc_hook_leave();
-	return r;
-}
-
+{ COND_WAIT(real_cond_timedwait, RRC_EVF_TIMED, c, m, real_cond_timedwait(c, m, at)); }
 int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk, const struct timespec *at)
-{
-	if (!real_cond_clockwait)
-		rrc_sync_resolve();
-	if (!rrc_rr_recording())
-		return real_cond_clockwait(c, m, clk, at);
-	rrc_rr_reserve(8);
-	int r = real_cond_clockwait(c, m, clk, at);
-	rrc_hook_enter();
-	uint64_t seq = rrc_rr_obj_seq(m), maddr = (uint64_t)m;
-	rrc_rr_event(RRC_EV_COND_WAIT, RRC_EVF_TIMED, (uint64_t)c, seq, -(int64_t)r, &maddr, 8);
-	rrc_hook_leave();
-	return r;
-}
+{ COND_WAIT(real_cond_clockwait, RRC_EVF_TIMED, c, m, real_cond_clockwait(c, m, clk, at)); }
 
 /* ---- threads ---- */
 
@@ -252,32 +210,6 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
 
 /* ---- the other primitives ---- */
 
-/* An acquisition of obj that returned r (0: acquired, numbered). */
-static int taken(uint16_t kind, uint16_t flags, const void *obj, int r, int64_t result)
-{
-	rrc_hook_enter();
-	rrc_rr_event(kind, flags, (uint64_t)obj, r == 0 ? rrc_rr_obj_seq(obj) : 0, result, 0, 0);
-	rrc_hook_leave();
-	return r;
-}
-
-/* The shape of every wrapper below: resolved; not recording, the call
- * alone; recording, room reserved, the call made before the guard (it may
- * block), its outcome logged after. */
-#define UNRECORDED_OR_RESERVE(real, call) do { \
-		if (!(real)) \
-			rrc_sync_resolve(); \
-		if (!rrc_rr_recording()) \
-			return (call); \
-		rrc_rr_reserve(0); \
-	} while (0)
-
-#define ACQUIRE(real, kind, flags, obj, call) do { \
-		UNRECORDED_OR_RESERVE(real, call); \
-		int r_ = (call); \
-		return taken((kind), (flags), (obj), r_, -(int64_t)r_); \
-	} while (0)
-
 int pthread_rwlock_rdlock(pthread_rwlock_t *l) { ACQUIRE(real_rdlock, RRC_EV_RWLOCK_RD, 0, l, real_rdlock(l)); }
 int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) { ACQUIRE(real_tryrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TRY, l, real_tryrdlock(l)); }
 int pthread_rwlock_wrlock(pthread_rwlock_t *l) { ACQUIRE(real_wrlock, RRC_EV_RWLOCK_WR, 0, l, real_wrlock(l)); }
@@ -296,10 +228,10 @@ int pthread_spin_trylock(pthread_spinlock_t *l)
 
 /* sem_* return -1 and set errno: the outcome is 0 or -errno. */
 #define SEM(real, flags, s, call) do { \
-		UNRECORDED_OR_RESERVE(real, call); \
+		UNRECORDED_OR_RESERVE(real, call, 0); \
 		int r_ = (call); \
 		int e_ = errno; \
-		taken(RRC_EV_SEM_WAIT, (flags), (s), r_ == 0 ? 0 : e_, r_ == 0 ? 0 : -(int64_t)e_); \
+		logged(RRC_EV_SEM_WAIT, (flags), (s), (s), r_ == 0, r_ == 0 ? 0 : -(int64_t)e_); \
 		errno = e_; \
 		return r_; \
 	} while (0)
@@ -319,7 +251,7 @@ int pthread_barrier_wait(pthread_barrier_t *b)
 	rrc_rr_reserve(0);
 	int r = real_barrier_wait(b);
 	/* the serial thread's return is not an error: numbered like the others */
-	taken(RRC_EV_BARRIER, 0, b, r == PTHREAD_BARRIER_SERIAL_THREAD ? 0 : r, r);
+	logged(RRC_EV_BARRIER, 0, b, b, r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD, r);
 	return r;
 }
 

@@ -455,6 +455,8 @@ void rrc_post_restore(void) RRC_HIDDEN;
 /* ---- init.c ---- */
 extern int (*rrc_real_sigaction)(int, const struct sigaction *, struct sigaction *) RRC_HIDDEN;
 int rrc_scratch_map(void) RRC_HIDDEN;
+/* "prefix what: strerror(err)" to the log (not async-signal-safe: strerror) */
+void rrc_log_failure(const char *prefix, const char *what, int err) RRC_HIDDEN;
 
 /* atomics */
 #define RRC_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_SEQ_CST)

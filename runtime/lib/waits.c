@@ -209,8 +209,10 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 		struct timespec r;
 		int ret = real_nanosleep(&t, &r);
 		if (!parked_in(p, ret)) {
-			struct timespec l = ns_ts(left(&d));
-			if (ret < 0 && errno == EINTR && rem)
+			/* what is left matters only to an interrupted sleep */
+			int intr = ret < 0 && errno == EINTR;
+			struct timespec l = intr ? ns_ts(left(&d)) : (struct timespec){ 0, 0 };
+			if (intr && rem)
 				*rem = l;
 			return recorded_sleep(rec, CLOCK_MONOTONIC, ret < 0 ? -errno : 0, &l);
 		}
@@ -233,7 +235,7 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, stru
 		/* clock_nanosleep returns the error number, errno untouched */
 		int ret = real_clock_nanosleep(clock, flags, &t, rem);
 		if (ret != EINTR || parks() == p) {
-			struct timespec l = ns_ts(left(&d));
+			struct timespec l = ret == EINTR ? ns_ts(left(&d)) : (struct timespec){ 0, 0 };
 			if (ret == EINTR && rem && !(flags & TIMER_ABSTIME))
 				*rem = l;
 			int e = errno;
