@@ -44,6 +44,7 @@ bench: setup all
 	python3 bench/failover_campaign.py
 	python3 bench/wire_auth.py --rounds 10
 	python3 bench/record.py
+	python3 bench/replay.py
 
 # Coverage-guided fuzzing of the network decoders (stable toolchain,
 # libFuzzer): FUZZ_TIME seconds per target, corpus kept in fuzz/corpus

@@ -78,3 +78,35 @@ def machine_description():
         "git_untracked_files": sum(1 for l in status if l.startswith("??")),
         "loadavg_at_start": Path("/proc/loadavg").read_text().strip(),
     }
+
+
+def netns_up(cleanup, name):
+    """A network namespace with lo up, deleted by cleanup (record.py,
+    replay.py: client and server on its loopback)."""
+    run(["ip", "netns", "add", name], 10)
+    cleanup.push("netns", lambda: run(["ip", "netns", "del", name], 10, check=False))
+    run(["ip", "-n", name, "link", "set", "lo", "up"], 10)
+
+
+def wait_port(ns, port, pid, timeout=20):
+    """Until something listens on 127.0.0.1:port in ns (the server of pid)."""
+    import sys
+    probe = "import socket,sys\nsocket.create_connection(('127.0.0.1', int(sys.argv[1])), 1).close()"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", probe, str(port)],
+                          capture_output=True).returncode == 0:
+            return
+        if not Path(f"/proc/{pid}").exists():
+            raise BenchError(f"the server (pid {pid}) exited before it listened on {port}")
+        time.sleep(0.1)
+    raise BenchError(f"nothing listened on {port} within {timeout} s")
+
+
+def write_results(out, data, plot):
+    """out.json and out.png (drawn by plot(path, data))."""
+    import json
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out + ".json").write_text(json.dumps(data, indent=1) + "\n")
+    plot(out + ".png", data)
+    log(f"wrote {out}.json and .png")

@@ -17,19 +17,17 @@ its loopback): what is measured is the library's recording, not a network.
 Writes JSON and PNG to bench/results/record.{json,png}. See bench/README.md.
 """
 import argparse
-import contextlib
 import json
 import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchlib import machine_description
+from benchlib import machine_description, netns_up, wait_port, write_results
 from checkpoint_pause import BenchError, Cleanup, Interrupted, log, run
 
 HERE = Path(__file__).resolve().parent
@@ -74,18 +72,6 @@ def check(client, extra, timeout):
     return rep
 
 
-def wait_port(port, pid, timeout=20):
-    probe = "import socket,sys\nsocket.create_connection(('127.0.0.1', int(sys.argv[1])), 1).close()"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if subprocess.run(ns([sys.executable, "-c", probe, port]), capture_output=True).returncode == 0:
-            return
-        if not Path(f"/proc/{pid}").exists():
-            raise BenchError(f"the server (pid {pid}) exited before it listened on {port}")
-        time.sleep(0.1)
-    raise BenchError(f"nothing listened on {port} within {timeout} s")
-
-
 def one(spec, config, workdir, args, rate, tag):
     """Start, saturate, half load, stop: one configuration's round."""
     logf = workdir / f"{tag}.log"
@@ -95,7 +81,7 @@ def one(spec, config, workdir, args, rate, tag):
     pid = int(out.strip().splitlines()[-1])
     t0 = time.monotonic()
     try:
-        wait_port(spec["port"], pid)
+        wait_port(NS, spec["port"], pid)
         sat = check(spec["client"], ["--ops", args.ops], 600)
         half = check(spec["client"], ["--duration", f"{args.half_s}s", "--rate", f"{rate:.1f}"], args.half_s + 120)
         lived = time.monotonic() - t0
@@ -151,9 +137,7 @@ def main():
     cleanup = Cleanup()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(Interrupted()))
     try:
-        run(["ip", "netns", "add", NS], 10)
-        cleanup.push("netns", lambda: run(["ip", "netns", "del", NS], 10, check=False))
-        run(["ip", "-n", NS, "link", "set", "lo", "up"], 10)
+        netns_up(cleanup, NS)
         workdir = Path(tempfile.mkdtemp(prefix="rrc-bench-record-"))
         cleanup.push("workdir", lambda: shutil.rmtree(workdir, ignore_errors=True))
         specs = servers(workdir, args.file_size)
@@ -191,10 +175,7 @@ def main():
             })
             log(f"{name}: throughput recorded/plain median {statistics.median(tp):.3f} "
                 f"[{min(tp):.3f}, {max(tp):.3f}], half-load latency ratio median {statistics.median(lat):.3f}")
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out + ".json").write_text(json.dumps(out, indent=1) + "\n")
-        plot(args.out + ".png", out)
-        log(f"wrote {args.out}.json and .png")
+        write_results(args.out, out, plot)
     finally:
         cleanup.run_all()
 

@@ -13,6 +13,7 @@ Cleanup is layered so that a crashed or failing test leaves nothing behind:
     are removed (namespaces of dead sessions at the start).
 Every wait is bounded.
 """
+import contextlib
 import json
 import os
 import secrets
@@ -255,8 +256,8 @@ def delete_netns(name: str):
     subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
-@pytest.fixture
-def netns():
+@contextlib.contextmanager
+def fresh_netns():
     """A fresh network namespace rrc-t-<random> with lo up; deleted afterwards."""
     name = NETNS_PREFIX + secrets.token_hex(4)
     run(["ip", "netns", "add", name], timeout=30)
@@ -265,6 +266,20 @@ def netns():
         yield name
     finally:
         delete_netns(name)
+
+
+@pytest.fixture
+def netns():
+    with fresh_netns() as name:
+        yield name
+
+
+@pytest.fixture
+def other_netns():
+    """A second one (a restore where the first still holds the dead
+    process's ports in FIN_WAIT)."""
+    with fresh_netns() as name:
+        yield name
 
 
 # ---------------------------------------------------------------- session sweep

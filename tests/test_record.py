@@ -20,7 +20,11 @@ import json
 import time
 from pathlib import Path
 
-from conftest import pid_alive, read_text, wait_for_file, wait_until, zdtm_bin
+from conftest import TOOLS, pid_alive, read_text, wait_for_file, wait_until, zdtm_bin
+
+sys.path.insert(0, str(TOOLS))
+from rrlog_edit import crc32c  # noqa: E402
+from servers import real_server  # noqa: E402
 
 
 def events(rrc, log: Path) -> list[dict]:
@@ -148,10 +152,10 @@ def test_broken_logs_are_refused_by_name(rrc, tmp_path, netns):
     cases = {
         "truncated": data[: len(data) - 5],
         "corrupt": data[:200] + bytes([data[200] ^ 0x20]) + data[201:],
-        "version": data[:8] + (2).to_bytes(4, "little") + data[12:],
+        "version": data[:8] + (3).to_bytes(4, "little") + data[12:],
         "not a log": b"this is not a log at all, just some text padding it out",
     }
-    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 2",
+    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 3",
             "not a log": "not an rrc record log"}
     for name, bad in cases.items():
         f = tmp_path / f"{name.replace(' ', '-')}.log"
@@ -241,21 +245,6 @@ def test_every_input_call_and_byte_is_in_the_log(rrc, tmp_path, netns):
     assert ew and all(bytes.fromhex(e["data"])[4:12] == (7).to_bytes(8, "little") for e in ew), ew[:3]
 
 
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), reflected, as rrc's runtime/common/crc32c.c."""
-    table = crc32c.table
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-crc32c.table = []
-for _n in range(256):
-    _c = _n
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    crc32c.table.append(_c)
 
 
 def run_to_end(rrc, tmp_path, netns, prog, dumps=2, pause=0.25):
@@ -389,24 +378,6 @@ def test_record_names_what_it_cannot_see_in_the_binary(rrc, tmp_path, netns):
 
 
 CHECK_BIN = Path(__file__).resolve().parent.parent / "target" / "release" / "rrc-check"
-
-
-def real_server(name, tmp_path):
-    """argv, port and the rrc-check arguments for one of the three servers."""
-    if name == "redis":
-        return (["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--bind", "127.0.0.1"], 6379,
-                ["redis", "--server", "127.0.0.1:6379"])
-    if name == "memcached":
-        return (["memcached", "-t", "4", "-p", "11211", "-l", "127.0.0.1", "-U", "0", "-u", "root", "-m", "64"], 11211,
-                ["memcached", "--server", "127.0.0.1:11211"])
-    www = tmp_path / "www"
-    www.mkdir()
-    (www / "f.bin").write_bytes(bytes(range(256)) * 64)
-    conf = tmp_path / "lighttpd.conf"
-    conf.write_text(f'server.document-root = "{www}"\nserver.port = 8080\nserver.bind = "127.0.0.1"\n'
-                    'server.max-keep-alive-requests = 65535\nmimetype.assign = (".bin" => "application/octet-stream")\n')
-    os.chmod(tmp_path, 0o755)
-    return ["lighttpd", "-D", "-f", str(conf)], 8080, ["http", "--url", "http://127.0.0.1:8080/f.bin", "--file", str(www / "f.bin")]
 
 
 @pytest.mark.parametrize("name", ["redis", "memcached", "lighttpd"])

@@ -23,7 +23,10 @@ import pytest
 
 from conftest import (CGROUP_ROOT, CMD_TIMEOUT, RESULT_TIMEOUT, RUNTIME_BUILD, Rrc, ZDTM_DIR, delete_netns, netns_exec,
                       last_line_int, pid_alive, read_text, run, snapshot_cgroups, wait_for_file, wait_until, zdtm_bin,
-                      NETNS_PREFIX)
+                      NETNS_PREFIX, TOOLS)
+
+sys.path.insert(0, str(TOOLS))
+from rrlog_edit import crc32c  # noqa: E402  (the tests' one CRC32C)
 
 HEADER_LEN = 72
 SECTION_HDR = 24
@@ -31,16 +34,6 @@ SEC_PROCESS, SEC_PAGES, SEC_END = 1, 7, 0xFFFF
 
 
 # ------------------------------------------------------------------ helpers
-
-def crc32c(data: bytes) -> int:
-    """CRC32C (Castagnoli, reflected, as in runtime/include/rrc/crc32c.h)."""
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-    return crc ^ 0xFFFFFFFF
-
 
 def sections(img: bytes):
     """(type, header offset, payload offset, length) of each section."""

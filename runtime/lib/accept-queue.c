@@ -52,7 +52,9 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "rr-io.h"
+#include "rr-replay.h"
 #include "rr-fds.h"
+#include "waits.h"
 #include "rrc/rrlog.h"
 
 #define DUMMY_CONNECT_S 1 /* a loopback handshake takes microseconds */
@@ -327,18 +329,68 @@ static int substitute(int c, struct sockaddr *addr, socklen_t *alen, int flags)
 	return c;
 }
 
-/* While recording (rr-io.c, rr-fds.c): an accept on a nonblocking
- * listener runs under the fd table's lock, so its fd number is in the
- * table's order; a blocking one cannot hold the lock while it waits and
- * takes its number when it returns. The event: ACCEPT, the new fd, the
- * peer's address. */
-static int accept_begin(int fd, int *rec)
+/* While recording (rr-io.c, rr-fds.c): every accept takes its fd under
+ * the fd table's lock, so that its number is in the table's order. On a
+ * nonblocking listener the call is made under the lock. A blocking one
+ * cannot hold the lock while it waits: it waits for a connection without
+ * it (poll, parkable), then accepts under the lock with the listener made
+ * nonblocking for that one call (another thread may have taken the
+ * connection meanwhile: then it waits again). The event: ACCEPT, the new
+ * fd, the peer's address. */
+static int accept_begin(int fd, int *rec, int *blocking)
 {
 	*rec = rrc_rr_io_reserve(128);
+	*blocking = 0;
 	if (!*rec)
 		return 0;
 	long fl = rrc_sys_fcntl(fd, F_GETFL, 0);
-	return fl >= 0 && (fl & O_NONBLOCK) ? rrc_fdt_begin() : 0;
+	if (fl >= 0 && !(fl & O_NONBLOCK)) {
+		*blocking = 1;
+		return 0;
+	}
+	return rrc_fdt_begin();
+}
+
+/* A blocking listener's accept, in the fd table's order (above). *t gets
+ * the lock's token when a connection was taken. */
+static int accept_in_order(int fd, struct sockaddr *addr, socklen_t *alen, int flags, int *t)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint32_t parks = rrc_parks_seen;
+		long r = RRC_IN_CALL(1, rrc_syscall3(SYS_poll, (long)&p, 1, -1));
+		if (r < 0) {
+			if (r == -EINTR && (rrc_parks_seen != parks || rrc_rr_replaying())) {
+				if (rrc_rr_replaying()) {
+					errno = EINTR; /* the caller replays it */
+					return -1;
+				}
+				continue; /* a park: carried on */
+			}
+			errno = (int)-r; /* the application's own signal interrupts accept too */
+			return -1;
+		}
+		*t = rrc_fdt_begin();
+		if (*t != 1) { /* restored into replay meanwhile */
+			rrc_fdt_cancel(*t);
+			*t = 0;
+			errno = EINTR;
+			return -1;
+		}
+		long fl = rrc_sys_fcntl(fd, F_GETFL, 0);
+		if (fl >= 0)
+			rrc_sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		int c = real_accept4(fd, addr, alen, flags);
+		int e = errno;
+		if (fl >= 0)
+			rrc_sys_fcntl(fd, F_SETFL, fl);
+		if (c >= 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
+			errno = e;
+			return c;
+		}
+		rrc_fdt_cancel(*t); /* another thread took it: wait again */
+		*t = 0;
+	}
 }
 
 static int accept_end(int rec, int t, int fd, int c, const struct sockaddr *addr, const socklen_t *alen)
@@ -349,19 +401,73 @@ static int accept_end(int rec, int t, int fd, int c, const struct sockaddr *addr
 	if (c >= 0)
 		rrc_fdt_made(c, 1);
 	if (!t)
-		t = rrc_fdt_begin();
+		t = rrc_fdt_begin(); /* a failed blocking accept: in the order too */
 	uint32_t n = c >= 0 && addr && alen ? (uint32_t)*alen : 0;
 	errno = e;
 	rrc_fdt_end(t, RRC_EV_ACCEPT, (uint64_t)fd, c < 0 ? -e : c, addr, n > 128 ? 128 : n);
 	return c;
 }
 
+/* Replay: in the fd table's turn, a stand-in takes the recorded number: a
+ * TCP socket of the peer's family, not connected (a standalone replay has
+ * no connection to give; the failover hands the repaired ones over in the
+ * next issue). 1 if replayed (*c the outcome), 0 if live. */
+static int accept_replayed(int fd, struct sockaddr *addr, socklen_t *alen, int flags, int *c)
+{
+	if (!rrc_rr_replaying())
+		return 0;
+	int t = rrc_fdt_begin();
+	if (!t)
+		return 0;
+	const struct rrc_log_event *e = rrc_rp_next(RRC_EV_ACCEPT, (uint64_t)fd);
+	int r = -1, err = e->result < 0 ? (int)-e->result : 0;
+	if (e->result >= 0) {
+		uint16_t family = AF_INET;
+		if (e->data_len >= 2)
+			rrc_memcpy(&family, rrc_rp_data(e), 2);
+		long s = rrc_sys_socket(family == AF_INET6 ? AF_INET6 : family == AF_UNIX ? AF_UNIX : AF_INET,
+					SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+		r = s < 0 ? -1 : (int)s;
+		err = s < 0 ? (int)-s : 0;
+		if (r >= 0) {
+			rrc_fdt_made(r, 1);
+			if (addr && alen) {
+				socklen_t n = e->data_len < *alen ? e->data_len : *alen;
+				rrc_memcpy(addr, rrc_rp_data(e), n);
+				*alen = e->data_len;
+			}
+		}
+	}
+	errno = err;
+	rrc_fdt_end(t, RRC_EV_ACCEPT, (uint64_t)fd, r < 0 ? -err : r, 0, 0);
+	*c = r;
+	errno = err;
+	return 1;
+}
+
+/* An accept begun while recording that returns after a restore into
+ * replay: interrupted (rr-replay.c rewrote the restarted call) or given a
+ * live connection, which the replay cannot have: reset. Then replayed. */
+static int accept_late(int fd, int c, struct sockaddr *addr, socklen_t *alen, int flags, int *out)
+{
+	if (!rrc_rr_replaying())
+		return 0;
+	if (c >= 0)
+		close_reset(c);
+	return accept_replayed(fd, addr, alen, flags, out);
+}
+
 int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 {
 	if (!real_accept)
 		rrc_aq_resolve();
-	int rec, t = accept_begin(fd, &rec);
-	int c = real_accept(fd, addr, alen);
+	int c;
+	if (accept_replayed(fd, addr, alen, 0, &c))
+		return c;
+	int rec, blocking, t = accept_begin(fd, &rec, &blocking);
+	c = blocking ? accept_in_order(fd, addr, alen, 0, &t) : RRC_IN_CALL(rec, real_accept(fd, addr, alen));
+	if (accept_late(fd, c, addr, alen, 0, &c))
+		return c;
 	if (c >= 0 && RRC_LOAD(&aq_pending))
 		c = substitute(c, addr, alen, 0);
 	return accept_end(rec, t, fd, c, addr, alen);
@@ -371,8 +477,13 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
 	if (!real_accept4)
 		rrc_aq_resolve();
-	int rec, t = accept_begin(fd, &rec);
-	int c = real_accept4(fd, addr, alen, flags);
+	int c;
+	if (accept_replayed(fd, addr, alen, flags, &c))
+		return c;
+	int rec, blocking, t = accept_begin(fd, &rec, &blocking);
+	c = blocking ? accept_in_order(fd, addr, alen, flags, &t) : RRC_IN_CALL(rec, real_accept4(fd, addr, alen, flags));
+	if (accept_late(fd, c, addr, alen, flags, &c))
+		return c;
 	if (c >= 0 && RRC_LOAD(&aq_pending))
 		c = substitute(c, addr, alen, flags);
 	return accept_end(rec, t, fd, c, addr, alen);

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "rr-replay.h"
 #include "rr-log.h"
 #include "rr-fds.h"
 
@@ -786,6 +787,11 @@ static int serve(int c)
 			break;
 		}
 		memcpy(&req, payload, sizeof req);
+		if (rrc_rr_mode == RRC_RR_REPLAY || (rrc_rp_log_fd() >= 0 && !rrc_rp_live())) {
+			send_error(c, RRC_ERR_REPLAYING, 0,
+				   "the process is replaying its record log: a checkpoint waits until every thread is live");
+			break;
+		}
 		/* above the application's fds, like every library fd */
 		int imgfd = rrc_fd_high(fd);
 		fd = -1;
@@ -808,6 +814,16 @@ static int serve(int c)
 	case RRC_CTL_RESUME:
 		send_error(c, RRC_ERR_NOT_HELD, 0, "RESUME without a HOLD on this connection: nothing is held");
 		break;
+	case RRC_CTL_REPLAY_STATUS: {
+		/* the state and the report, one message (rr-replay.c) */
+		uint8_t out[sizeof(struct rrc_ctl_replay) + 768];
+		struct rrc_ctl_replay st;
+		uint32_t n = 0;
+		rrc_rp_status(&st, (char *)out + sizeof st, 768, &n);
+		memcpy(out, &st, sizeof st);
+		send_msg(c, RRC_CTL_REPLAY_STATE, out, sizeof st + n);
+		break;
+	}
 	default:
 		send_error(c, RRC_ERR_PROTOCOL, 0, "unknown request type");
 	}

@@ -19,6 +19,7 @@
 #include <asm/prctl.h>
 #include <sys/prctl.h>
 #include "rrc_lib.h"
+#include "rr-replay.h"
 #include "waits.h"
 
 /* glibc >= 2.35 publishes where its rseq area lives in the TCB. */
@@ -91,6 +92,7 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 		return;
 	}
 	uint32_t idx = __atomic_fetch_add(&rrc_g.nslots, 1, __ATOMIC_SEQ_CST);
+	volatile int restored = 0; /* set after the saved context returned a second time */
 	if (idx < RRC_MAX_THREADS) {
 		struct rrc_slot *s = &rrc_g.slots[idx];
 		ucontext_t *uc = ucv;
@@ -113,6 +115,7 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 			 * (its post-restore path waits for every thread). */
 			RRC_ATOMIC_INC(&rrc_g.restore_area.threads_back);
 			rrc_sys_futex(&rrc_g.restore_area.threads_back, RRC_FUTEX_WAKE, 1, 0);
+			restored = 1;
 		}
 	} else {
 		/* more threads than slots: counted, the dump is refused */
@@ -121,6 +124,10 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	while (RRC_LOAD(&rrc_g.generation) == gen)
 		rrc_sys_futex(&rrc_g.generation, RRC_FUTEX_WAIT, gen, 0);
+	/* restored into replay inside a wrapped call the kernel would make
+	 * again: the wrapper gets EINTR and replays it (RRC's syscall_skipped) */
+	if (restored)
+		rrc_rp_unpark(ucv);
 }
 
 void rrc_release(void)

@@ -15,6 +15,7 @@
 #include "rrc_lib.h"
 #include "rr-log.h"
 #include "rr-fds.h"
+#include "rr-replay.h"
 
 
 #define BACK_TIMEOUT_NS 5000000000ull
@@ -86,6 +87,14 @@ void rrc_post_restore(void)
 	 * had not accepted: queued behind dummies before anything runs */
 	rrc_aq_restore();
 	rrc_g.restored = 1;
+	/* `rrc restore --replay`: the log indexed and replay on before any
+	 * thread runs. A log that cannot be replayed leaves the threads parked
+	 * (nothing runs live that should have replayed); REPLAY_STATUS says why. */
+	int32_t replay_fd = ra->replay_fd;
 	ra->magic = 0;
+	if (replay_fd >= 0) {
+		if (rrc_rp_load(replay_fd, ra->image_id, ra->replay_has_end ? ra->replay_to : 0, ra->replay_timeout_ms) < 0)
+			return; /* threads stay parked: REPLAY_STATUS reports the refusal */
+	}
 	rrc_release();
 }

@@ -44,6 +44,7 @@
 #include "rrc/crc32c.h"
 #include "rr-log.h"
 #include "rr-fds.h"
+#include "rr-replay.h"
 
 enum { K_UNKNOWN = 0, K_SOCKET, K_FILE, K_OTHER };
 
@@ -92,14 +93,73 @@ static void unlock(void)
 		rrc_sys_futex(&fdt->lock, RRC_FUTEX_WAKE, 1, 0);
 }
 
+/* Replay: the call waits for its number's turn in the fd table, holds the
+ * lock (the library's own fds wait meanwhile), is made again and must give
+ * the recorded fd. */
+#define REPLAYED 2
+
 int rrc_fdt_begin(void)
 {
-	if (!fdt || !rrc_rr_recording() || held || rrc_rr_is_library_thread())
-		return 0; /* not recording, the library's, or inside another fd call (fclose's close) */
+	if (!fdt || held || rrc_rr_is_library_thread())
+		return 0; /* the library's, or inside another fd call (fclose's close) */
+	if (rrc_rr_replaying()) {
+		const struct rrc_log_event *e = rrc_rp_next(0, RRC_RP_ANY);
+		if (!e)
+			return 0; /* live */
+		if (e->kind != RRC_EV_FD && e->kind != RRC_EV_ACCEPT)
+			rrc_rp_diverge("a call that changes the fd table", ~0ull);
+		rrc_rp_turn(rrc_fdt_counter(), e->seq, "the fd table", 0);
+		lock();
+		held = 1;
+		return REPLAYED;
+	}
+	if (!rrc_rr_recording())
+		return 0; /* not recording */
 	rrc_rr_reserve(8);
 	lock();
+	if (rrc_rr_replaying()) {
+		/* parked waiting for the lock, restored into replay: the call
+		 * takes its turn instead */
+		unlock();
+		return rrc_fdt_begin();
+	}
 	held = 1;
 	return 1;
+}
+
+void rrc_fdt_cancel(int t)
+{
+	if (t && held) {
+		held = 0;
+		unlock();
+	}
+}
+
+void rrc_fdt_drop_held(void)
+{
+	if (held) {
+		held = 0;
+		unlock();
+	}
+}
+
+volatile uint64_t *rrc_fdt_counter(void)
+{
+	return fdt ? (volatile uint64_t *)&fdt->seq : 0;
+}
+
+/* The replayed call's outcome against its event; the number moves on. */
+static void replayed_end(uint16_t kind, uint64_t obj, int64_t result)
+{
+	int e = errno;
+	const struct rrc_log_event *ev = rrc_rp_next(kind, obj);
+	if (ev && ev->result != result)
+		rrc_rp_diverge(result < 0 ? "the call failed with -errno" : "the call gave fd", (uint64_t)result);
+	rrc_rp_advance(rrc_fdt_counter());
+	held = 0;
+	unlock();
+	rrc_rp_done();
+	errno = e;
 }
 
 static void set_kind(int fd, uint32_t kind)
@@ -114,6 +174,10 @@ void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void 
 {
 	if (!t)
 		return;
+	if (t == REPLAYED) {
+		replayed_end(kind, obj, result);
+		return;
+	}
 	int e = errno;
 	rrc_hook_enter();
 	rrc_rr_event(kind, 0, obj, fdt->seq++, result, data, len);
@@ -139,6 +203,7 @@ void rrc_fdt_closed(int fd)
 {
 	if (fdt)
 		set_kind(fd, K_UNKNOWN);
+	rrc_rp_fd_closed(fd);
 }
 
 void rrc_fdt_restored(void)
@@ -151,16 +216,22 @@ void rrc_fdt_restored(void)
 	held = 0;
 }
 
+/* Also while replaying: a library fd made between two replayed calls
+ * would take the number the second must get. */
+static int lib_locks;
+
 void rrc_fdt_lib_begin(void)
 {
-	if (fdt && rrc_rr_mode_on())
+	lib_locks = fdt && rrc_rr_mode != RRC_RR_OFF;
+	if (lib_locks)
 		lock();
 }
 
 void rrc_fdt_lib_end(void)
 {
-	if (fdt && rrc_rr_mode_on())
+	if (lib_locks)
 		unlock();
+	lib_locks = 0;
 }
 
 /* ---- outputs ---- */
@@ -177,6 +248,15 @@ static uint32_t kind_of(int fd)
 	uint32_t k = K_OTHER;
 	if (rrc_sys_fstat(fd, &st) == 0)
 		k = S_ISSOCK(st.st_mode) ? K_SOCKET : S_ISREG(st.st_mode) ? K_FILE : K_OTHER;
+	/* /proc and /sys files are regular files whose bytes are the
+	 * kernel's of the moment (redis reads /proc/self/stat): their bytes
+	 * go into the log like a pipe's, a replay could not read them again */
+	if (k == K_FILE) {
+		struct { long type; long rest[15]; } fs;
+		if (rrc_syscall2(SYS_fstatfs, fd, (long)&fs) == 0 &&
+		    (fs.type == 0x9fa0 /* PROC_SUPER_MAGIC */ || fs.type == 0x62656572 /* SYSFS_MAGIC */))
+			k = K_OTHER;
+	}
 	if (fd < RRC_MAX_FDS)
 		fdt->e[fd].kind = k;
 	return k;
@@ -210,9 +290,78 @@ static void out_event(int fd, ssize_t r, int e, uint32_t crc)
 	errno = e;
 }
 
+/* Replay: the output's event, checked (offset, CRC32C of the bytes the
+ * program gives now), or NULL if live. crc_of(ctx, length) computes it. */
+static const struct rrc_log_event *out_replay(int fd, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *),
+					      const void *ctx)
+{
+	if (!fdt || !rrc_rr_replaying() || !is_socket(fd))
+		return 0;
+	const struct rrc_log_event *e = rrc_rp_next(RRC_EV_OUTPUT, (uint64_t)fd);
+	if (!e)
+		return 0; /* live: sent for real */
+	struct rrc_log_output o;
+	rrc_memcpy(&o, rrc_rp_data(e), sizeof o);
+	uint64_t at = fd < RRC_MAX_FDS ? fdt->e[fd].sent : 0;
+	if (o.offset != at)
+		rrc_rp_diverge("an output at stream offset", at);
+	uint64_t have = 0;
+	uint32_t crc = crc_of(ctx, o.length, &have);
+	if (have < o.length)
+		rrc_rp_diverge("an output shorter than the recorded one, bytes", have);
+	if (crc != o.crc)
+		rrc_rp_diverge("an output whose CRC32C differs", crc);
+	rrc_rp_output(o.length);
+	if (fd < RRC_MAX_FDS)
+		fdt->e[fd].sent += o.length;
+	return e;
+}
+
+struct iov_ctx { const struct iovec *iov; int cnt; };
+static uint32_t iov_crc(const void *ctx, uint64_t len, uint64_t *have)
+{
+	const struct iov_ctx *c = ctx;
+	*have = 0;
+	for (int i = 0; i < c->cnt; i++)
+		*have += c->iov[i].iov_len;
+	return rrc_rr_crc_iov(c->iov, c->cnt, len);
+}
+
+/* An output sent before the checkpoint this process was restored from
+ * into replay (parked between the call and its event): its event is this
+ * thread's next. 1 if so. */
+static int out_late(int fd, ssize_t r)
+{
+	if (!rrc_rr_replaying())
+		return 0;
+	int e = errno;
+	const struct rrc_log_event *ev = rrc_rp_next(RRC_EV_OUTPUT, (uint64_t)fd);
+	if (ev) {
+		if (ev->result != (r < 0 ? -e : r))
+			rrc_rp_diverge("an output completed at the checkpoint returned", (uint64_t)r);
+		if (r > 0 && fd < RRC_MAX_FDS)
+			fdt->e[fd].sent += (uint64_t)r;
+		rrc_rp_done();
+	}
+	errno = e;
+	return 1;
+}
+
+int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
+{
+	struct iov_ctx c = { iov, cnt };
+	const struct rrc_log_event *e = out_replay(fd, iov_crc, &c);
+	if (!e)
+		return 0;
+	*r = rrc_rp_result(e);
+	return 1;
+}
+
 void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
 {
 	if (!t)
+		return;
+	if (out_late(fd, r))
 		return;
 	int e = errno;
 	out_event(fd, r, e, rrc_rr_crc_iov(iov, cnt, r > 0 ? (size_t)r : 0));
@@ -339,9 +488,12 @@ int fclose(FILE *f)
 ssize_t send(int fd, const void *buf, size_t n, int fl)
 {
 	RESOLVE(send);
-	int t = rrc_out_begin(fd);
-	ssize_t r = real_send(fd, buf, n, fl);
 	struct iovec v = { (void *)buf, n };
+	ssize_t r;
+	if (rrc_out_replayed(fd, &v, 1, &r))
+		return r;
+	int t = rrc_out_begin(fd);
+	r = real_send(fd, buf, n, fl);
 	rrc_out_end(t, fd, &v, 1, r);
 	return r;
 }
@@ -349,9 +501,12 @@ ssize_t send(int fd, const void *buf, size_t n, int fl)
 ssize_t sendto(int fd, const void *buf, size_t n, int fl, const struct sockaddr *to, socklen_t tl)
 {
 	RESOLVE(sendto);
-	int t = rrc_out_begin(fd);
-	ssize_t r = real_sendto(fd, buf, n, fl, to, tl);
 	struct iovec v = { (void *)buf, n };
+	ssize_t r;
+	if (rrc_out_replayed(fd, &v, 1, &r))
+		return r;
+	int t = rrc_out_begin(fd);
+	r = real_sendto(fd, buf, n, fl, to, tl);
 	rrc_out_end(t, fd, &v, 1, r);
 	return r;
 }
@@ -359,10 +514,32 @@ ssize_t sendto(int fd, const void *buf, size_t n, int fl, const struct sockaddr 
 ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
 {
 	RESOLVE(sendmsg);
+	ssize_t r;
+	if (m && rrc_out_replayed(fd, m->msg_iov, (int)m->msg_iovlen, &r))
+		return r;
 	int t = rrc_out_begin(fd);
-	ssize_t r = real_sendmsg(fd, m, fl);
+	r = real_sendmsg(fd, m, fl);
 	rrc_out_end(t, fd, m ? m->msg_iov : 0, m ? (int)m->msg_iovlen : 0, r);
 	return r;
+}
+
+/* A file's bytes from an offset, read back without moving it. */
+struct file_ctx { int fd; long start; };
+static uint32_t file_crc(const void *ctx, uint64_t len, uint64_t *have)
+{
+	const struct file_ctx *c = ctx;
+	uint8_t chunk[4096];
+	uint32_t crc = 0;
+	*have = 0;
+	while (*have < len) {
+		size_t k = len - *have < sizeof chunk ? (size_t)(len - *have) : sizeof chunk;
+		long g = rrc_syscall4(SYS_pread64, c->fd, (long)chunk, (long)k, c->start + (long)*have);
+		if (g <= 0)
+			break;
+		crc = rrc_crc32c_extend(crc, chunk, (size_t)g);
+		*have += (uint64_t)g;
+	}
+	return crc;
 }
 
 /* sendfile's bytes come from a file: the CRC covers what was sent, read
@@ -370,10 +547,20 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
 ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
 	RESOLVE(sendfile);
+	struct file_ctx c = { in, off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR) };
+	const struct rrc_log_event *ev = out_replay(out, file_crc, &c);
+	if (ev) {
+		/* the file's offset moves as the real call would have moved it */
+		if (ev->result > 0 && off)
+			*off += ev->result;
+		else if (ev->result > 0)
+			rrc_sys_lseek(in, ev->result, SEEK_CUR);
+		return rrc_rp_result(ev);
+	}
 	int t = rrc_out_begin(out);
 	long start = t ? (off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR)) : 0;
 	ssize_t r = real_sendfile(out, in, off, n);
-	if (!t)
+	if (!t || out_late(out, r))
 		return r;
 	int e = errno;
 	uint8_t chunk[4096];

@@ -36,10 +36,21 @@ void rrc_fdt_closed(int fd) RRC_HIDDEN_FDS;
 void rrc_fdt_lib_begin(void) RRC_HIDDEN_FDS;
 void rrc_fdt_lib_end(void) RRC_HIDDEN_FDS;
 void rrc_fdt_restored(void) RRC_HIDDEN_FDS;     /* after a restore, before threads run */
+/* the sequence's next number (the replay waits for its turns on it) */
+volatile uint64_t *rrc_fdt_counter(void) RRC_HIDDEN_FDS;
+/* The lock given up without an event (a call that will be made again). */
+void rrc_fdt_cancel(int t) RRC_HIDDEN_FDS;
+/* A replayed thread that stops for good (a divergence) gives the lock up:
+ * the control thread needs it to report. */
+void rrc_fdt_drop_held(void) RRC_HIDDEN_FDS;
 
 int rrc_out_begin(int fd) RRC_HIDDEN_FDS;
 /* a regular file (its reads are logged by CRC, replayed by reading again) */
 int rrc_fdt_is_file(int fd) RRC_HIDDEN_FDS;
 void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r) RRC_HIDDEN_FDS;
+/* Replay: an output to a socket is not sent; its bytes are checked against
+ * its event (offset, CRC32C) and *r is the recorded outcome. 1 if so, 0 if
+ * the call is to be made (not replaying, not a socket, or live). */
+int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r) RRC_HIDDEN_FDS;
 
 #endif /* RRC_RR_FDS_H */

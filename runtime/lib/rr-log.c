@@ -243,7 +243,8 @@ static inline uint64_t room_needed(const struct ring *r, uint32_t len)
 
 void rrc_rr_reserve(uint32_t len)
 {
-	if (library_thread)
+	/* after a restore the ring is not mapped any more: never touch it */
+	if (library_thread || !rrc_rr_mode_on())
 		return;
 	if (!my_ring && rrc_rr_mode_on())
 		my_ring = ring_take();
@@ -262,6 +263,8 @@ void rrc_rr_reserve(uint32_t len)
 		kick_writer();
 		struct rrc_ts ts = { 0, 20000000l };
 		rrc_sys_futex(&r->space, RRC_FUTEX_WAIT, sp, &ts);
+		if (!rrc_rr_mode_on())
+			return; /* restored while waiting: the ring is gone */
 		RRC_STORE(&r->waiting, 0);
 	}
 }
@@ -363,14 +366,18 @@ uint32_t rrc_rr_crc_iov(const struct iovec *iov, int cnt, size_t len)
 
 /* ---- the object table ---- */
 
-uint64_t rrc_rr_obj_seq(const void *addr)
+volatile uint64_t *rrc_rr_obj_counter(const void *addr, int create)
 {
 	uint64_t a = (uint64_t)addr;
+	if (!rr.objs)
+		return 0;
 	uint32_t i = (uint32_t)((a >> 3) * 0x9e3779b97f4a7c15ull >> (64 - OBJ_BITS));
 	for (uint32_t n = 0; n < OBJ_SLOTS; n++, i = (i + 1) & (OBJ_SLOTS - 1)) {
 		struct obj *o = &rr.objs[i];
 		uint64_t cur = RRC_LOAD(&o->addr);
 		if (cur == 0) {
+			if (!create)
+				return 0;
 			uint64_t zero = 0;
 			if (!__atomic_compare_exchange_n(&o->addr, &zero, a, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 				cur = zero; /* taken meanwhile: by whom? */
@@ -378,8 +385,16 @@ uint64_t rrc_rr_obj_seq(const void *addr)
 				cur = a;
 		}
 		if (cur == a)
-			return __atomic_fetch_add(&o->seq, 1, __ATOMIC_RELAXED);
+			return &o->seq;
 	}
+	return 0;
+}
+
+uint64_t rrc_rr_obj_seq(const void *addr)
+{
+	volatile uint64_t *c = rrc_rr_obj_counter(addr, 1);
+	if (c)
+		return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 	stop_recording("more distinct synchronization objects than the table holds (262144)", 0);
 	return 0;
 }

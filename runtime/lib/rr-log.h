@@ -39,6 +39,7 @@
 extern volatile int rrc_rr_mode RRC_HIDDEN_RR;
 #define RRC_RR_OFF    0
 #define RRC_RR_RECORD 1
+#define RRC_RR_REPLAY 2   /* after `rrc restore --replay`, until every thread went live (rr-replay.h) */
 /* 1 in the library's own threads (control, writer): what they call goes
  * straight through, unrecorded and unnumbered (the control thread's
  * malloc takes jemalloc's mutexes in redis: numbering them would leave
@@ -80,6 +81,12 @@ void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int
 /* The next sequence number of the object at `addr` (a lock the caller now
  * holds): 0, 1, 2... per address. */
 uint64_t rrc_rr_obj_seq(const void *addr) RRC_HIDDEN_RR;
+/* The counter of the object at `addr` (the next number rrc_rr_obj_seq
+ * gives), created if asked; 0 if absent and not created, or the table is
+ * full. The replay waits for turns on it. */
+volatile uint64_t *rrc_rr_obj_counter(const void *addr, int create) RRC_HIDDEN_RR;
+/* The object pthread_create numbers births on (rr-sync.c). */
+const void *rrc_rr_creations(void) RRC_HIDDEN_RR;
 /* The CRC32C of the first `len` bytes spread over iov[0..cnt) (outputs and
  * regular-file reads are named by it). */
 struct iovec;

@@ -27,7 +27,7 @@
  *   sem_wait trywait timedwait clockwait             SEM_WAIT (result -errno)
  *   pthread_once                                     ONCE (result 1 in the thread that ran it)
  *   pthread_barrier_wait                             BARRIER (result: who was the serial thread)
- *   pthread_join                                     THREAD_JOIN (obj: the pthread_t)
+ *   pthread_join tryjoin_np timedjoin_np clockjoin_np  THREAD_JOIN (obj: the pthread_t; flags TRY/TIMED)
  *
  * Readers of an rwlock are numbered too, in the order they took it: a
  * replay in that order is one the program could have run. Releases
@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include "rrc_lib.h"
 #include "rr-log.h"
+#include "rr-replay.h"
 
 /* glibc's aliases of the mutex calls, bound by version (they are not
  * default versions, so a plain reference would not link) */
@@ -68,7 +69,10 @@ static int (*real_sem_timedwait)(sem_t *, const struct timespec *);
 static int (*real_sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
 static int (*real_once)(pthread_once_t *, void (*)(void));
 static int (*real_barrier_wait)(pthread_barrier_t *);
-static int (*real_join)(pthread_t, void **);
+static int (*real_join)(pthread_t, void **), (*real_tryjoin)(pthread_t, void **);
+static int (*real_timedjoin)(pthread_t, void **, const struct timespec *);
+static int (*real_clockjoin)(pthread_t, void **, clockid_t, const struct timespec *);
+static int (*real_cond_signal)(pthread_cond_t *), (*real_cond_broadcast)(pthread_cond_t *);
 
 void rrc_sync_resolve(void) RRC_HIDDEN;
 void rrc_sync_resolve(void)
@@ -96,7 +100,12 @@ void rrc_sync_resolve(void)
 	real_sem_clockwait = dlsym(RTLD_NEXT, "sem_clockwait");
 	real_once = dlsym(RTLD_NEXT, "pthread_once");
 	real_barrier_wait = dlsym(RTLD_NEXT, "pthread_barrier_wait");
-	real_join = dlsym(RTLD_NEXT, "pthread_join");
+	real_tryjoin = dlsym(RTLD_NEXT, "pthread_tryjoin_np");
+	real_timedjoin = dlsym(RTLD_NEXT, "pthread_timedjoin_np");
+	real_clockjoin = dlsym(RTLD_NEXT, "pthread_clockjoin_np");
+	real_join = dlsym(RTLD_NEXT, "pthread_join"); /* last: the others are resolved when it is */
+	real_cond_signal = dlvsym(RTLD_NEXT, "pthread_cond_signal", "GLIBC_2.3.2");
+	real_cond_broadcast = dlvsym(RTLD_NEXT, "pthread_cond_broadcast", "GLIBC_2.3.2");
 }
 
 /* The event of an acquisition attempt on obj: numbered on `on` (the object
@@ -104,6 +113,10 @@ void rrc_sync_resolve(void)
  * wait's event names its mutex in its data. */
 static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *on, int got, int64_t result)
 {
+	if (rrc_rr_replaying()) { /* the call came back after a restore into replay */
+		rrc_rp_late(kind, (uint64_t)obj, result);
+		return;
+	}
 	uint64_t maddr = (uint64_t)on;
 	int cond = kind == RRC_EV_COND_WAIT;
 	rrc_hook_enter();
@@ -112,9 +125,80 @@ static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *o
 	rrc_hook_leave();
 }
 
-/* The shape of every wrapper of this file: resolved; not recording, the
- * call alone; recording, room reserved, the call made before the guard (it
- * may block: parkable), its outcome logged after. */
+/* ---- replay (rr-replay.h) ---- */
+
+/* The real acquisitions a replay makes once it is the thread's turn (a
+ * recorded trylock's success waits like a lock: the holder before it in
+ * the order may not have released yet), and their undoing (a thread that
+ * acquired in a call begun before the restore gives it back, then takes
+ * its turn). */
+typedef int (*op_fn)(void *);
+static int lock_m(void *o) { return real_mutex_lock(o); }
+static int unlock_m(void *o) { return pthread_mutex_unlock(o); }
+static int rd_l(void *o) { return real_rdlock(o); }
+static int wr_l(void *o) { return real_wrlock(o); }
+static int unlock_l(void *o) { return pthread_rwlock_unlock(o); }
+static int spin_l(void *o) { return real_spin_lock(o); }
+static int unlock_s(void *o) { return pthread_spin_unlock(o); }
+static int sem_w(void *o) { return real_sem_wait(o) ? errno : 0; }
+static int sem_p(void *o) { return sem_post(o); }
+
+/* An acquisition's recorded outcome: a success in its turn on `on`, for
+ * real; a failure (EBUSY, ETIMEDOUT...) at once, without trying. Returns
+ * the recorded result (minus the error number), or 1 if live. */
+static int64_t replay_acquire(uint16_t kind, void *obj, op_fn acquire, int *live)
+{
+	const struct rrc_log_event *e = rrc_rp_next(kind, (uint64_t)obj);
+	*live = !e;
+	if (!e)
+		return 0;
+	int64_t res = e->result;
+	uint64_t key, seq;
+	if (rrc_rp_numbered(e, &key, &seq)) {
+		volatile uint64_t *c = rrc_rr_obj_counter(obj, 1);
+		rrc_rp_turn(c, seq, "the object", (uint64_t)obj);
+		int r = acquire(obj);
+		if (r)
+			rrc_rp_diverge("an acquisition that failed in its turn with error", (uint64_t)r);
+		rrc_rp_advance(c);
+	}
+	rrc_rp_done();
+	return res;
+}
+
+/* A condition wait: its mutex given up, taken again in its turn; the
+ * condition variable itself is not waited on (a spurious wakeup in the
+ * program's eyes, which POSIX allows, at the recorded point). */
+static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int *live)
+{
+	const struct rrc_log_event *e = rrc_rp_peek(RRC_EV_COND_WAIT, (uint64_t)c);
+	*live = 0;
+	pthread_mutex_unlock(m);
+	if (!e) {
+		/* the log ends inside this wait: it lasts, the mutex given up as
+		 * the wait does, until every thread goes live, then returns as a
+		 * spurious wakeup (a thread waiting for go-live while holding the
+		 * mutex would keep the others from their turns) */
+		rrc_rp_wait_live();
+		real_mutex_lock(m);
+		return 0;
+	}
+	volatile uint64_t *cnt = rrc_rr_obj_counter(m, 1);
+	rrc_rp_turn(cnt, e->seq, "the condition variable's mutex", (uint64_t)m);
+	int r = real_mutex_lock(m);
+	if (r)
+		rrc_rp_diverge("a condition wait whose mutex failed with error", (uint64_t)r);
+	rrc_rp_advance(cnt);
+	int64_t res = e->result;
+	rrc_rp_done();
+	return res;
+}
+
+/* The shape of every wrapper of this file: resolved; replaying, the log's
+ * outcome; not recording, the call alone; recording, room reserved, the
+ * call made before the guard (it may block: parkable), its outcome logged
+ * after. A call that returns after a restore into replay (begun while
+ * recording, parked) gives back what it got and is replayed. */
 #define UNRECORDED_OR_RESERVE(resolved, call, room) do { \
 		if (!(resolved)) \
 			rrc_sync_resolve(); \
@@ -123,29 +207,66 @@ static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *o
 		rrc_rr_reserve(room); \
 	} while (0)
 
+#define REPLAY_OR_LIVE(replay_expr, ret_expr) do { \
+		if (rrc_rr_replaying()) { \
+			int live_; \
+			int64_t res_ = (replay_expr); \
+			if (!live_) \
+				return (ret_expr); \
+		} \
+	} while (0)
+
 /* An acquisition that returns 0 or an error number. */
-#define ACQUIRE(resolved, kind, flags, obj, call) do { \
-		UNRECORDED_OR_RESERVE(resolved, call, 0); \
+#define ACQUIRE(resolved, kind, flags, obj, call, acquire, undo) do { \
+		if (!(resolved)) \
+			rrc_sync_resolve(); \
+		REPLAY_OR_LIVE(replay_acquire((kind), (void *)(obj), (acquire), &live_), (int)-res_); \
+		UNRECORDED_OR_RESERVE(1, call, 0); \
 		int r_ = (call); \
+		if (rrc_rr_replaying()) { \
+			if (r_ == 0) \
+				(undo)((void *)(obj)); \
+			REPLAY_OR_LIVE(replay_acquire((kind), (void *)(obj), (acquire), &live_), (int)-res_); \
+			return (call); \
+		} \
 		logged((kind), (flags), (obj), (obj), r_ == 0, -(int64_t)r_); \
 		return r_; \
 	} while (0)
 
 /* A condition wait: its mutex is held again whatever it returns. */
 #define COND_WAIT(resolved, flags, c, m, call) do { \
-		UNRECORDED_OR_RESERVE(resolved, call, 8); \
+		if (!(resolved)) \
+			rrc_sync_resolve(); \
+		REPLAY_OR_LIVE(replay_cond((c), (m), &live_), (int)-res_); \
+		UNRECORDED_OR_RESERVE(1, call, 8); \
 		int r_ = (call); \
+		if (rrc_rr_replaying()) { \
+			/* the mutex held again: replay_cond gives it up for the turn */ \
+			REPLAY_OR_LIVE(replay_cond((c), (m), &live_), (int)-res_); \
+			return r_; \
+		} \
 		logged(RRC_EV_COND_WAIT, (flags), (c), (m), 1, -(int64_t)r_); \
 		return r_; \
 	} while (0)
 
 /* real_mutex_lock and real_mutex_trylock are bound at link time */
-int pthread_mutex_lock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, 0, m, real_mutex_lock(m)); }
-int pthread_mutex_trylock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, RRC_EVF_TRY, m, real_mutex_trylock(m)); }
+int pthread_mutex_lock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, 0, m, real_mutex_lock(m), lock_m, unlock_m); }
+int pthread_mutex_trylock(pthread_mutex_t *m)
+{ ACQUIRE(1, RRC_EV_MUTEX_LOCK, RRC_EVF_TRY, m, real_mutex_trylock(m), lock_m, unlock_m); }
 int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *at)
-{ ACQUIRE(real_timedlock, RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, real_timedlock(m, at)); }
+{ ACQUIRE(real_timedlock, RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, real_timedlock(m, at), lock_m, unlock_m); }
 int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec *at)
-{ ACQUIRE(real_clocklock, RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, real_clocklock(m, clk, at)); }
+{ ACQUIRE(real_clocklock, RRC_EV_MUTEX_LOCK, RRC_EVF_TIMED, m, real_clocklock(m, clk, at), lock_m, unlock_m); }
+
+/* In replay, a signal wakes every real waiter: only threads parked in a
+ * wait begun before the restore wait for real, and which of them the
+ * recording woke is the log's to say (each then takes its turn). */
+int pthread_cond_signal(pthread_cond_t *c)
+{
+	if (!real_cond_signal)
+		rrc_sync_resolve();
+	return rrc_rr_replaying() ? real_cond_broadcast(c) : real_cond_signal(c);
+}
 
 int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 { COND_WAIT(real_cond_wait, 0, c, m, real_cond_wait(c, m)); }
@@ -165,11 +286,23 @@ struct start {
 	void *arg;
 	uint32_t creator;
 	uint64_t birth;
+	int replay;     /* made in replay: the thread replays its events */
 };
+
+const void *rrc_rr_creations(void)
+{
+	return &creations;
+}
 
 static void ended(void *unused)
 {
 	(void)unused;
+	if (rrc_rr_replaying()) {
+		const struct rrc_log_event *e = rrc_rp_next(RRC_EV_THREAD_EXIT, RRC_RP_ANY);
+		if (e)
+			rrc_rp_done();
+		return;
+	}
 	rrc_rr_thread_exit();
 }
 
@@ -177,9 +310,20 @@ static void *trampoline(void *p)
 {
 	struct start s = *(struct start *)p;
 	free(p);
-	rrc_rr_creator = s.creator;
-	rrc_rr_birth = s.birth;
-	rrc_rr_reserve(0); /* takes this thread's ring: THREAD_START */
+	if (s.replay) {
+		/* its identity in the log: the creation that made it */
+		rrc_rp_thread_born(s.creator, s.birth);
+		const struct rrc_log_event *e = rrc_rp_next(RRC_EV_THREAD_START, s.creator);
+		if (e) {
+			if (e->seq != s.birth)
+				rrc_rp_diverge("a thread started by creation number", s.birth);
+			rrc_rp_done();
+		}
+	} else {
+		rrc_rr_creator = s.creator;
+		rrc_rr_birth = s.birth;
+		rrc_rr_reserve(0); /* takes this thread's ring: THREAD_START */
+	}
 	void *ret;
 	pthread_cleanup_push(ended, 0);
 	ret = s.fn(s.arg);
@@ -187,10 +331,40 @@ static void *trampoline(void *p)
 	return ret;
 }
 
+/* Replay: the creation in its turn among births, made for real when the
+ * recording's succeeded. */
+static int replay_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg, int *live)
+{
+	const struct rrc_log_event *e = rrc_rp_next(RRC_EV_THREAD_CREATE, RRC_RP_ANY);
+	*live = !e;
+	if (!e)
+		return 0;
+	volatile uint64_t *c = rrc_rr_obj_counter(&creations, 1);
+	rrc_rp_turn(c, e->seq, "the births", 0);
+	int r = (int)-e->result;
+	if (!r) {
+		struct start *s = malloc(sizeof *s);
+		if (!s)
+			rrc_rp_diverge("no memory for a thread's start", ~0ull);
+		*s = (struct start){ fn, arg, rrc_rp_self(), e->seq, 1 };
+		r = real_create(th, attr, trampoline, s);
+		if (r)
+			rrc_rp_diverge("pthread_create failing with", (uint64_t)r);
+	}
+	rrc_rp_advance(c);
+	rrc_rp_done();
+	return r;
+}
+
 int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
 	if (!real_create)
 		rrc_sync_resolve();
+	if (rrc_rr_replaying()) {
+		int live, r = replay_create(th, attr, fn, arg, &live);
+		if (!live)
+			return r;
+	}
 	if (!rrc_rr_recording())
 		return real_create(th, attr, fn, arg);
 	struct start *s = malloc(sizeof *s);
@@ -199,7 +373,7 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
 	rrc_rr_reserve(0);
 	rrc_hook_enter();
 	uint64_t birth = rrc_rr_obj_seq(&creations);
-	*s = (struct start){ fn, arg, (uint32_t)rrc_sys_gettid(), birth };
+	*s = (struct start){ fn, arg, (uint32_t)rrc_sys_gettid(), birth, 0 };
 	int r = real_create(th, attr, trampoline, s);
 	if (r)
 		free(s);
@@ -210,26 +384,37 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
 
 /* ---- the other primitives ---- */
 
-int pthread_rwlock_rdlock(pthread_rwlock_t *l) { ACQUIRE(real_rdlock, RRC_EV_RWLOCK_RD, 0, l, real_rdlock(l)); }
-int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) { ACQUIRE(real_tryrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TRY, l, real_tryrdlock(l)); }
-int pthread_rwlock_wrlock(pthread_rwlock_t *l) { ACQUIRE(real_wrlock, RRC_EV_RWLOCK_WR, 0, l, real_wrlock(l)); }
-int pthread_rwlock_trywrlock(pthread_rwlock_t *l) { ACQUIRE(real_trywrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TRY, l, real_trywrlock(l)); }
+int pthread_rwlock_rdlock(pthread_rwlock_t *l) { ACQUIRE(real_rdlock, RRC_EV_RWLOCK_RD, 0, l, real_rdlock(l), rd_l, unlock_l); }
+int pthread_rwlock_tryrdlock(pthread_rwlock_t *l) { ACQUIRE(real_tryrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TRY, l, real_tryrdlock(l), rd_l, unlock_l); }
+int pthread_rwlock_wrlock(pthread_rwlock_t *l) { ACQUIRE(real_wrlock, RRC_EV_RWLOCK_WR, 0, l, real_wrlock(l), wr_l, unlock_l); }
+int pthread_rwlock_trywrlock(pthread_rwlock_t *l) { ACQUIRE(real_trywrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TRY, l, real_trywrlock(l), wr_l, unlock_l); }
 int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *t)
-{ ACQUIRE(real_timedrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TIMED, l, real_timedrdlock(l, t)); }
+{ ACQUIRE(real_timedrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TIMED, l, real_timedrdlock(l, t), rd_l, unlock_l); }
 int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *t)
-{ ACQUIRE(real_timedwrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TIMED, l, real_timedwrlock(l, t)); }
+{ ACQUIRE(real_timedwrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TIMED, l, real_timedwrlock(l, t), wr_l, unlock_l); }
 int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
-{ ACQUIRE(real_clockrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TIMED, l, real_clockrdlock(l, c, t)); }
+{ ACQUIRE(real_clockrdlock, RRC_EV_RWLOCK_RD, RRC_EVF_TIMED, l, real_clockrdlock(l, c, t), rd_l, unlock_l); }
 int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
-{ ACQUIRE(real_clockwrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TIMED, l, real_clockwrlock(l, c, t)); }
-int pthread_spin_lock(pthread_spinlock_t *l) { ACQUIRE(real_spin_lock, RRC_EV_SPIN_LOCK, 0, (const void *)l, real_spin_lock(l)); }
+{ ACQUIRE(real_clockwrlock, RRC_EV_RWLOCK_WR, RRC_EVF_TIMED, l, real_clockwrlock(l, c, t), wr_l, unlock_l); }
+int pthread_spin_lock(pthread_spinlock_t *l) { ACQUIRE(real_spin_lock, RRC_EV_SPIN_LOCK, 0, (const void *)l, real_spin_lock(l), spin_l, unlock_s); }
 int pthread_spin_trylock(pthread_spinlock_t *l)
-{ ACQUIRE(real_spin_trylock, RRC_EV_SPIN_LOCK, RRC_EVF_TRY, (const void *)l, real_spin_trylock(l)); }
+{ ACQUIRE(real_spin_trylock, RRC_EV_SPIN_LOCK, RRC_EVF_TRY, (const void *)l, real_spin_trylock(l), spin_l, unlock_s); }
 
 /* sem_* return -1 and set errno: the outcome is 0 or -errno. */
 #define SEM(real, flags, s, call) do { \
-		UNRECORDED_OR_RESERVE(real, call, 0); \
+		if (!(real)) \
+			rrc_sync_resolve(); \
+		REPLAY_OR_LIVE(replay_acquire(RRC_EV_SEM_WAIT, (void *)(s), sem_w, &live_), \
+			       res_ ? (errno = (int)-res_, -1) : 0); \
+		UNRECORDED_OR_RESERVE(1, call, 0); \
 		int r_ = (call); \
+		if (rrc_rr_replaying()) { \
+			if (r_ == 0) \
+				sem_p((void *)(s)); \
+			REPLAY_OR_LIVE(replay_acquire(RRC_EV_SEM_WAIT, (void *)(s), sem_w, &live_), \
+				       res_ ? (errno = (int)-res_, -1) : 0); \
+			return (call); \
+		} \
 		int e_ = errno; \
 		logged(RRC_EV_SEM_WAIT, (flags), (s), (s), r_ == 0, r_ == 0 ? 0 : -(int64_t)e_); \
 		errno = e_; \
@@ -246,6 +431,23 @@ int pthread_barrier_wait(pthread_barrier_t *b)
 {
 	if (!real_barrier_wait)
 		rrc_sync_resolve();
+	if (rrc_rr_replaying()) {
+		/* every thread passes the real barrier; who was the serial one,
+		 * and the order of the returns, are the log's */
+		const struct rrc_log_event *e = rrc_rp_next(RRC_EV_BARRIER, (uint64_t)b);
+		if (e) {
+			uint64_t key, seq;
+			real_barrier_wait(b);
+			if (rrc_rp_numbered(e, &key, &seq)) {
+				volatile uint64_t *c = rrc_rr_obj_counter(b, 1);
+				rrc_rp_turn(c, seq, "the barrier", (uint64_t)b);
+				rrc_rp_advance(c);
+			}
+			int r = (int)e->result;
+			rrc_rp_done();
+			return r;
+		}
+	}
 	if (!rrc_rr_recording())
 		return real_barrier_wait(b);
 	rrc_rr_reserve(0);
@@ -271,6 +473,22 @@ int pthread_once(pthread_once_t *o, void (*init)(void))
 {
 	if (!real_once)
 		rrc_sync_resolve();
+	if (rrc_rr_replaying()) {
+		const struct rrc_log_event *e = rrc_rp_next(RRC_EV_ONCE, (uint64_t)o);
+		if (e) {
+			/* the thread that ran the routine runs it; the others wait
+			 * until it is done (glibc's bit 2 of the control word: done) */
+			if (e->result == 0)
+				while (!(__atomic_load_n((volatile int *)o, __ATOMIC_ACQUIRE) & 2)) {
+					struct rrc_ts ts = { 0, 1000000 };
+					rrc_sys_futex((volatile uint32_t *)o, RRC_FUTEX_WAIT,
+						      (uint32_t)__atomic_load_n((volatile int *)o, __ATOMIC_ACQUIRE), &ts);
+				}
+			int r = real_once(o, init);
+			rrc_rp_done();
+			return r;
+		}
+	}
 	if (!rrc_rr_recording())
 		return real_once(o, init);
 	rrc_rr_reserve(0);
@@ -282,22 +500,65 @@ int pthread_once(pthread_once_t *o, void (*init)(void))
 	int ran = once_ran;
 	once_fn = saved_fn;
 	once_ran = saved_ran;
+	if (rrc_rr_replaying()) {
+		rrc_rp_late(RRC_EV_ONCE, (uint64_t)o, 0);
+		return r;
+	}
 	rrc_hook_enter();
 	rrc_rr_event(RRC_EV_ONCE, 0, (uint64_t)o, 0, r ? -(int64_t)r : ran, 0, 0);
 	rrc_hook_leave();
 	return r;
 }
 
-int pthread_join(pthread_t t, void **ret)
+/* Joins: THREAD_JOIN, its outcome (a timed or try join may fail with
+ * ETIMEDOUT or EBUSY: an outcome the replay returns at once; a success is
+ * replayed by a real join, without a deadline, which a recorded clock
+ * would have put in the past). */
+static int join_logged(uint16_t flags, pthread_t t, int r)
 {
-	if (!real_join)
-		rrc_sync_resolve();
-	if (!rrc_rr_recording())
-		return real_join(t, ret);
-	rrc_rr_reserve(0);
-	int r = real_join(t, ret);
+	if (rrc_rr_replaying()) {
+		rrc_rp_late(RRC_EV_THREAD_JOIN, (uint64_t)t, 0);
+		return r;
+	}
 	rrc_hook_enter();
-	rrc_rr_event(RRC_EV_THREAD_JOIN, 0, (uint64_t)t, 0, -(int64_t)r, 0, 0);
+	rrc_rr_event(RRC_EV_THREAD_JOIN, flags, (uint64_t)t, 0, -(int64_t)r, 0, 0);
 	rrc_hook_leave();
 	return r;
 }
+
+static int join_replayed(pthread_t t, void **ret, int *live)
+{
+	const struct rrc_log_event *e = rrc_rp_next(RRC_EV_THREAD_JOIN, (uint64_t)t);
+	*live = !e;
+	if (!e)
+		return 0;
+	int r = (int)-e->result;
+	if (r == 0) {
+		int got = real_join(t, ret);
+		if (got)
+			rrc_rp_diverge("pthread_join returning", (uint64_t)got);
+	}
+	rrc_rp_done();
+	return r;
+}
+
+#define JOIN(flags, call) do { \
+		if (!real_join) \
+			rrc_sync_resolve(); \
+		if (rrc_rr_replaying()) { \
+			int live_, r_ = join_replayed(t, ret, &live_); \
+			if (!live_) \
+				return r_; \
+		} \
+		if (!rrc_rr_recording()) \
+			return (call); \
+		rrc_rr_reserve(0); \
+		return join_logged((flags), t, (call)); \
+	} while (0)
+
+int pthread_join(pthread_t t, void **ret) { JOIN(0, real_join(t, ret)); }
+int pthread_tryjoin_np(pthread_t t, void **ret) { JOIN(RRC_EVF_TRY, real_tryjoin(t, ret)); }
+int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *at)
+{ JOIN(RRC_EVF_TIMED, real_timedjoin(t, ret, at)); }
+int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t c, const struct timespec *at)
+{ JOIN(RRC_EVF_TIMED, real_clockjoin(t, ret, c, at)); }

@@ -27,6 +27,7 @@
 #include <sys/time.h>
 #include "rrc_lib.h"
 #include "rr-log.h"
+#include "rr-replay.h"
 
 static int (*real_clock_gettime)(clockid_t, struct timespec *);
 static int (*real_gettimeofday)(struct timeval *, void *);
@@ -48,9 +49,27 @@ void rrc_time_resolve(void)
 	RESOLVE(arc4random_uniform);
 }
 
+/* Replay: this thread's next event, of this kind on this obj (NULL: not
+ * replaying, or live); its data copied out (at most cap bytes). */
+static const struct rrc_log_event *replayed(uint16_t kind, uint64_t obj, void *out, size_t cap)
+{
+	if (!rrc_rr_replaying())
+		return 0;
+	const struct rrc_log_event *e = rrc_rp_next(kind, obj);
+	if (e && out && e->data_len) {
+		if (e->data_len > cap)
+			rrc_rp_diverge("a call asking for fewer bytes:", cap);
+		rrc_memcpy(out, rrc_rp_data(e), e->data_len);
+	}
+	return e;
+}
+
 int clock_gettime(clockid_t clk, struct timespec *ts)
 {
 	RESOLVE(clock_gettime);
+	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, (uint64_t)(int64_t)clk, ts, sizeof *ts);
+	if (e)
+		return (int)rrc_rp_result(e);
 	if (!rrc_rr_recording())
 		return real_clock_gettime(clk, ts);
 	rrc_rr_reserve(sizeof *ts);
@@ -65,12 +84,15 @@ int clock_gettime(clockid_t clk, struct timespec *ts)
 int gettimeofday(struct timeval *tv, void *tz)
 {
 	RESOLVE(gettimeofday);
-	if (!rrc_rr_recording())
+	if (!rrc_rr_recording() && !rrc_rr_replaying())
 		return real_gettimeofday(tv, tz);
 	/* glibc declares tv nonnull, old programs pass NULL anyway: the
 	 * compiler must not assume it */
 	struct timeval *v = tv;
 	__asm__("" : "+r"(v));
+	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, RRC_CLOCK_GETTIMEOFDAY, v, v ? sizeof *v : 0);
+	if (e)
+		return (int)rrc_rp_result(e);
 	rrc_rr_reserve(sizeof *tv);
 	rrc_hook_enter();
 	int r = real_gettimeofday(tv, tz);
@@ -83,6 +105,14 @@ int gettimeofday(struct timeval *tv, void *tz)
 time_t time(time_t *t)
 {
 	RESOLVE(time);
+	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, RRC_CLOCK_TIME, 0, 0);
+	if (e) {
+		time_t v = (time_t)e->result;
+		rrc_rp_done();
+		if (t)
+			*t = v;
+		return v;
+	}
 	if (!rrc_rr_recording())
 		return real_time(t);
 	rrc_rr_reserve(0);
@@ -96,6 +126,9 @@ time_t time(time_t *t)
 clock_t clock(void)
 {
 	RESOLVE(clock);
+	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, CLOCK_PROCESS_CPUTIME_ID, 0, 0);
+	if (e)
+		return (clock_t)rrc_rp_result(e);
 	if (!rrc_rr_recording())
 		return real_clock();
 	rrc_rr_reserve(0);
@@ -109,6 +142,23 @@ clock_t clock(void)
 ssize_t getrandom(void *buf, size_t len, unsigned int flags)
 {
 	RESOLVE(getrandom);
+	if (rrc_rr_replaying()) {
+		/* chunk by chunk, as recorded */
+		size_t done = 0;
+		do {
+			size_t n = len - done > RRC_LOG_MAX_DATA ? RRC_LOG_MAX_DATA : len - done;
+			const struct rrc_log_event *e = replayed(RRC_EV_RANDOM, flags, (char *)buf + done, n);
+			if (!e)
+				return done ? (ssize_t)done : real_getrandom(buf, len, flags);
+			ssize_t r = rrc_rp_result(e);
+			if (r < 0)
+				return done ? (ssize_t)done : -1;
+			done += (size_t)r;
+			if ((size_t)r < n)
+				break;
+		} while (done < len);
+		return (ssize_t)done;
+	}
 	if (!rrc_rr_recording())
 		return real_getrandom(buf, len, flags);
 	size_t done = 0;
@@ -134,6 +184,9 @@ ssize_t getrandom(void *buf, size_t len, unsigned int flags)
 int getentropy(void *buf, size_t len)
 {
 	RESOLVE(getentropy);
+	const struct rrc_log_event *e = len <= 256 ? replayed(RRC_EV_RANDOM, 0, buf, len) : 0;
+	if (e)
+		return rrc_rp_result(e) < 0 ? -1 : 0;
 	if (!rrc_rr_recording() || len > 256)
 		return real_getentropy(buf, len);
 	rrc_rr_reserve((uint32_t)len);
@@ -147,11 +200,17 @@ int getentropy(void *buf, size_t len)
 uint32_t arc4random(void)
 {
 	RESOLVE(arc4random);
+	uint32_t v = 0;
+	const struct rrc_log_event *e = replayed(RRC_EV_RANDOM, 0, &v, 4);
+	if (e) {
+		rrc_rp_done();
+		return v;
+	}
 	if (!rrc_rr_recording())
 		return real_arc4random();
 	rrc_rr_reserve(4);
 	rrc_hook_enter();
-	uint32_t v = real_arc4random();
+	v = real_arc4random();
 	rrc_rr_event(RRC_EV_RANDOM, 0, 0, 0, 4, &v, 4);
 	rrc_hook_leave();
 	return v;
@@ -160,11 +219,17 @@ uint32_t arc4random(void)
 uint32_t arc4random_uniform(uint32_t bound)
 {
 	RESOLVE(arc4random_uniform);
+	uint32_t v = 0;
+	const struct rrc_log_event *e = replayed(RRC_EV_RANDOM, bound, &v, 4);
+	if (e) {
+		rrc_rp_done();
+		return v;
+	}
 	if (!rrc_rr_recording())
 		return real_arc4random_uniform(bound);
 	rrc_rr_reserve(4);
 	rrc_hook_enter();
-	uint32_t v = real_arc4random_uniform(bound);
+	v = real_arc4random_uniform(bound);
 	rrc_rr_event(RRC_EV_RANDOM, 0, bound, 0, 4, &v, 4);
 	rrc_hook_leave();
 	return v;
@@ -173,6 +238,18 @@ uint32_t arc4random_uniform(uint32_t bound)
 void arc4random_buf(void *buf, size_t len)
 {
 	RESOLVE(arc4random_buf);
+	for (size_t done = 0; rrc_rr_replaying() && done < len;) {
+		size_t n = len - done > RRC_LOG_MAX_DATA ? RRC_LOG_MAX_DATA : len - done;
+		const struct rrc_log_event *e = replayed(RRC_EV_RANDOM, 0, (char *)buf + done, n);
+		if (!e) {
+			real_arc4random_buf((char *)buf + done, len - done);
+			return;
+		}
+		rrc_rp_done();
+		done += n;
+		if (done == len)
+			return;
+	}
 	if (!rrc_rr_recording()) {
 		real_arc4random_buf(buf, len);
 		return;

@@ -40,9 +40,12 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/uio.h>
 #include "rrc_lib.h"
 #include "waits.h"
 #include "rr-io.h"
+#include "rr-replay.h"
+#include "rr-epoll.h"
 #include "rr-log.h"
 
 static int (*real_nanosleep)(const struct timespec *, struct timespec *);
@@ -133,20 +136,36 @@ static int left_ms(const struct deadline *d)
 /* ---- recording (rr-io.c): the final result, after any re-issue ---- */
 
 /* While recording, at most as many events as fit in one event's data. */
+/* An event's record: the epoll_event array, then the fd of each event
+ * (rr-epoll.c; -1 if unknown): a replay gives the program the value it
+ * registered for that fd itself. */
+#define EV_REC (sizeof(struct epoll_event) + sizeof(int32_t))
+
+#define EV_MAX_REC 1024 /* while recording, at most this many events a call (an fd array on the stack) */
+
 static int rec_events(int *max)
 {
-	int cap = (int)(RRC_LOG_MAX_DATA / sizeof(struct epoll_event));
+	int cap = (int)(RRC_LOG_MAX_DATA / EV_REC) < EV_MAX_REC ? (int)(RRC_LOG_MAX_DATA / EV_REC) : EV_MAX_REC;
 	if (*max > cap && rrc_rr_recording())
 		*max = cap;
-	return rrc_rr_io_reserve((uint32_t)((*max > 0 ? *max : 0) * sizeof(struct epoll_event)));
+	return rrc_rr_io_reserve((uint32_t)((*max > 0 ? *max : 0) * EV_REC));
 }
 
 static int recorded_events(int rec, int ep, const struct epoll_event *ev, int ret)
 {
-	if (rec) {
+	if (rec && rrc_rr_replaying()) { /* came back after a restore into replay */
+		rrc_rr_log_input(RRC_EV_EPOLL_WAIT, ep, ret < 0 ? -errno : ret, 0, 0);
+	} else if (rec) {
 		int e = errno;
-		rrc_rr_log_input(RRC_EV_EPOLL_WAIT, ep, ret < 0 ? -e : ret, ev,
-				 ret > 0 ? (uint32_t)ret * sizeof *ev : 0);
+		uint32_t n = ret > 0 ? (uint32_t)ret : 0;
+		int32_t fds[EV_MAX_REC];
+		for (uint32_t i = 0; i < n && i < EV_MAX_REC; i++)
+			fds[i] = rrc_ep_fd_of(ep, ev[i].data.u64);
+		struct iovec p[2] = { { (void *)ev, n * sizeof *ev }, { fds, n * sizeof *fds } };
+		rrc_hook_enter();
+		rrc_rr_eventv(RRC_EV_EPOLL_WAIT, 0, (uint64_t)(int64_t)ep, rrc_ep_order(ep), ret < 0 ? -e : ret, p,
+			      n ? 2 : 0);
+		rrc_hook_leave();
 		errno = e;
 	}
 	return ret;
@@ -194,6 +213,86 @@ static int recorded_sleep(int rec, clockid_t clock, int64_t result, const struct
 	return result < 0 ? -1 : 0;
 }
 
+/* ---- replay (rr-replay.h): the recorded outcome, at once ---- */
+
+static const struct rrc_log_event *replayed(uint16_t kind, uint64_t obj)
+{
+	return rrc_rr_replaying() ? rrc_rp_next(kind, obj) : 0;
+}
+
+static int replay_sleep(const struct rrc_log_event *e, struct timespec *rem, int errno_style)
+{
+	if (e->result == -EINTR && rem && e->data_len >= sizeof *rem)
+		rrc_memcpy(rem, rrc_rp_data(e), sizeof *rem);
+	if (errno_style)
+		return (int)rrc_rp_result(e);
+	int64_t res = e->result;
+	rrc_rp_done();
+	return (int)-res;
+}
+
+static int replay_events(const struct rrc_log_event *e, int ep, struct epoll_event *ev, int max)
+{
+	if (e->result > max)
+		rrc_rp_diverge("an epoll_wait with room for fewer events:", (uint64_t)max);
+	/* after the epoll_ctl calls that came before it (re-arming, adding) */
+	volatile uint64_t *c = rrc_rr_obj_counter((const void *)RRC_EPOLL_KEY(ep), 1);
+	rrc_rp_turn(c, e->seq, "the epoll instance", (uint64_t)ep);
+	rrc_rp_advance(c);
+	if (e->result > 0) {
+		uint32_t n = (uint32_t)e->result;
+		const uint8_t *d = rrc_rp_data(e);
+		rrc_memcpy(ev, d, n * sizeof *ev);
+		for (uint32_t i = 0; e->data_len == n * EV_REC && i < n; i++) {
+			int32_t fd;
+			uint64_t now;
+			rrc_memcpy(&fd, d + n * sizeof *ev + i * sizeof fd, sizeof fd);
+			if (fd >= 0 && rrc_ep_data_of(ep, fd, &now))
+				ev[i].data.u64 = now; /* the program's own value for that fd */
+		}
+	}
+	return (int)rrc_rp_result(e);
+}
+
+static int replay_poll(const struct rrc_log_event *e, struct pollfd *fds, nfds_t n)
+{
+	if (e->result >= 0) {
+		if (e->data_len != n * sizeof *fds)
+			rrc_rp_diverge("a poll of a different number of fds:", n);
+		const struct pollfd *rec = rrc_rp_data(e);
+		for (nfds_t i = 0; i < n; i++) {
+			if (rec[i].fd != fds[i].fd || rec[i].events != fds[i].events)
+				rrc_rp_diverge("a poll of another fd or other events, fd", (uint64_t)fds[i].fd);
+			fds[i].revents = rec[i].revents;
+		}
+	}
+	return (int)rrc_rp_result(e);
+}
+
+static int replay_select(const struct rrc_log_event *e, int n, fd_set *r, fd_set *w, fd_set *x)
+{
+	if (e->result >= 0) {
+		uint32_t one = n > 0 && n <= FD_SETSIZE ? (uint32_t)((n + 63) / 64 * 8) : 0, at = 0;
+		fd_set *s3[3] = { r, w, x };
+		for (int i = 0; i < 3; i++)
+			if (s3[i]) {
+				if (at + one > e->data_len)
+					rrc_rp_diverge("a select of other sets", (uint64_t)n);
+				rrc_memcpy(s3[i], (const uint8_t *)rrc_rp_data(e) + at, one);
+				at += one;
+			}
+	}
+	return (int)rrc_rp_result(e);
+}
+
+/* Each wait's loop starts with this: replayed (also after a park that
+ * ended in a restore into replay), its outcome is the log's. */
+#define REPLAYED(kind, obj, how) do { \
+		const struct rrc_log_event *e_ = replayed((kind), (obj)); \
+		if (e_) \
+			return how; \
+	} while (0)
+
 /* ---- sleeps ---- */
 
 int nanosleep(const struct timespec *req, struct timespec *rem)
@@ -205,6 +304,7 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 	struct timespec t = *req;
 	int rec = rrc_rr_io_reserve(sizeof t);
 	for (;;) {
+		REPLAYED(RRC_EV_SLEEP, CLOCK_MONOTONIC, replay_sleep(e_, rem, 1));
 		uint32_t p = parks();
 		struct timespec r;
 		int ret = real_nanosleep(&t, &r);
@@ -231,6 +331,7 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, stru
 	struct timespec t = *req;
 	int rec = rrc_rr_io_reserve(sizeof t);
 	for (;;) {
+		REPLAYED(RRC_EV_SLEEP, (uint64_t)(int64_t)clock, replay_sleep(e_, (flags & TIMER_ABSTIME) ? 0 : rem, 0));
 		uint32_t p = parks();
 		/* clock_nanosleep returns the error number, errno untouched */
 		int ret = real_clock_nanosleep(clock, flags, &t, rem);
@@ -272,6 +373,7 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
+		REPLAYED(RRC_EV_EPOLL_WAIT, (uint64_t)ep, replay_events(e_, ep, ev, max));
 		uint32_t p = parks();
 		int ret = real_epoll_wait(ep, ev, max, timeout);
 		if (!parked_in(p, ret))
@@ -286,6 +388,7 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigs
 	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
+		REPLAYED(RRC_EV_EPOLL_WAIT, (uint64_t)ep, replay_events(e_, ep, ev, max));
 		uint32_t p = parks();
 		int ret = real_epoll_pwait(ep, ev, max, timeout, mask);
 		if (!parked_in(p, ret))
@@ -301,6 +404,7 @@ int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
 	for (;;) {
+		REPLAYED(RRC_EV_EPOLL_WAIT, (uint64_t)ep, replay_events(e_, ep, ev, max));
 		uint32_t p = parks();
 		int ret = real_epoll_pwait2(ep, ev, max, to, mask);
 		if (!parked_in(p, ret))
@@ -318,6 +422,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 	int rec = rrc_rr_io_reserve((uint32_t)(n * sizeof *fds));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
+		REPLAYED(RRC_EV_POLL, RRC_RP_ANY, replay_poll(e_, fds, n));
 		uint32_t p = parks();
 		int ret = real_poll(fds, n, timeout);
 		if (!parked_in(p, ret))
@@ -333,6 +438,7 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
 	for (;;) {
+		REPLAYED(RRC_EV_POLL, RRC_RP_ANY, replay_poll(e_, fds, n));
 		uint32_t p = parks();
 		int ret = real_ppoll(fds, n, to, mask);
 		if (!parked_in(p, ret))
@@ -352,6 +458,7 @@ int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 	int rec = rrc_rr_io_reserve(3 * sizeof(fd_set));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, tv ? tv->tv_sec * NS + tv->tv_usec * 1000ll : -1);
 	for (;;) {
+		REPLAYED(RRC_EV_SELECT, (uint64_t)n, replay_select(e_, n, r, w, x));
 		uint32_t p = parks();
 		int ret = real_select(n, r, w, x, tv);
 		if (!parked_in(p, ret))
@@ -371,6 +478,7 @@ int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *to, c
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
 	for (;;) {
+		REPLAYED(RRC_EV_SELECT, (uint64_t)n, replay_select(e_, n, r, w, x));
 		uint32_t p = parks();
 		int ret = real_pselect(n, r, w, x, to, mask);
 		if (!parked_in(p, ret))

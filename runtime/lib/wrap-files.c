@@ -246,9 +246,12 @@ ssize_t write(int fd, const void *buf, size_t n)
 {
 	RESOLVE(write);
 	if (!rrc_fj_fd_tracked(fd)) {
-		int t = rrc_out_begin(fd); /* a socket, while recording: an output */
-		ssize_t r = real_write(fd, buf, n);
 		struct iovec v = { (void *)buf, n };
+		ssize_t r;
+		if (rrc_out_replayed(fd, &v, 1, &r)) /* a socket, in replay: suppressed, checked */
+			return r;
+		int t = rrc_out_begin(fd); /* a socket, while recording: an output */
+		r = real_write(fd, buf, n);
 		rrc_out_end(t, fd, &v, 1, r);
 		return r;
 	}
@@ -268,8 +271,11 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	RESOLVE(writev);
 	if (!rrc_fj_fd_tracked(fd)) {
+		ssize_t r;
+		if (cnt >= 0 && rrc_out_replayed(fd, iov, cnt, &r))
+			return r;
 		int t = rrc_out_begin(fd);
-		ssize_t r = real_writev(fd, iov, cnt);
+		r = real_writev(fd, iov, cnt);
 		rrc_out_end(t, fd, iov, cnt, r);
 		return r;
 	}

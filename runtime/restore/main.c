@@ -2,7 +2,7 @@
  *
  * rrc-restore: build a process again from a checkpoint chain.
  *
- *   rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] IMAGE...
+ *   rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] [--replay-fd L] IMAGE...
  *   rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] --image-stream S
  *
  * IMAGE... is the chain, from the full image to the newest. With
@@ -15,7 +15,10 @@
  * control socket path to bind. One struct rrc_restore_status record goes
  * to fd N (include/rrc/restore-status.h). Fd R, if given, is a socket on
  * which TCP connections rebuilt with TCP_REPAIR arrive, each for an fd
- * number of the image (sk-repaired.c).
+ * number of the image (sk-repaired.c). Fd L, if given, is the record log
+ * `rrc restore --replay` checked: it stays open in the restored process,
+ * whose library replays it from the image's cut (lib/rr-replay.c); no
+ * progress for T ms is a divergence.
  *
  * Phase 1 (this program, ordinary C): verify the chain, resolve pages,
  * recreate fds at their numbers, cwd/umask/comm/personality/rlimits, then
@@ -39,7 +42,8 @@
 static void usage(void)
 {
 	rst_fail(RRC_RST_USAGE, 0, 0,
-		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] {IMAGE... | --image-stream FD}");
+		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] [--replay-fd L [--replay-timeout-ms T] [--replay-to IMAGE_ID]] "
+		 "{IMAGE... | --image-stream FD}");
 }
 
 static int parse_fd(const char *s)
@@ -89,7 +93,9 @@ int main(int argc, char **argv)
 	struct chain c;
 	struct fd_ctx x;
 	struct blob_plan_in in;
-	int nimg, *own, nr_own = 0, i, repaired_fd = -1, stream_fd = -1;
+	int nimg, *own, nr_own = 0, i, repaired_fd = -1, stream_fd = -1, replay_fd = -1;
+	uint32_t replay_timeout_ms = 0;
+	const char *replay_to_hex = 0;
 	const char *control;
 
 	rst_t0_ns = rrc_mono_ns();
@@ -102,6 +108,12 @@ int main(int argc, char **argv)
 			repaired_fd = parse_fd(argv[++i]);
 		else if (!strcmp(argv[i], "--image-stream") && i + 1 < argc)
 			stream_fd = parse_fd(argv[++i]);
+		else if (!strcmp(argv[i], "--replay-fd") && i + 1 < argc)
+			replay_fd = parse_fd(argv[++i]);
+		else if (!strcmp(argv[i], "--replay-timeout-ms") && i + 1 < argc)
+			replay_timeout_ms = (uint32_t)strtoul(argv[++i], 0, 10);
+		else if (!strcmp(argv[i], "--replay-to") && i + 1 < argc)
+			replay_to_hex = argv[++i];
 		else if (!strcmp(argv[i], "--"))
 			{ i++; break; }
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -155,7 +167,7 @@ int main(int argc, char **argv)
 	x.c = &c;
 	x.control_path = control;
 	repaired_check(&x);
-	own = xcalloc((size_t)nimg + 2 + x.nr_rep + x.nr_pend, sizeof(int));
+	own = xcalloc((size_t)nimg + 3 + x.nr_rep + x.nr_pend, sizeof(int));
 	for (int k = 0; k < nimg; k++)
 		own[nr_own++] = c.imgs[k].fd;
 	own[nr_own++] = rst_status_fd;
@@ -164,7 +176,12 @@ int main(int argc, char **argv)
 		own[nr_own++] = x.rep[k].fd;
 	for (size_t k = 0; k < x.nr_pend; k++) /* stay above the image's numbers */
 		own[nr_own++] = x.pend[k].fd;
+	own[nr_own++] = replay_fd; /* the log: stays open, a library fd of the process */
 	fds_prepare(&x, own, nr_own);
+	if (replay_fd >= 0) {
+		replay_fd = own[nr_own - 1];
+		rst_log("replaying the record log on fd %d after the restore", replay_fd);
+	}
 	for (int k = 0; k < nimg; k++)
 		c.imgs[k].fd = own[k];
 	for (size_t k = 0; k < x.nr_rep; k++)
@@ -183,6 +200,19 @@ int main(int argc, char **argv)
 			rst_fail(RRC_RST_PROCESS, errno, 0, "cannot open the executable %s: %s",
 				 c.proc->exe_path, rst_strerror(errno));
 		in.exe_fd = fd_high(&x, fd);
+	}
+	in.replay_fd = replay_fd;
+	in.replay_timeout_ms = replay_timeout_ms;
+	if (replay_to_hex) {
+		if (strlen(replay_to_hex) != 32)
+			rst_fail(RRC_RST_USAGE, 0, 0, "--replay-to %s: not an image id (32 hex digits)", replay_to_hex);
+		for (int k = 0; k < 16; k++) {
+			unsigned v;
+			if (sscanf(replay_to_hex + 2 * k, "%2x", &v) != 1)
+				rst_fail(RRC_RST_USAGE, 0, 0, "--replay-to %s: not an image id (32 hex digits)", replay_to_hex);
+			in.replay_to[k] = (uint8_t)v;
+		}
+		in.replay_has_end = 1;
 	}
 	in.image_fds = xcalloc((size_t)nimg, sizeof(int));
 	for (int k = 0; k < nimg; k++)

@@ -274,6 +274,7 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
         binds: data.map(|d| rrc_container::Bind { host: d.live.clone(), target: d.target.clone() }).into_iter().collect(),
         restorer: agent.cfg.restorer.clone(),
         container: container_config(agent),
+        replay: None,
     };
     let started = rrc_launch::start(launch)?;
     Ok(StandbyRestorer { started, image_tx })

@@ -157,6 +157,19 @@ pub fn ping(path: &Path, timeout: Duration) -> Result<Pong, ControlError> {
     }
 }
 
+/// REPLAY_STATUS -> REPLAY_STATE on a fresh connection (also the
+/// library's watchdog tick: a replay without progress for its timeout is
+/// declared diverged when asked).
+pub fn replay_status(path: &Path, timeout: Duration) -> Result<ReplayState, ControlError> {
+    let mut c = Client::connect(path)?;
+    c.send(&Message::ReplayStatus, None, timeout)?;
+    match c.recv(timeout, "REPLAY_STATE")? {
+        Message::ReplayState(s) => Ok(s),
+        Message::Error(reply) => Err(ControlError::Remote { path: path.to_path_buf(), stage: "answered REPLAY_STATUS with an error", reply }),
+        m => Err(c.unexpected("REPLAY_STATE", &m)),
+    }
+}
+
 /// A DUMP in progress: the request is sent; the replies are read with
 /// [`DumpSession::wait_paused`] then [`DumpSession::wait_done`].
 pub struct DumpSession {

@@ -43,6 +43,8 @@ pub enum MsgType {
     Held = 8,
     Resume = 9,
     Resumed = 10,
+    ReplayStatus = 11,
+    ReplayState = 12,
 }
 
 impl MsgType {
@@ -58,6 +60,8 @@ impl MsgType {
             8 => MsgType::Held,
             9 => MsgType::Resume,
             10 => MsgType::Resumed,
+            11 => MsgType::ReplayStatus,
+            12 => MsgType::ReplayState,
             _ => return None,
         })
     }
@@ -73,6 +77,8 @@ impl MsgType {
             MsgType::Held => "HELD",
             MsgType::Resume => "RESUME",
             MsgType::Resumed => "RESUMED",
+            MsgType::ReplayStatus => "REPLAY_STATUS",
+            MsgType::ReplayState => "REPLAY_STATE",
         }
     }
 }
@@ -153,6 +159,40 @@ pub struct Resumed {
     pub threads: u32,
 }
 
+/// `struct rrc_ctl_replay`'s size; the divergence report follows it.
+pub const REPLAY_STATE_SIZE: usize = 72;
+
+/// `rrc_ctl_replay.state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayPhase {
+    /// The process replays nothing.
+    None,
+    Running,
+    /// Every thread went live together.
+    Live,
+    /// Stopped for good; the report says where and why.
+    Diverged,
+}
+
+/// `struct rrc_ctl_replay` + the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReplayState {
+    pub phase: ReplayPhase,
+    pub threads: u32,
+    pub events_total: u64,
+    pub events_done: u64,
+    /// Events after the log's consistent part (a crash's tail).
+    pub events_dropped: u64,
+    pub outputs: u64,
+    pub output_bytes: u64,
+    pub load_ns: u64,
+    pub replay_ns: u64,
+    /// Bytes/counts reads took in the log that pipes/eventfds did not hold at go-live.
+    pub debts_left: u64,
+    pub report: String,
+}
+
 /// `enum rrc_ctl_error_code`, with unknown codes kept as numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ErrorCode(pub u32);
@@ -193,6 +233,7 @@ impl ErrorCode {
             14 => "HELD",
             15 => "HOLD_EXPIRED",
             16 => "NOT_HELD",
+            17 => "REPLAYING",
             _ => return None,
         })
     }
@@ -239,6 +280,8 @@ pub enum Message {
     Held(Held),
     Resume,
     Resumed(Resumed),
+    ReplayStatus,
+    ReplayState(ReplayState),
 }
 
 /// A malformed message (the reason names what is wrong).
@@ -280,6 +323,8 @@ impl Message {
             Message::Held(_) => MsgType::Held,
             Message::Resume => MsgType::Resume,
             Message::Resumed(_) => MsgType::Resumed,
+            Message::ReplayStatus => MsgType::ReplayStatus,
+            Message::ReplayState(_) => MsgType::ReplayState,
         }
     }
 
@@ -338,6 +383,21 @@ impl Message {
                 p.extend_from_slice(&m.held_ns.to_le_bytes());
                 p.extend_from_slice(&m.threads.to_le_bytes());
                 p.extend_from_slice(&0u32.to_le_bytes());
+            }
+            Message::ReplayStatus => {}
+            Message::ReplayState(m) => {
+                let phase: u32 = match m.phase {
+                    ReplayPhase::None => 0,
+                    ReplayPhase::Running => 1,
+                    ReplayPhase::Live => 2,
+                    ReplayPhase::Diverged => 3,
+                };
+                p.extend_from_slice(&phase.to_le_bytes());
+                p.extend_from_slice(&m.threads.to_le_bytes());
+                for v in [m.events_total, m.events_done, m.events_dropped, m.outputs, m.output_bytes, m.load_ns, m.replay_ns, m.debts_left] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+                p.extend_from_slice(m.report.as_bytes());
             }
         }
         p
@@ -485,6 +545,35 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
                 return Err(DecodeError("RESUMED: reserved field is not zero".into()));
             }
             Message::Resumed(Resumed { held_ns: u64_at(p, 0), threads: u32_at(p, 8) })
+        }
+        MsgType::ReplayStatus => {
+            need(0)?;
+            Message::ReplayStatus
+        }
+        MsgType::ReplayState => {
+            if p.len() < REPLAY_STATE_SIZE {
+                return Err(DecodeError(format!("REPLAY_STATE payload is {} bytes, at least {REPLAY_STATE_SIZE} expected", p.len())));
+            }
+            let phase = match u32_at(p, 0) {
+                0 => ReplayPhase::None,
+                1 => ReplayPhase::Running,
+                2 => ReplayPhase::Live,
+                3 => ReplayPhase::Diverged,
+                n => return Err(DecodeError(format!("REPLAY_STATE: unknown state {n}"))),
+            };
+            Message::ReplayState(ReplayState {
+                phase,
+                threads: u32_at(p, 4),
+                events_total: u64_at(p, 8),
+                events_done: u64_at(p, 16),
+                events_dropped: u64_at(p, 24),
+                outputs: u64_at(p, 32),
+                output_bytes: u64_at(p, 40),
+                load_ns: u64_at(p, 48),
+                replay_ns: u64_at(p, 56),
+                debts_left: u64_at(p, 64),
+                report: String::from_utf8_lossy(&p[REPLAY_STATE_SIZE..]).into_owned(),
+            })
         }
     })
 }

@@ -35,7 +35,7 @@ fn u(v: &Value) -> u64 {
 
 #[test]
 fn every_vector_decodes_and_reencodes_identically() {
-    for name in ["ping", "pong", "dump", "dump_incremental", "dump_paused", "dump_done", "error", "hold", "held", "resume", "resumed"] {
+    for name in ["ping", "pong", "dump", "dump_incremental", "dump_paused", "dump_done", "error", "hold", "held", "resume", "resumed", "replay_status", "replay_state"] {
         let (bytes, e) = load(name);
         let msg = decode(&bytes).unwrap_or_else(|err| panic!("{name}: {err}"));
         assert_eq!(msg.msg_type() as u64, u(&e["type"]), "{name}");
@@ -77,7 +77,16 @@ fn every_vector_decodes_and_reencodes_identically() {
                 [h.quiesce_ns, h.discarded_ops, h.discarded_bytes, h.threads.into(), h.timeout_ms.into()],
                 ["quiesce_ns", "discarded_ops", "discarded_bytes", "threads", "timeout_ms"].map(|k| u(&e[k]))
             ),
-            Message::Resume => {}
+            Message::Resume | Message::ReplayStatus => {}
+            Message::ReplayState(r) => {
+                assert_eq!(r.phase, ReplayPhase::Diverged);
+                assert_eq!(u(&e["state"]), 3);
+                assert_eq!(
+                    [r.threads.into(), r.events_total, r.events_done, r.events_dropped, r.outputs, r.output_bytes, r.load_ns, r.replay_ns, r.debts_left],
+                    ["threads", "events_total", "events_done", "events_dropped", "outputs", "output_bytes", "load_ns", "replay_ns", "debts_left"].map(|k| u(&e[k]))
+                );
+                assert_eq!(r.report, e["report"].as_str().unwrap());
+            }
             Message::Resumed(r) => assert_eq!([r.held_ns, r.threads.into()], ["held_ns", "threads"].map(|k| u(&e[k]))),
         }
     }

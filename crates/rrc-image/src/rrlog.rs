@@ -16,7 +16,7 @@ use crate::le::*;
 use crate::ImageId;
 
 pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
-pub const LOG_VERSION: u32 = 1;
+pub const LOG_VERSION: u32 = 2;
 pub const LOG_HEADER_SIZE: usize = 48;
 pub const BATCH_HEADER_SIZE: usize = 40;
 pub const EVENT_HEADER_SIZE: usize = 32;
@@ -94,13 +94,17 @@ pub enum EventKind {
     Clock = 45,
     Random = 46,
     Sleep = 47,
+    Sockname = 48,
+    Ioctl = 49,
+    Sockopt = 50,
+    EpollCtl = 51,
     Fd = 60,
     Output = 70,
     Cut = 90,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 29] = [
+    pub const ALL: [EventKind; 33] = [
         EventKind::ThreadStart,
         EventKind::ThreadCreate,
         EventKind::ThreadExit,
@@ -127,6 +131,10 @@ impl EventKind {
         EventKind::Clock,
         EventKind::Random,
         EventKind::Sleep,
+        EventKind::Sockname,
+        EventKind::Ioctl,
+        EventKind::Sockopt,
+        EventKind::EpollCtl,
         EventKind::Fd,
         EventKind::Output,
         EventKind::Cut,
@@ -165,6 +173,10 @@ impl EventKind {
             EventKind::Clock => "clock",
             EventKind::Random => "random",
             EventKind::Sleep => "sleep",
+            EventKind::Sockname => "sockname",
+            EventKind::Ioctl => "ioctl",
+            EventKind::Sockopt => "sockopt",
+            EventKind::EpollCtl => "epoll_ctl",
             EventKind::Fd => "fd",
             EventKind::Output => "output",
             EventKind::Cut => "cut",
@@ -482,6 +494,18 @@ impl<R: Read> LogReader<R> {
                 }
                 EventKind::Read if flags & EVF_FILE != 0 && data.len() != 4 => {
                     return Err(bad(format!("a read of a regular file with {data_len} bytes of data, not its 4-byte CRC32C")));
+                }
+                EventKind::Sockname if data.len() > 128 || u64_at(e, 16) > 1 => {
+                    return Err(bad(format!("a socket address of {data_len} bytes, seq {} (want at most 128 bytes, seq 0 or 1)", u64_at(e, 16))));
+                }
+                EventKind::Ioctl if !(data.is_empty() || data.len() == 4) => {
+                    return Err(bad(format!("an ioctl's value of {data_len} bytes (want 4, or none when it failed)")));
+                }
+                EventKind::Sockopt if !(1..=4).contains(&u64_at(e, 16)) || data.len() > 132 => {
+                    return Err(bad(format!("a socket call {} with {data_len} bytes of data (want 1..=4, at most 132 bytes)", u64_at(e, 16))));
+                }
+                EventKind::EpollCtl if data.len() != 16 || data[12..16] != [0; 4] => {
+                    return Err(bad(format!("an epoll_ctl record of {data_len} bytes (want 16, reserved zero)")));
                 }
                 EventKind::Output if Output::decode(&data).is_none() => {
                     return Err(bad(format!("an output record of {data_len} bytes (want {OUTPUT_SIZE}, reserved zero)")));

@@ -22,6 +22,8 @@ use crate::wait;
 pub const STATUS_FD: i32 = 3;
 /// The fd number rrc-restore reads a streamed image from.
 pub const IMAGE_STREAM_FD: i32 = 5;
+/// The record log to replay after the restore (`--replay-fd`).
+pub const REPLAY_FD: i32 = 6;
 /// The restorer's PATH (it runs no other program; the restored process
 /// keeps the environment of its image).
 const RESTORER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -98,6 +100,20 @@ pub struct LaunchSpec {
     pub restorer: PathBuf,
     /// Where the container's cgroup and registry entry go.
     pub container: Config,
+    /// Replay a record log after the restore (issue 13): the restored
+    /// library replays it from the image's cut, then goes live.
+    pub replay: Option<ReplaySpec>,
+}
+
+/// The log a restore replays (checked by the caller: rrc_image::rrlog).
+#[derive(Debug)]
+pub struct ReplaySpec {
+    pub log: OwnedFd,
+    /// No progress this long is a divergence (the library's watchdog).
+    pub timeout_ms: u32,
+    /// Go live at the cut of this image (a later checkpoint of the same
+    /// recording) instead of the log's end.
+    pub to: Option<[u8; 16]>,
 }
 
 /// Where the time went, for the failover timeline.
@@ -234,6 +250,15 @@ pub fn start(l: LaunchSpec) -> Result<Started> {
     let (channel, theirs) = repaired::channel()?;
     pass_fds.push((theirs, REPAIRED_FD));
     argv.extend(["--repaired-fds".into(), REPAIRED_FD.to_string().into()]);
+    if let Some(r) = l.replay {
+        pass_fds.push((r.log, REPLAY_FD));
+        argv.extend(["--replay-fd".into(), REPLAY_FD.to_string().into()]);
+        argv.extend(["--replay-timeout-ms".into(), r.timeout_ms.to_string().into()]);
+        if let Some(id) = r.to {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            argv.extend(["--replay-to".into(), hex.into()]);
+        }
+    }
     argv.extend(image_args);
     let env: Vec<(OsString, OsString)> = vec![
         ("PATH".into(), RESTORER_PATH.into()),

@@ -23,6 +23,7 @@
 //!         binds: vec![],
 //!         restorer: "/usr/lib/rrc/rrc-restore".into(),
 //!         container: rrc_container::Config::default(),
+//!         replay: None,
 //!     },
 //!     repaired: vec![], // (fd number in the process, socket made with TCP_REPAIR in netns "svc")
 //!     pending_accept: vec![], // (listener's fd number, socket not yet accepted, made likewise)
@@ -44,7 +45,7 @@ mod repaired;
 pub mod status;
 mod wait;
 
-pub use launch::{chain_images, restore, start, Images, LaunchSpec, RestoreRequest, Restored, RestorerFailed, Started, Timings, IMAGE_STREAM_FD, STATUS_FD};
+pub use launch::{chain_images, restore, start, Images, LaunchSpec, ReplaySpec, RestoreRequest, Restored, RestorerFailed, Started, Timings, IMAGE_STREAM_FD, REPLAY_FD, STATUS_FD};
 pub use repaired::{ACCEPT_QUEUE_TAG, REPAIRED_FD};
 pub use status::RestoreStatus;
 pub use wait::{log_tail, read_status, wait_for_pong, PING_TIMEOUT, STATUS_TIMEOUT};

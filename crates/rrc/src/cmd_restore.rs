@@ -43,6 +43,22 @@ pub struct RestoreArgs {
     /// image records for fd N (else the restore fails). Repeatable.
     #[arg(long = "repaired-fd", value_name = "N=M")]
     pub repaired_fd: Vec<RepairedFd>,
+    /// Replay the record log LOG (`rrc exec --record LOG`) from the
+    /// restored checkpoint's cut: lock acquisitions in the recorded order,
+    /// recorded results for nondeterministic calls, outputs suppressed and
+    /// checked; at the end of the log every thread goes live together. A
+    /// divergence is reported and the container removed.
+    #[arg(long, value_name = "LOG", conflicts_with = "stdin")]
+    pub replay: Option<PathBuf>,
+    /// With --replay: go live at the cut of the checkpoint in DIR (a later
+    /// one of the same recording) instead of the log's end: every thread
+    /// stops where that checkpoint found it, so the process goes live in
+    /// that checkpoint's state (a replay of one epoch).
+    #[arg(long, value_name = "DIR", requires = "replay")]
+    pub replay_to: Option<PathBuf>,
+    /// With --replay: no progress for this long is a divergence.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cmd_service::parse_duration, requires = "replay")]
+    pub replay_timeout: std::time::Duration,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -87,8 +103,27 @@ fn take_inherited(args: &[RepairedFd]) -> Result<Vec<(i32, OwnedFd)>> {
     Ok(out)
 }
 
+/// The newest image of the chain in dir: the one whose cut the replay starts from.
+fn newest_image_id(dir: &std::path::Path) -> Result<rrc_image::ImageId> {
+    let images = rrc_launch::chain_images(dir, false)?;
+    let newest = images.last().ok_or_else(|| anyhow!("{}: no image", dir.display()))?;
+    Ok(rrc_image::read_header(newest)?.image_id)
+}
+
 pub fn run(a: RestoreArgs) -> Result<ExitCode> {
     let repaired = take_inherited(&a.repaired_fd)?;
+    let replay_to = a.replay_to.as_deref().map(newest_image_id).transpose()?;
+    let replay = match (&a.replay, &a.images) {
+        (Some(log), Some(dir)) => {
+            let checked = crate::replay::check(log, &newest_image_id(dir)?, replay_to.as_ref())?;
+            if let Some(t) = &checked.partial_tail {
+                eprintln!("rrc restore: {t}: the log ends inside its last batch (a recording cut short); replaying what precedes it");
+            }
+            Some(checked)
+        }
+        _ => None,
+    };
+    let replay_events = replay.as_ref().map(|r| r.events_after_cut);
     let images = match a.images {
         Some(dir) => rrc_launch::Images::Chain { dir, verify: true },
         None => {
@@ -109,6 +144,11 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
             binds: a.data_dir.into_iter().collect(),
             restorer: locate::find(locate::RESTORER)?,
             container: Config::default(),
+            replay: replay.map(|r| rrc_launch::ReplaySpec {
+                log: r.file.into(),
+                timeout_ms: a.replay_timeout.as_millis().min(u32::MAX as u128) as u32,
+                to: replay_to.map(|id| id.0),
+            }),
         },
         repaired,
         pending_accept: vec![],
@@ -116,6 +156,36 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
     let r = rrc_launch::restore(req).map_err(|e| e.context("rrc restore"))?;
     let t = &r.timings;
     let c = rrc_container::Container { record: r.record };
+    let mut replayed = serde_json::Value::Null;
+    if let Some(events) = replay_events {
+        let cfg = Config::default();
+        let st = match crate::replay::watch(&c, std::time::Duration::from_secs(600)) {
+            Ok(st) => st,
+            Err(e) => {
+                let _ = rrc_container::kill(&cfg, &c.record);
+                return Err(e.context(format!("rrc restore --replay (container {} removed)", c.record.id)));
+            }
+        };
+        if st.phase == rrc_control::ReplayPhase::Diverged {
+            let _ = rrc_container::kill(&cfg, &c.record);
+            bail!(
+                "rrc restore --replay: {} (after {} of {} events; container {} removed)",
+                st.report, st.events_done, st.events_total, c.record.id
+            );
+        }
+        tracing::info!(events, "replayed");
+        replayed = serde_json::to_value(&st)?;
+        if !a.json.json {
+            eprintln!(
+                "rrc restore: replayed {} events of {} threads in {:.1} ms ({} outputs checked, {} dropped after the log's consistent end); live",
+                st.events_done,
+                st.threads,
+                st.replay_ns as f64 / 1e6,
+                st.outputs,
+                st.events_dropped
+            );
+        }
+    }
     print_started(
         &c,
         a.json.json,
@@ -126,6 +196,7 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
             "verify_us": t.verify.as_micros() as u64,
             "spawn_to_status_us": t.spawn_to_status.as_micros() as u64,
             "status_to_pong_us": t.status_to_pong.as_micros() as u64,
+            "replay": replayed,
         }),
     )?;
     Ok(ExitCode::SUCCESS)

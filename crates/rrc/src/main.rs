@@ -16,6 +16,7 @@ mod cmd_restore;
 mod cmd_service;
 mod locate;
 mod record_scan;
+mod replay;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

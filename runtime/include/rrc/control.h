@@ -61,6 +61,8 @@ enum rrc_ctl_type {
 	RRC_CTL_HELD        = 8,
 	RRC_CTL_RESUME      = 9, /* no payload */
 	RRC_CTL_RESUMED     = 10,
+	RRC_CTL_REPLAY_STATUS = 11, /* no payload */
+	RRC_CTL_REPLAY_STATE  = 12,
 };
 
 struct rrc_ctl_header {
@@ -142,6 +144,25 @@ struct rrc_ctl_resumed {
 	uint32_t reserved;
 };
 
+/* rrc_ctl_replay.state */
+#define RRC_REPLAY_NONE     0u  /* this process replays nothing */
+#define RRC_REPLAY_RUNNING  1u
+#define RRC_REPLAY_LIVE     2u  /* every thread went live together */
+#define RRC_REPLAY_DIVERGED 3u  /* stopped; the report follows the struct */
+
+struct rrc_ctl_replay {
+	uint32_t state;           /* RRC_REPLAY_* */
+	uint32_t threads;         /* thread incarnations replayed */
+	uint64_t events_total;    /* events to replay (the log's consistent part) */
+	uint64_t events_done;
+	uint64_t events_dropped;  /* after the consistent part (a crash's tail) */
+	uint64_t outputs;         /* outputs suppressed and checked */
+	uint64_t output_bytes;
+	uint64_t load_ns;         /* mapping and indexing the log */
+	uint64_t replay_ns;       /* first event .. live (or now) */
+	uint64_t debts_left;      /* bytes read in the log that pipes/eventfds no longer held at go-live */
+};                                /* 72 bytes */
+
 /* rrc_ctl_error.code */
 enum rrc_ctl_error_code {
 	RRC_ERR_PROTOCOL     = 1, /* malformed request */
@@ -161,6 +182,7 @@ enum rrc_ctl_error_code {
 	RRC_ERR_HELD         = 14, /* the threads are held (HOLD): only RESUME on the holding connection */
 	RRC_ERR_HOLD_EXPIRED = 15, /* no RESUME within the hold's timeout: the library released the threads */
 	RRC_ERR_NOT_HELD     = 16, /* RESUME without a HOLD on this connection */
+	RRC_ERR_REPLAYING    = 17, /* DUMP while the process replays its log (or failed to) */
 };
 
 struct rrc_ctl_error {

@@ -353,6 +353,11 @@ struct rrc_restore_area {
 	uint8_t  image_id[16];    /* the image restored (next dump may use it as parent) */
 	uint32_t nr_threads;      /* threads resumed, control thread included */
 	volatile uint32_t threads_back; /* incremented by each thread in the library */
+	int32_t  replay_fd;       /* `rrc restore --replay`: the record log (an fd of the
+				   * restored process), replayed from the image's cut; -1: none */
+	uint32_t replay_timeout_ms; /* no progress this long is a divergence (0: 5000) */
+	uint32_t replay_has_end;  /* 1: go live at the cut of image replay_to */
+	uint8_t  replay_to[16];
 };
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  *
- * The rrc record log, version 1 (issue 13; RRC §4.1, HyCoR §4.1).
+ * The rrc record log, version 2 (issue 13; RRC §4.1, HyCoR §4.1).
  *
  * This header is the single definition of the format. The Rust module
  * rrc_image::rrlog mirrors it; tests/vectors/rrlog-* are written from it
@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #define RRC_LOG_MAGIC         "RRCLOG\0\0" /* 8 bytes */
-#define RRC_LOG_VERSION       1u
+#define RRC_LOG_VERSION       2u
 #define RRC_LOG_BATCH_MAGIC   0x424c5252u  /* "RRLB" little-endian */
 /* A batch's payload is at most this long: a reader refuses a longer one
  * before reading it (one thread's batch is flushed well before). */
@@ -45,7 +45,7 @@
 struct rrc_log_header {
 	char     magic[8];        /* RRC_LOG_MAGIC */
 	uint32_t version;         /* RRC_LOG_VERSION */
-	uint32_t flags;           /* zero in version 1 */
+	uint32_t flags;           /* zero in version 2 */
 	uint8_t  log_id[16];      /* random, unique per recording */
 	uint64_t created_ns;      /* CLOCK_REALTIME when recording began */
 	uint32_t pid;             /* the recorded process, as it sees itself */
@@ -92,12 +92,23 @@ enum rrc_log_kind {
 	 * the call returned to the application */
 	RRC_EV_READ          = 40,  /* read readv pread recv recvfrom recvmsg; obj = fd, seq = 0 */
 	RRC_EV_ACCEPT        = 41,  /* result = the new fd; seq = fd-table order; data = peer address */
-	RRC_EV_EPOLL_WAIT    = 42,  /* data = the epoll_event array */
+	RRC_EV_EPOLL_WAIT    = 42,  /* seq = the epoll instance's order (RRC_EPOLL_KEY); data = the
+				     * epoll_event array, then each event's fd (i32, -1: unknown) */
 	RRC_EV_POLL          = 43,  /* data = the pollfd array after the call */
 	RRC_EV_SELECT        = 44,  /* data = the three fd_sets after the call */
 	RRC_EV_CLOCK         = 45,  /* obj = clock id (RRC_CLOCK_* below for time()/gettimeofday()); data = 16-byte timespec */
 	RRC_EV_RANDOM        = 46,  /* getrandom, arc4random*, /dev/urandom reads: data = the bytes */
 	RRC_EV_SLEEP         = 47,  /* nanosleep family: result, data = remaining timespec if interrupted */
+	RRC_EV_SOCKNAME      = 48,  /* getsockname (seq 0) / getpeername (seq 1): obj = fd, result = the
+				     * address's length or -errno, data = its first bytes (at most 128);
+				     * the kernel picks ephemeral ports */
+	RRC_EV_IOCTL         = 49,  /* ioctl FIONREAD / TIOCOUTQ: obj = fd, seq = the request,
+				     * result, data = the int it wrote (4 bytes) */
+	RRC_EV_SOCKOPT       = 50,  /* shutdown (seq 1), setsockopt (2), getsockopt (3), connect (4):
+				     * obj = fd, result; getsockopt's data = optlen (u32) + the value
+				     * (at most 128 bytes). Made again in a replay, this outcome returned */
+	RRC_EV_EPOLL_CTL     = 51,  /* obj = the epoll fd, seq = the instance's order, result,
+				     * data = struct rrc_log_epoll_ctl */
 	/* the fd table: seq = the process-wide order of fd-table changes */
 	RRC_EV_FD            = 60,  /* obj = call (RRC_FDOP_*), result = the fd (or -errno) */
 	/* outputs to clients: obj = fd, data = struct rrc_log_output */
@@ -122,6 +133,19 @@ struct rrc_log_recv {
 	uint32_t msg_flags;       /* recvmsg's msg_flags after the call */
 	uint32_t reserved;
 };
+
+/* EPOLL_CTL's data */
+struct rrc_log_epoll_ctl {
+	uint32_t op;              /* EPOLL_CTL_ADD / MOD / DEL */
+	int32_t  fd;
+	uint32_t events;
+	uint32_t reserved;
+};
+
+/* The order of an epoll instance's calls (epoll_ctl, and the returns of
+ * epoll_wait) is numbered on this key, per epoll fd: a wait that returned
+ * an fd another thread re-armed comes after that re-arming in a replay. */
+#define RRC_EPOLL_KEY(epfd) (0x1000ull + 8ull * (uint64_t)(epfd))
 
 /* obj of RRC_EV_CLOCK for the calls that name no clock */
 #define RRC_CLOCK_TIME          0x10000u  /* time() */

@@ -130,7 +130,7 @@ void rrlog_vectors(void)
 	b.p[last + sizeof(struct rrc_log_batch) + 9] ^= 0x10; /* one bit of the last event */
 	emit("rrlog-bad-crc.bin", &b);
 	b.len = 0;
-	good(&b, 2);                                         /* a consistent log that claims version 2 */
-	emit("rrlog-version2.bin", &b);
+	good(&b, RRC_LOG_VERSION + 1);                       /* a consistent log of the next version */
+	emit("rrlog-other-version.bin", &b);
 	free(b.p);
 }

@@ -25,7 +25,6 @@
 
 #define NC 4
 
-static volatile int stop;
 static long rounds[NC];
 static pid_t sender_tid;
 static long sent_msgs, sent_bytes;
@@ -34,7 +33,7 @@ static int sp[2];
 static void *churn(void *arg)
 {
 	int k = (int)(long)arg;
-	while (!stop) {
+	while (!zdtm_stopped()) {
 		int a = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		int p[2];
@@ -68,7 +67,7 @@ static void *sender(void *arg)
 	int mfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (mfd < 0)
 		zdtm_fail("sender: cannot create %s", path);
-	for (long r = 1; !stop; r++) {
+	for (long r = 1; !zdtm_stopped(); r++) {
 		size_t n = zdtm_message(r, buf);
 		ssize_t w;
 		switch (r % 5) {
@@ -132,7 +131,7 @@ int main(int argc, char **argv)
 		zdtm_check(pthread_create(&ct[k], NULL, churn, (void *)(long)k) == 0, "pthread_create");
 	zdtm_ready();
 	zdtm_wait_verify();
-	stop = 1;
+	zdtm_stop();
 	for (int k = 0; k < NC; k++)
 		pthread_join(ct[k], NULL);
 	pthread_join(st, NULL);

@@ -38,7 +38,6 @@ struct rcount {
 };
 
 static struct rcount rc[NR];
-static volatile int stop;
 static int pipefd[2], sp[2], udp_rx, udp_tx, lfd, efd, ep, wpipe[2];
 static struct sockaddr_in laddr, uaddr;
 
@@ -57,7 +56,7 @@ static void *producer(void *arg)
 {
 	(void)arg;
 	char buf[4096];
-	for (long r = 1; !stop; r++) {
+	for (long r = 1; !zdtm_stopped(); r++) {
 		size_t n = zdtm_message(r, buf);
 		if (write(pipefd[1], buf, n) < 0 && errno != EAGAIN)
 			break;
@@ -88,7 +87,7 @@ static void *consumer(void *arg)
 	c->tid = zdtm_gettid();
 	c->hash = 0xcbf29ce484222325ull;
 	char buf[8192];
-	for (long r = 1; !stop; r++) {
+	for (long r = 1; !zdtm_stopped(); r++) {
 		ssize_t n;
 		switch (k) {
 		case R_READ:
@@ -193,7 +192,7 @@ int main(int argc, char **argv)
 	zdtm_check(pthread_create(&pt, NULL, producer, NULL) == 0, "pthread_create");
 	zdtm_ready();
 	zdtm_wait_verify();
-	stop = 1;
+	zdtm_stop();
 	pthread_join(pt, NULL);
 	/* wake every consumer for the last time: each blocked call returns */
 	char last[4096];

@@ -44,7 +44,7 @@ static pthread_barrier_t barrier;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static __thread int ran_once;
 static void once_init(void) { ran_once = 1; }
-static volatile int stop;
+static int stop;
 static struct counts cnt[NW];
 
 static void *worker(void *arg)
@@ -59,7 +59,11 @@ static void *worker(void *arg)
 			c->serial++;
 		c->barriers++;
 	}
-	for (long r = 1; !stop; r++) {
+	/* stop is read under a lock its writer holds: a replay sees it at the
+	 * same point of the lock order (an unsynchronized read would be a data
+	 * race, which replay does not reproduce) */
+	int quit = 0;
+	for (long r = 1; !quit; r++) {
 		if (r % 16 == 0) {
 			zdtm_sleep_ms(1); /* a few thousand events a second per thread, not millions */
 			c->sleeps++;
@@ -88,6 +92,7 @@ static void *worker(void *arg)
 		}
 		pthread_mutex_lock(&shared);
 		counter++;
+		quit = stop;
 		pthread_mutex_unlock(&shared);
 		c->locks_shared++;
 		if (r % 4 == 0) {
@@ -173,8 +178,10 @@ int main(int argc, char **argv)
 		pthread_mutex_unlock(&second);
 		zdtm_sleep_ms(2);
 	}
-	stop = 1;
 	pthread_mutex_lock(&qlock);
+	pthread_mutex_lock(&shared);
+	stop = 1; /* under both locks its readers take */
+	pthread_mutex_unlock(&shared);
 	pthread_cond_broadcast(&qcond);
 	pthread_mutex_unlock(&qlock);
 	for (int w = 0; w < NW; w++)

@@ -14,6 +14,13 @@
  *   4. then checks its state byte for byte and writes $ZDTM_DIR/result:
  *      "PASS\n" or "FAIL: <what differs>\n", and exits (0 or 1).
  *
+ * For replay (tests/test_replay.py), $ZDTM_RUN_MS=N replaces the verify
+ * file by time: the program verifies N ms after ready by CLOCK_MONOTONIC,
+ * a value the record log holds, so a replay of its log verifies at the
+ * same point of its execution; then, instead of exiting, it idles (so the
+ * replay can end and go live). Its result and digest files, written
+ * again by the replay, must equal the recorded run's.
+ *
  * Files are written to a temporary name and renamed, so the harness never
  * reads half a file. The programs use only ordinary libc (they stand for
  * applications); the few that need a raw syscall to bypass librrc's
@@ -82,13 +89,27 @@ ZDTM_FN int zdtm_file_exists(const char *file)
 	return access(path, F_OK) == 0;
 }
 
+/* $ZDTM_RUN_MS: verify that long after ready (0: when the file appears) */
+static uint64_t zdtm_run_ns, zdtm_ready_ns;
+
+ZDTM_FN void zdtm_sleep_ms(unsigned ms);
+
+/* After the result: exit, or under $ZDTM_RUN_MS idle for good. */
+__attribute__((noreturn)) ZDTM_FN void zdtm_end(int code)
+{
+	if (zdtm_run_ns)
+		for (;;)
+			zdtm_sleep_ms(20);
+	exit(code);
+}
+
 /* Result: the first failure wins; the program exits after writing it. */
 ZDTM_FN void zdtm_pass(void)
 {
 	zdtm_write_file("result", "PASS\n");
 	printf("%s: PASS\n", zdtm_name);
 	fflush(stdout);
-	exit(0);
+	zdtm_end(0);
 }
 
 __attribute__((format(printf, 1, 2), noreturn))
@@ -104,7 +125,7 @@ ZDTM_FN void zdtm_fail(const char *fmt, ...)
 	zdtm_write_file("result", msg);
 	printf("%s: %s", zdtm_name, msg);
 	fflush(stdout);
-	exit(1);
+	zdtm_end(1);
 }
 
 /* A set-up step failed: nothing to verify, say so. */
@@ -127,6 +148,8 @@ ZDTM_FN void zdtm_init(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	const char *c = getenv("ZDTM_CORRUPT");
 	zdtm_corrupt = c && *c && strcmp(c, "0") != 0;
+	const char *run = getenv("ZDTM_RUN_MS");
+	zdtm_run_ns = run && *run ? strtoull(run, NULL, 10) * 1000000ull : 0;
 }
 
 ZDTM_FN void zdtm_ready(void)
@@ -136,6 +159,9 @@ ZDTM_FN void zdtm_ready(void)
 		exit(2);
 	}
 	printf("%s: ready\n", zdtm_name);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	zdtm_ready_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Rate-limited check for $ZDTM_DIR/verify: at most one access() per 5 ms,
@@ -154,6 +180,8 @@ ZDTM_FN int zdtm_should_verify(void)
 	if (now < next)
 		return 0;
 	next = now + 5000000ull;
+	if (zdtm_run_ns)
+		return zdtm_ready_ns && now - zdtm_ready_ns >= zdtm_run_ns;
 	return zdtm_file_exists("verify");
 }
 
@@ -192,9 +220,30 @@ ZDTM_FN long zdtm_last_round_congruent(long R, long k, long m)
 /* Blocks until verify appears (polling every 5 ms). */
 ZDTM_FN void zdtm_wait_verify(void)
 {
-	while (!zdtm_file_exists("verify"))
+	while (!zdtm_should_verify())
 		zdtm_sleep_ms(5);
 }
+
+#ifdef _PTHREAD_H
+/* A stop flag for worker threads, read and written under a mutex: a
+ * replay sees it change at the same point of the lock order (a plain flag
+ * would be a data race, which a replay does not reproduce: README). */
+static pthread_mutex_t zdtm_stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static int zdtm_stop_flag;
+ZDTM_FN int zdtm_stopped(void)
+{
+	pthread_mutex_lock(&zdtm_stop_lock);
+	int v = zdtm_stop_flag;
+	pthread_mutex_unlock(&zdtm_stop_lock);
+	return v;
+}
+ZDTM_FN void zdtm_stop(void)
+{
+	pthread_mutex_lock(&zdtm_stop_lock);
+	zdtm_stop_flag = 1;
+	pthread_mutex_unlock(&zdtm_stop_lock);
+}
+#endif
 
 /* Message r of a stream: 1..3000 bytes of letters, all from r (the
  * record tests recompute them to check what the log says was sent). */

@@ -83,13 +83,13 @@ fn every_flipped_byte_is_refused() {
 #[test]
 fn another_version_is_named() {
     let mut b = sample();
-    b[8] = 2;
+    b[8] = 3;
     let e = summary(&b).unwrap_err();
-    assert!(matches!(e, LogError::VersionMismatch { found: 2, expected: 1, .. }), "{e}");
+    assert!(matches!(e, LogError::VersionMismatch { found: 3, expected: 2, .. }), "{e}");
     // the same with a header CRC made right for it
     let crc = crc32c::crc32c(&b[..44]);
     b[44..48].copy_from_slice(&crc.to_le_bytes());
-    assert!(matches!(summary(&b).unwrap_err(), LogError::VersionMismatch { found: 2, .. }));
+    assert!(matches!(summary(&b).unwrap_err(), LogError::VersionMismatch { found: 3, .. }));
     assert!(matches!(summary(b"GARBAGE!and more bytes after it.................").unwrap_err(), LogError::BadMagic { .. }));
 }
 
@@ -200,6 +200,6 @@ fn the_c_vectors_are_what_this_side_writes_and_refuses() {
     assert_eq!(vector("rrlog-good.bin"), sample(), "rrlog.h and rrlog.rs encode the sample log differently");
     assert!(matches!(summary(&vector("rrlog-truncated.bin")).unwrap_err(), LogError::Truncated { .. }));
     assert!(matches!(summary(&vector("rrlog-bad-crc.bin")).unwrap_err(), LogError::PayloadCrc { .. }));
-    let e = summary(&vector("rrlog-version2.bin")).unwrap_err();
-    assert!(matches!(e, LogError::VersionMismatch { found: 2, expected: 1, .. }), "{e}");
+    let e = summary(&vector("rrlog-other-version.bin")).unwrap_err();
+    assert!(matches!(e, LogError::VersionMismatch { found: 3, expected: 2, .. }), "{e}");
 }

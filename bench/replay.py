@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Replay of real epochs (issue 13): how long a replay of one epoch of log
+takes, and how often a replay diverges.
+
+Per server: `rrc exec --record` under rrc-check's load at a fixed rate
+(8 connections, every reply checked), a checkpoint every --epoch-ms (an
+incremental chain), then the server is killed. Each epoch i is then
+replayed from checkpoint i up to checkpoint i+1's cut (`rrc restore
+--replay LOG --replay-to DIR`: the process goes live in checkpoint i+1's
+state), --repeats times, in a second network namespace. Per replay: the
+library's own replay time (first event to live), the events and outputs
+replayed, and whether it diverged (the report is kept). Replay time is
+reported per 100 ms of log (the epoch's real length, measured between the
+two checkpoints' cuts, scales it).
+
+memcached is run twice: as shipped, and with its LRU maintainer and
+crawler threads off (`-o no_lru_maintainer,no_lru_crawler`): those threads
+read counters its workers write without a lock (data races), which a
+replay does not reproduce without RRC §4.7's mitigation (not built).
+
+Writes JSON and PNG to bench/results/replay.{json,png}. See bench/README.md.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import machine_description, netns_up, wait_port, write_results
+from checkpoint_pause import BenchError, Cleanup, Interrupted, log, run
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RRC = REPO / "target" / "release" / "rrc"
+CHECK = REPO / "target" / "release" / "rrc-check"
+NS_REC, NS_REP = "rrc-bench-replay-a", "rrc-bench-replay-b"
+
+
+def servers(workdir):
+    www = workdir / "www"
+    www.mkdir()
+    (www / "file.bin").write_bytes(bytes((i * 131 + (i >> 8) * 7) & 0xFF for i in range(4096)))
+    conf = workdir / "lighttpd.conf"
+    conf.write_text(f'server.document-root = "{www}"\nserver.port = 8080\nserver.bind = "127.0.0.1"\n'
+                    'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n'
+                    'mimetype.assign = (".bin" => "application/octet-stream")\n')
+    os.chmod(workdir, 0o755)
+    mc = ["memcached", "-t", "4", "-p", "11211", "-U", "0", "-u", "root", "-l", "127.0.0.1", "-m", "64"]
+    return {
+        "redis": {"argv": ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--bind", "127.0.0.1"],
+                  "port": 6379, "client": ["redis", "--server", "127.0.0.1:6379"]},
+        "memcached": {"argv": mc, "port": 11211, "client": ["memcached", "--server", "127.0.0.1:11211"]},
+        "memcached-no-maintainer": {"argv": [*mc, "-o", "no_lru_maintainer,no_lru_crawler"], "port": 11211,
+                                    "client": ["memcached", "--server", "127.0.0.1:11211"]},
+        "lighttpd": {"argv": ["lighttpd", "-D", "-f", str(conf)], "port": 8080,
+                     "client": ["http", "--url", "http://127.0.0.1:8080/file.bin", "--file", str(www / "file.bin")]},
+    }
+
+
+def in_ns(ns, argv):
+    return ["ip", "netns", "exec", ns, *map(str, argv)]
+
+
+def record(spec, workdir, args, tag):
+    """The recorded run: load, a checkpoint every epoch, kill. Returns the
+    log, the image directories and the epochs' lengths (between cuts)."""
+    rec = workdir / f"{tag}.rec"
+    out = run([str(RRC), "exec", "--netns", NS_REC, "--log", str(workdir / f"{tag}.out"), "--record", str(rec),
+               "--", *spec["argv"]], 60)
+    pid = int(out.strip().splitlines()[-1])
+    images, stamps = [], []
+    try:
+        wait_port(NS_REC, spec["port"], pid)
+        secs = (args.epochs + 2) * args.epoch_ms / 1000 + 2
+        load = subprocess.Popen(in_ns(NS_REC, [CHECK, *spec["client"], "--threads", 8, "--json", "--duration",
+                                               f"{secs:.1f}s", "--rate", args.rate]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        nxt = time.monotonic()
+        for i in range(args.epochs + 1):
+            d = workdir / f"{tag}-img{i}"
+            cmd = [str(RRC), "dump", "--pid", str(pid), "--images", str(d), "--leave-running", "--json"]
+            if images:
+                cmd += ["--parent", str(images[-1])]
+            stamps.append(time.monotonic())
+            run(cmd, 120)
+            images.append(d)
+            nxt += args.epoch_ms / 1000
+            time.sleep(max(0.0, nxt - time.monotonic()))
+        o, e = load.communicate(timeout=secs + 120)
+        rep = json.loads(o or "{}")
+        if not rep.get("ok"):
+            raise BenchError(f"the load during the recording failed: {rep.get('errors')} {e[-300:]}")
+        time.sleep(0.3)  # the writer's last drain
+    finally:
+        run([str(RRC), "kill", "--pid", str(pid)], 30, check=False)
+    epochs_ms = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])]
+    return rec, images, epochs_ms
+
+
+def replay_one(images, i, rec, workdir, timeout):
+    p = subprocess.run([str(RRC), "restore", "--images", str(images[i]), "--replay", str(rec), "--replay-to",
+                        str(images[i + 1]), "--netns", NS_REP, "--log", str(workdir / "replay.out"), "--json",
+                        "--replay-timeout", timeout], capture_output=True, text=True, timeout=300)
+    if p.returncode == 0:
+        info = json.loads(p.stdout.strip().splitlines()[-1])
+        run([str(RRC), "kill", "--pid", str(info["pid"])], 30, check=False)
+        r = info["replay"]
+        return {"diverged": False, "replay_ms": r["replay_ns"] / 1e6, "load_ms": r["load_ns"] / 1e6,
+                "events": r["events_done"], "dropped": r["events_dropped"], "outputs": r["outputs"]}
+    err = p.stderr.strip()
+    if "replay diverged" not in err:
+        raise BenchError(f"replay of epoch {i} failed otherwise than by diverging: {err[-500:]}")
+    return {"diverged": True, "report": err[-600:]}
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+
+def plot(path, res):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(res["servers"])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    for i, n in enumerate(names):
+        s = res["servers"][n]
+        xs = s["replay_ms_per_100ms"]
+        if xs:
+            a1.boxplot([xs], positions=[i], widths=0.5)
+        a2.bar(i, 100 * s["divergence_rate"])
+    a1.axhline(50, color="red", lw=0.8, ls="--")
+    a1.set_title("replay time per 100 ms of log (ms); target 50", fontsize=10)
+    a2.set_title("replays that diverged (%)", fontsize=10)
+    for a in (a1, a2):
+        a.set_xticks(range(len(names)))
+        a.set_xticklabels(names, fontsize=8)
+    fig.suptitle(f"rrc restore --replay of real epochs ({res['date']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--servers", default="redis,memcached,memcached-no-maintainer,lighttpd")
+    ap.add_argument("--epochs", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=10, help="replays of each epoch")
+    ap.add_argument("--epoch-ms", type=int, default=100)
+    ap.add_argument("--rate", type=int, default=4000, help="the load's ops/s while recording")
+    ap.add_argument("--timeout", default="3s", help="the replay's no-progress timeout")
+    ap.add_argument("--out", default=str(HERE / "results" / "replay"))
+    args = ap.parse_args()
+    for b in (RRC, CHECK):
+        if not b.exists():
+            raise BenchError(f"{b} is missing: make all")
+    cleanup = Cleanup()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(Interrupted()))
+    try:
+        for ns in (NS_REC, NS_REP):
+            netns_up(cleanup, ns)
+        workdir = Path(tempfile.mkdtemp(prefix="rrc-bench-replay-"))
+        cleanup.push("workdir", lambda: shutil.rmtree(workdir, ignore_errors=True))
+        specs = servers(workdir)
+        out = {"bench": "replay", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "machine": machine_description(), "command": "python3 bench/replay.py " + " ".join(sys.argv[1:]),
+               "epochs": args.epochs, "repeats": args.repeats, "epoch_ms": args.epoch_ms, "rate": args.rate,
+               "mitigation": "none (RRC §4.7 not built)", "servers": {}}
+        for name in args.servers.split(","):
+            rec, images, lens = record(specs[name], workdir, args, name)
+            log(f"{name}: recorded {len(lens)} epochs (mean {statistics.mean(lens):.0f} ms), "
+                f"log {rec.stat().st_size / 1e6:.1f} MB")
+            runs = []
+            for k in range(args.repeats):
+                for i in range(len(lens)):
+                    r = replay_one(images, i, rec, workdir, args.timeout)
+                    r.update(epoch=i, epoch_ms=lens[i])
+                    runs.append(r)
+                done = [r for r in runs if not r["diverged"]]
+                log(f"{name} pass {k + 1}/{args.repeats}: {len(runs) - len(done)} of {len(runs)} diverged so far")
+            ok = [r for r in runs if not r["diverged"]]
+            per100 = [r["replay_ms"] * 100 / r["epoch_ms"] for r in ok]
+            out["servers"][name] = {
+                "replays": len(runs), "divergences": len(runs) - len(ok),
+                "divergence_rate": (len(runs) - len(ok)) / len(runs),
+                "replay_ms_per_100ms": per100,
+                "summary": {"replay_ms_per_100ms_p50": pct(per100, 0.5), "p90": pct(per100, 0.9),
+                            "max": max(per100) if per100 else None,
+                            "events_per_epoch_p50": pct([r["events"] for r in ok], 0.5),
+                            "outputs_per_epoch_p50": pct([r["outputs"] for r in ok], 0.5),
+                            "load_ms_p50": pct([r["load_ms"] for r in ok], 0.5),
+                            "epoch_ms_mean": statistics.mean(lens)},
+                "divergence_samples": [r["report"] for r in runs if r["diverged"]][:5],
+                "runs": runs,
+            }
+            s = out["servers"][name]["summary"]
+            log(f"{name}: {len(runs)} replays, {len(runs) - len(ok)} diverged; replay per 100 ms of log "
+                f"p50 {s['replay_ms_per_100ms_p50']} ms, p90 {s['p90']} ms")
+            for d in images:
+                shutil.rmtree(d, ignore_errors=True)
+            rec.unlink()
+        write_results(args.out, out, plot)
+    finally:
+        cleanup.run_all()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (BenchError, Interrupted) as e:
+        log(f"error: {e}")
+        sys.exit(1)

@@ -1,0 +1,105 @@
+//! `rrc restore --replay LOG` (issue 13 §4): the log is checked before
+//! anything runs (every batch's checksums, its order, a cut for the image
+//! restored), handed to rrc-restore, and the replay is then watched until
+//! every thread went live together, or it diverged (the library's report
+//! names the thread, the event, what was expected and what happened).
+
+use std::fs::File;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rrc_container::Container;
+use rrc_control::{ReplayPhase, ReplayState};
+use rrc_image::rrlog::{EventKind, LogError, LogReader};
+use rrc_image::ImageId;
+
+/// A log fit to replay from one image.
+pub struct CheckedLog {
+    pub file: File,
+    /// Events after the image's cut, before any partial tail.
+    pub events_after_cut: u64,
+    /// Where the log ends inside its last batch (a recording cut short):
+    /// what precedes it is replayed.
+    pub partial_tail: Option<String>,
+}
+
+/// Reads the whole log (refusing by name what is corrupt, out of order or
+/// of another version) and finds the cut of `image` (and of `to`, a later
+/// one, if given).
+pub fn check(path: &Path, image: &ImageId, to: Option<&ImageId>) -> Result<CheckedLog> {
+    let name = path.display().to_string();
+    let f = File::open(path).with_context(|| format!("--replay {name}"))?;
+    let mut rd = LogReader::open(std::io::BufReader::new(&f), &name)?;
+    let mut cut: Option<Vec<(u32, u64)>> = None;
+    let mut cut_seq = 0u64;
+    let mut to_seq: Option<u64> = None;
+    let mut cuts_seen = Vec::new();
+    let mut per_thread: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut partial_tail = None;
+    loop {
+        let b = match rd.next_batch() {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(e @ LogError::Truncated { .. }) => {
+                partial_tail = Some(e.to_string());
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if b.tid != 0 {
+            per_thread.insert(b.tid, b.first_event + b.events.len() as u64);
+        }
+        for e in b.events.iter().filter(|e| e.kind == EventKind::Cut) {
+            let c = rrc_image::rrlog::Cut::decode(&e.data).map_err(anyhow::Error::msg)?;
+            cuts_seen.push(c.image_id.to_string());
+            if c.image_id == *image {
+                cut = Some(c.threads.clone());
+                cut_seq = c.sequence;
+            }
+            if Some(&c.image_id) == to {
+                to_seq = Some(c.sequence);
+            }
+        }
+    }
+    let Some(threads) = cut else {
+        bail!(
+            "{name}: no cut for image {image} (the log's cuts: {}): the log was not recorded across this checkpoint",
+            if cuts_seen.is_empty() { "none".to_string() } else { cuts_seen.join(", ") }
+        );
+    };
+    if let Some(to) = to {
+        match to_seq {
+            None => bail!("{name}: no cut for image {to} (--replay-to): the log was not recorded across that checkpoint"),
+            Some(s) if s <= cut_seq => bail!("--replay-to: image {to} (sequence {s}) is not after the restored image (sequence {cut_seq})"),
+            Some(_) => {}
+        }
+    }
+    // a thread of the cut from its position on; one born later (or whose
+    // tid came back) whole: an estimate the library's count refines
+    let after = per_thread
+        .iter()
+        .map(|(tid, n)| n.saturating_sub(threads.iter().find(|(t, _)| t == tid).map_or(0, |(_, from)| *from)))
+        .sum();
+    Ok(CheckedLog { file: f, events_after_cut: after, partial_tail })
+}
+
+/// Polls the restored library until the replay is live or diverged. `wait`
+/// bounds the whole; the library's own watchdog (no progress for its
+/// timeout) turns a stuck replay into a divergence well before.
+pub fn watch(c: &Container, wait: Duration) -> Result<ReplayState> {
+    let sock = c.control_socket();
+    let deadline = Instant::now() + wait;
+    loop {
+        let s = rrc_control::replay_status(&sock, Duration::from_secs(5)).context("asking the restored process how its replay goes")?;
+        match s.phase {
+            ReplayPhase::Live | ReplayPhase::Diverged => return Ok(s),
+            ReplayPhase::None => bail!("the restored process replays nothing (its library did not take the log)"),
+            ReplayPhase::Running => {}
+        }
+        if Instant::now() >= deadline {
+            bail!("the replay did not finish within {wait:?}: {} of {} events", s.events_done, s.events_total);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Deterministic replay (rr-replay.h; issue 13 §4; RRC §4.2, HyCoR §4.1):
+ * each thread consuming its events, turns, divergence, going live.
+ *
+ * - A thread's identity in the log: a restored thread is its tid (rrc-restore
+ *   gives every thread its tid again); a thread created during the replay
+ *   is named by its creation (creator, birth), which pthread_create's
+ *   trampoline hands over before the thread's first event.
+ * - Turns: an acquisition waits until its object's counter (the table
+ *   rr-log.c keeps in ordinary memory, so the image holds where each
+ *   object stood) is the event's number, acquires for real, then moves the
+ *   counter on. The fd table's sequence and the births the same way.
+ * - Going live: the thread that consumes the last event of the replay
+ *   turns replay off and wakes the threads that reached the end of their
+ *   own events and wait (rrc_rp_next returning NULL): all go live together.
+ * - A divergence stops its thread for good and keeps every other one from
+ *   going live; `rrc restore --replay` reads the report (REPLAY_STATUS) and
+ *   removes the container.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/ucontext.h>
+#include "rrc_lib.h"
+#include "rrc/control.h"
+#include "rr-replay-int.h"
+#include "rr-fds.h"
+
+static __thread struct rp_thread *rp_me __attribute__((tls_model("initial-exec")));
+static __thread uint32_t born_creator __attribute__((tls_model("initial-exec")));
+static __thread uint64_t born_birth __attribute__((tls_model("initial-exec")));
+static __thread int born_set __attribute__((tls_model("initial-exec")));
+__thread int rrc_rp_in_call __attribute__((tls_model("initial-exec")));
+
+/* a thread the log does not know: it has nothing to replay */
+static struct rp_thread nobody;
+
+/* ---- names for reports ---- */
+
+static const char *kind_name(uint16_t k)
+{
+	switch (k) {
+	case RRC_EV_THREAD_START: return "thread_start";
+	case RRC_EV_THREAD_CREATE: return "thread_create";
+	case RRC_EV_THREAD_EXIT: return "thread_exit";
+	case RRC_EV_THREAD_JOIN: return "thread_join";
+	case RRC_EV_MUTEX_LOCK: return "mutex_lock";
+	case RRC_EV_COND_WAIT: return "cond_wait";
+	case RRC_EV_RWLOCK_RD: return "rwlock_rd";
+	case RRC_EV_RWLOCK_WR: return "rwlock_wr";
+	case RRC_EV_SPIN_LOCK: return "spin_lock";
+	case RRC_EV_SEM_WAIT: return "sem_wait";
+	case RRC_EV_ONCE: return "once";
+	case RRC_EV_BARRIER: return "barrier";
+	case RRC_EV_READ: return "read";
+	case RRC_EV_ACCEPT: return "accept";
+	case RRC_EV_EPOLL_WAIT: return "epoll_wait";
+	case RRC_EV_POLL: return "poll";
+	case RRC_EV_SELECT: return "select";
+	case RRC_EV_CLOCK: return "clock";
+	case RRC_EV_RANDOM: return "random";
+	case RRC_EV_SLEEP: return "sleep";
+	case RRC_EV_FD: return "fd";
+	case RRC_EV_OUTPUT: return "output";
+	case RRC_EV_SOCKNAME: return "sockname";
+	case RRC_EV_IOCTL: return "ioctl";
+	case RRC_EV_SOCKOPT: return "sockopt";
+	case RRC_EV_EPOLL_CTL: return "epoll_ctl";
+	default: return "?";
+	}
+}
+
+/* ---- numbers and counters ---- */
+
+int rrc_rp_numbered(const struct rrc_log_event *e, uint64_t *key, uint64_t *seq)
+{
+	uint64_t k = 0;
+	switch (e->kind) {
+	case RRC_EV_MUTEX_LOCK: case RRC_EV_RWLOCK_RD: case RRC_EV_RWLOCK_WR:
+	case RRC_EV_SPIN_LOCK: case RRC_EV_SEM_WAIT:
+		if (e->result == 0)
+			k = e->obj;
+		break;
+	case RRC_EV_BARRIER: /* the serial thread's -1 is a success too */
+		if (e->result == 0 || e->result == -1)
+			k = e->obj;
+		break;
+	case RRC_EV_COND_WAIT:
+		if (e->data_len == 8)
+			rrc_memcpy(&k, e + 1, 8);
+		break;
+	case RRC_EV_FD: case RRC_EV_ACCEPT:
+		k = RP_KEY_FDT;
+		break;
+	case RRC_EV_THREAD_CREATE:
+		k = RP_KEY_CREATIONS;
+		break;
+	case RRC_EV_EPOLL_WAIT: case RRC_EV_EPOLL_CTL:
+		k = RRC_EPOLL_KEY(e->obj);
+		break;
+	}
+	if (!k)
+		return 0;
+	if (key)
+		*key = k;
+	if (seq)
+		*seq = e->seq;
+	return 1;
+}
+
+static volatile uint64_t *counter_of(uint64_t key, int create)
+{
+	if (key == RP_KEY_FDT)
+		return rrc_fdt_counter();
+	if (key == RP_KEY_CREATIONS)
+		key = (uint64_t)rrc_rr_creations();
+	return rrc_rr_obj_counter((const void *)key, create);
+}
+
+uint64_t rp_counter_now(uint64_t key)
+{
+	volatile uint64_t *c = counter_of(key, 0);
+	return c ? RRC_LOAD(c) : 0;
+}
+
+/* ---- reports ---- */
+
+void rp_report_set(const char *msg)
+{
+	if (__atomic_exchange_n(&rp.report_taken, 1, __ATOMIC_SEQ_CST))
+		return;
+	rrc_bput(rp.report, sizeof rp.report, 0, msg);
+}
+
+static size_t put_event(char *m, size_t cap, size_t l, const struct rrc_log_event *e)
+{
+	l = rrc_bput(m, cap, l, kind_name(e->kind));
+	l = rrc_bput(m, cap, l, " obj=");
+	l = rrc_bput_hex(m, cap, l, e->obj);
+	l = rrc_bput(m, cap, l, " seq=");
+	l = rrc_bput_u64(m, cap, l, e->seq);
+	l = rrc_bput(m, cap, l, " result=");
+	if (e->result < 0) {
+		l = rrc_bput(m, cap, l, "-");
+		l = rrc_bput_u64(m, cap, l, (uint64_t)-e->result);
+	} else {
+		l = rrc_bput_u64(m, cap, l, (uint64_t)e->result);
+	}
+	return l;
+}
+
+static size_t put_thread(char *m, size_t cap, size_t l, const struct rp_thread *t)
+{
+	l = rrc_bput(m, cap, l, "thread ");
+	l = rrc_bput_u64(m, cap, l, t->tid);
+	l = rrc_bput(m, cap, l, " at event #");
+	return rrc_bput_u64(m, cap, l, t->pos);
+}
+
+static void __attribute__((noreturn)) stop_forever(void)
+{
+	uint32_t never = 0;
+	rrc_fdt_drop_held();
+	for (;;)
+		rrc_sys_futex(&never, RRC_FUTEX_WAIT, 0, 0);
+}
+
+static void diverged(const char *msg)
+{
+	rp_report_set(msg);
+	RRC_STORE(&rp.state, RP_DIVERGED);
+	rrc_sys_futex(&rp.state, RRC_FUTEX_WAKE, 0x7fffffff, 0);
+	rrc_log(msg);
+}
+
+void rrc_rp_diverge(const char *got, uint64_t got_value)
+{
+	struct rp_thread *t = rp_me ? rp_me : &nobody;
+	char m[600];
+	size_t l = rrc_bput(m, sizeof m, 0, "replay diverged: ");
+	l = put_thread(m, sizeof m, l, t);
+	if (t->pos < t->end) {
+		l = rrc_bput(m, sizeof m, l, ": expected ");
+		l = put_event(m, sizeof m, l, t->ev[t->pos]);
+	}
+	l = rrc_bput(m, sizeof m, l, "; got ");
+	l = rrc_bput(m, sizeof m, l, got);
+	if (got_value != ~0ull) {
+		l = rrc_bput(m, sizeof m, l, " ");
+		rrc_bput_hex(m, sizeof m, l, got_value);
+	}
+	diverged(m);
+	stop_forever();
+}
+
+/* ---- identity ---- */
+
+static struct rp_thread *me(void)
+{
+	if (rp_me)
+		return rp_me;
+	uint32_t tid = (uint32_t)rrc_sys_gettid();
+	struct rp_thread *found = &nobody;
+	for (uint32_t k = 0; k < rp.nr_threads; k++) {
+		struct rp_thread *t = &rp.threads[k];
+		int mine = born_set ? t->role == RP_BORN && t->creator == born_creator && t->birth == born_birth
+				    : t->role == RP_CUT && t->tid == tid;
+		if (mine && !RRC_LOAD(&t->claimed)) {
+			found = t;
+			break;
+		}
+	}
+	if (found != &nobody) {
+		RRC_STORE(&found->claimed, 1);
+		RRC_STORE(&found->live_tid, tid);
+	}
+	rp_me = found;
+	return found;
+}
+
+uint32_t rrc_rp_self(void)
+{
+	struct rp_thread *t = me();
+	return t == &nobody ? (uint32_t)rrc_sys_gettid() : t->tid;
+}
+
+void rrc_rp_thread_born(uint32_t creator, uint64_t birth)
+{
+	born_creator = creator;
+	born_birth = birth;
+	born_set = 1;
+	rp_me = 0;
+}
+
+/* ---- going live ---- */
+
+static void settle_debts(int final);
+
+static void go_live(void)
+{
+	settle_debts(1);
+	rp.live_ns = rrc_mono_ns() - rp.started_ns;
+	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
+	RRC_STORE(&rp.state, RP_LIVE);
+	rrc_sys_futex(&rp.state, RRC_FUTEX_WAKE, 0x7fffffff, 0);
+}
+
+static void wait_live(struct rp_thread *t)
+{
+	t->waiting = 2;
+	for (;;) {
+		uint32_t s = RRC_LOAD(&rp.state);
+		if (s == RP_LIVE)
+			break;
+		if (s == RP_DIVERGED)
+			stop_forever();
+		rrc_sys_futex(&rp.state, RRC_FUTEX_WAIT, s, 0);
+	}
+	t->waiting = 0;
+}
+
+int rrc_rp_live(void)
+{
+	return RRC_LOAD(&rp.state) == RP_LIVE;
+}
+
+/* ---- consuming ---- */
+
+const struct rrc_log_event *rrc_rp_peek(uint16_t kind, uint64_t obj)
+{
+	if (RRC_LOAD(&rp.state) == RP_DIVERGED)
+		stop_forever();
+	if (!rp.started_ns)
+		__atomic_compare_exchange_n(&rp.started_ns, &(uint64_t){ 0 }, rrc_mono_ns(), 0, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	struct rp_thread *t = me();
+	if (t->pos >= t->end)
+		return 0;
+	const struct rrc_log_event *e = t->ev[t->pos];
+	if ((kind && e->kind != kind) || (obj != RRC_RP_ANY && e->obj != obj)) {
+		char got[80];
+		size_t l = rrc_bput(got, sizeof got, 0, kind_name(kind));
+		rrc_bput(got, sizeof got, l, obj == RRC_RP_ANY ? "" : " on obj");
+		rrc_rp_diverge(got, obj);
+	}
+	return e;
+}
+
+void rrc_rp_wait_live(void)
+{
+	wait_live(me());
+}
+
+const struct rrc_log_event *rrc_rp_next(uint16_t kind, uint64_t obj)
+{
+	const struct rrc_log_event *e = rrc_rp_peek(kind, obj);
+	if (!e)
+		wait_live(me());
+	return e;
+}
+
+void rrc_rp_done(void)
+{
+	struct rp_thread *t = rp_me;
+	if (!t || t == &nobody)
+		return;
+	t->pos++;
+	__atomic_add_fetch(&rp.progress, 1, __ATOMIC_RELAXED);
+	if (__atomic_sub_fetch(&rp.remaining, 1, __ATOMIC_SEQ_CST) == 0)
+		go_live();
+}
+
+int64_t rrc_rp_late(uint16_t kind, uint64_t obj, int64_t result)
+{
+	const struct rrc_log_event *e = rrc_rp_next(kind, obj);
+	if (!e)
+		return result;
+	uint64_t key, seq;
+	if (rrc_rp_numbered(e, &key, &seq)) {
+		volatile uint64_t *c = counter_of(key, 1);
+		rrc_rp_turn(c, seq, "the object", key);
+		rrc_rp_advance(c);
+	}
+	int64_t r = e->result;
+	rrc_rp_done();
+	return r;
+}
+
+long rrc_rp_result(const struct rrc_log_event *e)
+{
+	int64_t res = e->result;
+	rrc_rp_done();
+	if (res < 0) {
+		errno = (int)-res;
+		return -1;
+	}
+	return (long)res;
+}
+
+void rrc_rp_output(uint64_t bytes)
+{
+	__atomic_add_fetch(&rp.outputs, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&rp.output_bytes, bytes, __ATOMIC_RELAXED);
+}
+
+/* ---- turns ---- */
+
+void rrc_rp_turn(volatile uint64_t *counter, uint64_t seq, const char *what, uint64_t obj)
+{
+	struct rp_thread *t = me();
+	for (;;) {
+		uint64_t c = RRC_LOAD(counter);
+		if (c == seq)
+			break;
+		if (c > seq) {
+			char got[120];
+			size_t l = rrc_bput(got, sizeof got, 0, what);
+			l = rrc_bput(got, sizeof got, l, " already at number ");
+			rrc_bput_u64(got, sizeof got, l, c);
+			rrc_rp_diverge(got, obj);
+		}
+		t->wait_obj = obj;
+		t->wait_seq = seq;
+		t->wait_now = c;
+		t->waiting = 1;
+		if (RRC_LOAD(&rp.state) == RP_DIVERGED)
+			stop_forever();
+		struct rrc_ts ts = { 0, 50000000 };
+		rrc_sys_futex((volatile uint32_t *)counter, RRC_FUTEX_WAIT, (uint32_t)c, &ts);
+	}
+	t->waiting = 0;
+}
+
+void rrc_rp_advance(volatile uint64_t *counter)
+{
+	__atomic_add_fetch(counter, 1, __ATOMIC_SEQ_CST);
+	rrc_sys_futex((volatile uint32_t *)counter, RRC_FUTEX_WAKE, 0x7fffffff, 0);
+}
+
+/* ---- what reads took from objects inside the process ---- */
+
+enum { DEBT_NONE = 0, DEBT_BYTES, DEBT_COUNT, DEBT_DRAIN };
+static struct { uint8_t learnt, kind; uint64_t owed; } debts[RRC_MAX_FDS];
+
+static uint8_t debt_kind(int fd)
+{
+	struct stat st;
+	if (rrc_sys_fstat(fd, &st) < 0)
+		return DEBT_NONE;
+	if (S_ISFIFO(st.st_mode))
+		return DEBT_BYTES;
+	char p[40], link[64];
+	size_t l = rrc_bput(p, sizeof p, 0, "/proc/self/fd/");
+	rrc_bput_u64(p, sizeof p, l, (uint64_t)fd);
+	long n = rrc_sys_readlinkat(AT_FDCWD, p, link, sizeof link - 1);
+	if (n <= 0)
+		return DEBT_NONE;
+	link[n] = 0;
+	if (n >= 20 && rrc_memeq(link, "anon_inode:[eventfd]", 20))
+		return DEBT_COUNT;
+	if (n >= 20 && rrc_memeq(link, "anon_inode:[timerfd]", 20))
+		return DEBT_DRAIN;
+	return DEBT_NONE;
+}
+
+#define RWF_NOWAIT_ 0x8
+static long read_nowait(int fd, void *buf, size_t n)
+{
+	struct { void *b; size_t n; } v = { buf, n };
+	return rrc_syscall6(SYS_preadv2, fd, (long)&v, 1, -1, -1, RWF_NOWAIT_);
+}
+
+/* Takes back what is owed, as far as the object holds it now. */
+static void settle(int fd)
+{
+	uint8_t buf[4096];
+	switch (debts[fd].kind) {
+	case DEBT_BYTES:
+		while (debts[fd].owed) {
+			long r = read_nowait(fd, buf, debts[fd].owed < sizeof buf ? debts[fd].owed : sizeof buf);
+			if (r <= 0)
+				break;
+			debts[fd].owed -= (uint64_t)r;
+		}
+		break;
+	case DEBT_COUNT: /* an eventfd's read takes the whole count: the surplus goes back */
+		while (debts[fd].owed) {
+			uint64_t v = 0;
+			if (read_nowait(fd, &v, 8) != 8)
+				break;
+			if (v > debts[fd].owed) {
+				uint64_t back = v - debts[fd].owed;
+				rrc_sys_write(fd, &back, 8);
+				debts[fd].owed = 0;
+			} else {
+				debts[fd].owed -= v;
+			}
+		}
+		break;
+	case DEBT_DRAIN: /* a timerfd's expirations are time's, not the log's */
+		read_nowait(fd, buf, 8);
+		debts[fd].owed = 0;
+		break;
+	}
+}
+
+void rrc_rp_owe(int fd, const void *bytes, uint64_t len)
+{
+	if (fd < 0 || fd >= RRC_MAX_FDS || !len)
+		return;
+	if (!debts[fd].learnt) {
+		debts[fd].kind = debt_kind(fd);
+		debts[fd].learnt = 1;
+	}
+	if (debts[fd].kind == DEBT_NONE)
+		return;
+	if (debts[fd].kind == DEBT_COUNT) {
+		uint64_t v = 0;
+		rrc_memcpy(&v, bytes, len < 8 ? len : 8);
+		debts[fd].owed += v;
+	} else {
+		debts[fd].owed += len;
+	}
+	settle(fd);
+}
+
+static void settle_debts(int final)
+{
+	for (int fd = 0; fd < RRC_MAX_FDS; fd++) {
+		if (!debts[fd].learnt || debts[fd].kind == DEBT_NONE)
+			continue;
+		settle(fd);
+		if (final)
+			rp.debts_left += debts[fd].owed;
+	}
+}
+
+/* A closed fd's debt ends with it (the number may come back as another
+ * object). */
+void rrc_rp_fd_closed(int fd)
+{
+	if (fd >= 0 && fd < RRC_MAX_FDS)
+		debts[fd].learnt = 0, debts[fd].owed = 0;
+}
+
+/* ---- a thread parked inside a call, restored into replay ---- */
+
+void rrc_rp_unpark(void *ucv)
+{
+	if (RRC_LOAD(&rrc_rr_mode) != RRC_RR_REPLAY || !rrc_rp_in_call)
+		return;
+	ucontext_t *uc = ucv;
+	greg_t *g = uc->uc_mcontext.gregs;
+	const uint8_t *ip = (const uint8_t *)g[REG_RIP];
+	/* the kernel set the call up to be made again on return from the
+	 * handler: ip back on the `syscall` instruction, rax the call's
+	 * number. It returns EINTR instead, into the wrapper, which replays. */
+	if (ip[0] == 0x0f && ip[1] == 0x05 && g[REG_RAX] >= 0 && g[REG_RAX] < 1024) {
+		g[REG_RAX] = -EINTR;
+		g[REG_RIP] += 2;
+	}
+}
+
+/* ---- status and watchdog ---- */
+
+static void stalled(void)
+{
+	char m[768];
+	size_t l = rrc_bput(m, sizeof m, 0, "replay diverged: no progress for ");
+	l = rrc_bput_u64(m, sizeof m, l, rp.timeout_ns / 1000000);
+	l = rrc_bput(m, sizeof m, l, " ms;");
+	int shown = 0;
+	for (uint32_t k = 0; k < rp.nr_threads && shown < 6; k++) {
+		struct rp_thread *t = &rp.threads[k];
+		if (t->role == RP_NONE || t->pos >= t->end)
+			continue;
+		shown++;
+		l = rrc_bput(m, sizeof m, l, " ");
+		l = put_thread(m, sizeof m, l, t);
+		l = rrc_bput(m, sizeof m, l, " (");
+		l = put_event(m, sizeof m, l, t->ev[t->pos]);
+		if (!t->claimed) {
+			l = rrc_bput(m, sizeof m, l, ") never ran;");
+		} else if (t->waiting == 1) {
+			l = rrc_bput(m, sizeof m, l, ") waits for its turn, the object is at ");
+			l = rrc_bput_u64(m, sizeof m, l, t->wait_now);
+			l = rrc_bput(m, sizeof m, l, ";");
+		} else {
+			l = rrc_bput(m, sizeof m, l, ") did not come to it;");
+		}
+	}
+	diverged(m);
+}
+
+void rrc_rp_status(struct rrc_ctl_replay *o, char *msg, uint32_t cap, uint32_t *msg_len)
+{
+	uint64_t now = rrc_mono_ns();
+	if (RRC_LOAD(&rp.state) == RP_RUNNING) {
+		uint64_t p = RRC_LOAD(&rp.progress);
+		if (p != rp.progress_seen) {
+			rp.progress_seen = p;
+			rp.progress_at = now;
+		} else if (now - rp.progress_at > rp.timeout_ns) {
+			stalled();
+		}
+	}
+	rrc_memset(o, 0, sizeof *o);
+	o->state = RRC_LOAD(&rp.state);
+	o->threads = rp.nr_replayed;
+	o->events_total = rp.total;
+	o->events_done = RRC_LOAD(&rp.progress);
+	o->events_dropped = rp.dropped;
+	o->outputs = RRC_LOAD(&rp.outputs);
+	o->output_bytes = RRC_LOAD(&rp.output_bytes);
+	o->load_ns = rp.load_ns;
+	o->replay_ns = o->state == RP_LIVE ? rp.live_ns : rp.started_ns ? now - rp.started_ns : 0;
+	o->debts_left = rp.debts_left;
+	uint32_t n = 0;
+	if (RRC_LOAD(&rp.report_taken))
+		while (n < cap && rp.report[n])
+			n++;
+	rrc_memcpy(msg, rp.report, n);
+	*msg_len = n;
+}

@@ -1,0 +1,329 @@
+"""Replay after a restore (issue 13 §4; RRC §4.2, HyCoR §4.1): `rrc restore
+--replay LOG` restores a checkpoint taken while recording and replays the
+log from the checkpoint's cut: lock acquisitions in the recorded order,
+recorded results for nondeterministic calls, outputs suppressed and checked
+(offset, CRC32C); at the end of the log every thread goes live together.
+
+Each zdtm program runs for a fixed time by its recorded clock
+($ZDTM_RUN_MS, zdtm.h), then writes its result and a digest of its state
+(counters per thread, byte hashes, rounds) and idles. The test takes a
+checkpoint while it runs, lets it finish, kills it, deletes what it wrote,
+replays the log from the checkpoint and compares: the replay writes the
+same files byte for byte. Real servers (redis, memcached -t 4, lighttpd,
+mtkv) are recorded under rrc-check's load across a checkpoint, killed after
+the load, replayed (every output checked), and must then serve, live, what
+their clients were told. A log damaged, tampered with, of another version
+or without the image's cut is refused or its divergence reported, by name,
+and the container removed.
+
+The restores go into a second network namespace: the killed process's
+connections keep its ports in FIN_WAIT in the first.
+"""
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TOOLS, netns_exec, pid_alive, read_text, wait_for_file, wait_until, zdtm_bin
+
+sys.path.insert(0, str(TOOLS))
+import rrlog_edit  # noqa: E402
+from servers import real_server  # noqa: E402
+
+CHECK_BIN = Path(__file__).resolve().parent.parent / "target" / "release" / "rrc-check"
+KVTOOL = TOOLS / "kvtool.py"
+
+# program -> the files besides `result` holding its digest
+PROGRAMS = {
+    "recorded": ["counts.json"],   # mutexes, condvars, trylock/timedlock, rwlocks, spin, semaphores, once,
+                                   # barriers, clocks, randomness, sleeps: counts per thread
+    "fdchurn": ["fdchurn.json"],   # fd churn across threads, outputs (write/send/writev/sendmsg/sendfile)
+    "inputs": ["inputs.json"],     # read/readv/recv/recvmsg/recvfrom/accept/epoll/poll/select: byte hashes
+    "waits": ["rounds.txt"],       # a thread in every kind of sleep and readiness wait at the checkpoint
+    "blocking": [],                # threads blocked in read, accept, epoll_wait, recvfrom at the checkpoint
+    "epoll": [],
+    "eventfd": [],
+    "timerfd": [],
+    "pipes": [],
+}
+
+
+def replay(rrc, images: Path, log: Path, netns: str, out: Path, extra=()) -> tuple[int, dict]:
+    """rrc restore --replay: (pid, its JSON). Fails the test if it fails."""
+    p = rrc.run("restore", "--images", images, "--replay", log, "--netns", netns, "--log", out, "--json", *extra,
+                check=False, timeout=180)
+    assert p.returncode == 0, f"rrc restore --replay failed:\n{p.stderr}\n{read_text(out)[-3000:]}"
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    rrc.pids.append(info["pid"])
+    return info["pid"], info
+
+
+def replay_fails(rrc, images: Path, log: Path, netns: str, out: Path) -> str:
+    """rrc restore --replay that must fail: its message; no container left."""
+    p = rrc.run("restore", "--images", images, "--replay", log, "--netns", netns, "--log", out, "--json",
+                "--replay-timeout", "2s", check=False, timeout=180)
+    assert p.returncode != 0, f"rrc restore --replay of a bad log ({log}) succeeded:\n{p.stdout}"
+    left = [c for c in json.loads(rrc.run("ps", "--json").stdout)
+            if c["running"] and c.get("restored_from") == str(images)]
+    assert not left, f"a failed replay left its container running: {left}"
+    return p.stderr
+
+
+class Recorded:
+    """A zdtm program recorded across one checkpoint, run to its end by its
+    recorded clock, killed; what it wrote is kept apart and deleted."""
+
+    def __init__(self, rrc, tmp: Path, netns: str, prog: str, run_ms=300):
+        written = ["result", *PROGRAMS.get(prog, [])]  # after the checkpoint: the replay writes them again
+        self.zdir, self.log, self.out = tmp / "zdtm", tmp / "rec.log", tmp / "out.log"
+        self.zdir.mkdir()
+        self.images = tmp / "img0"
+        pid = rrc.exec([zdtm_bin(prog)], netns=netns, log=self.out, extra=["--record", self.log],
+                       env={"ZDTM_DIR": self.zdir, "ZDTM_RUN_MS": run_ms})
+        wait_for_file(self.zdir / "ready", pid=pid, log=self.out)
+        rrc.dump(pid, self.images, leave_running=True)
+        wait_for_file(self.zdir / "result", pid=pid, log=self.out, timeout=30)
+        time.sleep(0.2)  # idle rounds after the result, and the writer's last drain
+        rrc.kill(pid)
+        self.recorded = {n: (self.zdir / n).read_bytes() for n in written if (self.zdir / n).exists()}
+        for n in self.recorded:
+            (self.zdir / n).unlink()
+
+
+def live_state(info: dict) -> dict:
+    r = info["replay"]
+    assert r["phase"] == "live" and r["report"] == "", r
+    assert r["events_total"] > 0 and r["events_done"] == r["events_total"], r
+    return r
+
+
+@pytest.mark.parametrize("prog", sorted(PROGRAMS))
+def test_a_replay_reproduces_the_recorded_run(rrc, tmp_path, netns, other_netns, prog):
+    """The replayed program writes the same result and digest as the
+    recorded one, and goes live."""
+    rec = Recorded(rrc, tmp_path, netns, prog)
+    assert rec.recorded.get("result") == b"PASS\n", (rec.recorded, read_text(rec.out)[-2000:])
+    for f in PROGRAMS[prog]:
+        assert f in rec.recorded, f"{prog} wrote no {f}"
+    pid, info = replay(rrc, rec.images, rec.log, other_netns, tmp_path / "replay.log")
+    r = live_state(info)
+    wait_for_file(rec.zdir / "result", pid=pid, log=tmp_path / "replay.log", timeout=10)
+    for name, data in rec.recorded.items():
+        got = (rec.zdir / name).read_bytes() if (rec.zdir / name).exists() else None
+        assert got == data, f"{prog}: {name} after replay differs:\nrecorded {data[:300]!r}\nreplayed {got and got[:300]!r}"
+    assert pid_alive(pid), f"{prog} died after going live\n{read_text(tmp_path / 'replay.log')[-2000:]}"
+    if prog == "fdchurn":
+        assert r["outputs"] > 10 and r["output_bytes"] > 1000, r
+
+
+def tamper(log: Path, out: Path, edit):
+    header, batches = rrlog_edit.read(log)
+    edit(batches)
+    rrlog_edit.write(out, header, batches)
+
+
+def after_cut(batches):
+    """{tid: first event after the cut} of the log's only cut."""
+    cuts = [e for b in batches if b.tid == 0 for e in b.events if e.kind == 90]
+    assert len(cuts) == 1
+    d = cuts[0].data
+    n = int.from_bytes(d[24:28], "little")
+    return {int.from_bytes(d[32 + 16 * i:36 + 16 * i], "little"): int.from_bytes(d[40 + 16 * i:48 + 16 * i], "little")
+            for i in range(n)}
+
+
+def test_a_tampered_log_is_detected_not_replayed(rrc, tmp_path, netns, other_netns):
+    """fdchurn's log, its checksums kept valid: an fd number changed, an
+    output's CRC32C changed, an output removed (the thread's later events
+    renumbered): each is reported as a divergence naming the thread, the
+    event and what differs, and the container is removed. A byte flipped
+    without fixing the checksum is refused before anything runs."""
+    rec = Recorded(rrc, tmp_path, netns, "fdchurn")
+    header, batches = rrlog_edit.read(rec.log)
+    cut = after_cut(batches)
+
+    def first_after_cut(batches, kind, pred=lambda e: True):
+        for b in batches:
+            if b.tid and b.tid in cut:
+                for i, e in enumerate(b.events):
+                    if b.first + i >= cut[b.tid] and e.kind == kind and pred(e):
+                        return b, i, b.first + i
+        raise AssertionError(f"no event of kind {kind} after the cut")
+
+    def fd_number(batches):
+        b, i, _ = first_after_cut(batches, 60, lambda e: e.result >= 0 and e.obj == 1)  # an open
+        b.events[i].result += 1
+
+    def output_crc(batches):
+        b, i, _ = first_after_cut(batches, 70, lambda e: e.result > 0)
+        d = bytearray(b.events[i].data)
+        d[16] ^= 0x40
+        b.events[i].data = bytes(d)
+
+    def removed(batches):  # an output: the sender's next one is then at another offset
+        b, i, n = first_after_cut(batches, 70)
+        rrlog_edit.remove_event(batches, b.tid, n)
+
+    cases = {"fd": (fd_number, "the call gave fd"), "output": (output_crc, "CRC32C"),
+             "removed": (removed, "replay diverged")}
+    for name, (edit, what) in cases.items():
+        bad = tmp_path / f"{name}.log"
+        tamper(rec.log, bad, edit)
+        err = replay_fails(rrc, rec.images, bad, other_netns, tmp_path / f"{name}.out")
+        assert "replay diverged" in err and what in err and "thread " in err and "event #" in err, (name, err)
+        assert "expected" in err and "container" in err and "removed" in err, (name, err)
+
+    raw = bytearray(rec.log.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    flipped = tmp_path / "flipped.log"
+    flipped.write_bytes(bytes(raw))
+    err = replay_fails(rrc, rec.images, flipped, other_netns, tmp_path / "flipped.out")
+    assert "CRC" in err or "crc" in err, err
+
+
+def test_a_turn_that_never_comes_is_reported_in_bounded_time(rrc, tmp_path, netns, other_netns):
+    """recorded's log with the numbers of four acquisitions swapped
+    (checksums valid, every number still once in the log) so that two
+    workers wait for each other: worker A's acquisition of the shared mutex
+    now comes after worker B's, which B makes only after a queue-lock
+    acquisition that now comes after A's next one. Neither turn ever comes;
+    within the replay timeout the watchdog reports who waits for what."""
+    rec = Recorded(rrc, tmp_path, netns, "recorded")
+    header, batches = rrlog_edit.read(rec.log)
+    cut = after_cut(batches)
+    acq = {}  # tid -> [(event, obj)] of its acquisitions after the cut, in order
+    for b in batches:
+        if b.tid in cut:
+            for i, e in enumerate(b.events):
+                if e.kind == 10 and e.result == 0 and b.first + i >= cut[b.tid]:
+                    acq.setdefault(b.tid, []).append(e)
+    def find():
+        """a1 (A, X) ... a2 (A, Y) and b1 (B, Y) ... b2 (B, X), with the
+        numbers a1 < b2 on X and b1 < a2 on Y: swapped, each waits for the other."""
+        objs = {e.obj for evs in acq.values() for e in evs}
+        for X in objs:
+            for Y in objs - {X}:
+                for a_tid in acq:
+                    for b_tid in acq:
+                        if a_tid == b_tid:
+                            continue
+                        A, B = acq[a_tid], acq[b_tid]
+                        for ia, a1 in enumerate(A):
+                            if a1.obj != X:
+                                continue
+                            a2 = next((e for e in A[ia + 1:] if e.obj == Y), None)
+                            if not a2:
+                                break
+                            for ib, b1 in enumerate(B):
+                                if b1.obj != Y or a2.seq <= b1.seq:
+                                    continue
+                                b2 = next((e for e in B[ib + 1:] if e.obj == X and e.seq > a1.seq), None)
+                                if b2:
+                                    return a1, a2, b1, b2
+        raise AssertionError("no crossing pair of acquisitions")
+
+    a1, a2, b1, b2 = find()
+    a1.seq, b2.seq = b2.seq, a1.seq
+    a2.seq, b1.seq = b1.seq, a2.seq
+    bad = tmp_path / "turn.log"
+    rrlog_edit.write(bad, header, batches)
+    t0 = time.monotonic()
+    err = replay_fails(rrc, rec.images, bad, other_netns, tmp_path / "turn.out")
+    took = time.monotonic() - t0
+    assert "replay diverged: no progress" in err and "waits for its turn" in err, err
+    assert took < 60, f"the divergence took {took:.0f} s to be reported"
+
+
+def test_broken_logs_are_refused_before_anything_runs(rrc, tmp_path, netns, other_netns):
+    """Truncated in the middle, of another version, a batch's payload
+    damaged, or recorded across another checkpoint: refused by name."""
+    rec = Recorded(rrc, tmp_path, netns, "eventfd", run_ms=150)
+    raw = rec.log.read_bytes()
+    cases = {
+        "version": (raw[:8] + (1).to_bytes(4, "little") + raw[12:], "version"),
+        "payload": (raw[:96] + bytes([raw[96] ^ 1]) + raw[97:], "CRC"),  # inside the first batch's payload
+        "magic": (b"NOTALOG!" + raw[8:], "not an rrc record log"),
+    }
+    for name, (data, what) in cases.items():
+        bad = tmp_path / f"{name}.log"
+        bad.write_bytes(data)
+        err = replay_fails(rrc, rec.images, bad, other_netns, tmp_path / f"{name}.out")
+        assert what in err, (name, err)
+    # a log without this image's cut: recorded by another run
+    (tmp_path / "b").mkdir()
+    other = Recorded(rrc, tmp_path / "b", netns, "eventfd", run_ms=150)
+    err = replay_fails(rrc, rec.images, other.log, other_netns, tmp_path / "nocut.out")
+    assert "no cut for image" in err, err
+
+
+# ------------------------------------------------------------------ real servers
+
+def wait_port(netns, port, pid, log, what):
+    probe = "import socket,sys\nsocket.create_connection(('127.0.0.1', int(sys.argv[1])), 1).close()"
+    wait_until(lambda: subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", probe, str(port)],
+                                      capture_output=True).returncode == 0, 20, f"{what} to listen",
+               diag=lambda: read_text(log)[-2000:] if pid_alive(pid) else f"{what} died:\n{read_text(log)[-2000:]}")
+
+
+def server(name, tmp: Path):
+    """argv, port, the rrc-check load, the check after the replay (None: mtkv's own)."""
+    if name == "mtkv":
+        return [zdtm_bin("mtkv"), 7000, 4], 7000, None, None
+    # memcached's LRU maintainer and crawler read counters the workers write
+    # without a lock (data races: README); without them it replays
+    argv, port, client = real_server(name, tmp, memcached_opts=["-o", "no_lru_maintainer,no_lru_crawler"])
+    if name == "lighttpd":
+        return argv, port, client, [*client, "--duration", "1s"]
+    state = ["--state", tmp / "state"]
+    return argv, port, [*client, *state], ["verify", *client, *state]
+
+
+@pytest.mark.parametrize("name", ["redis", "memcached", "lighttpd", "mtkv"])
+def test_a_real_server_replays_under_load_and_goes_live(rrc, tmp_path, netns, other_netns, name):
+    """Recorded under concurrent load (8 connections, every reply checked)
+    across a checkpoint, killed after the load; replayed from the
+    checkpoint: every output checked against the log, every thread live
+    together, then the server serves what its clients were told."""
+    if name != "mtkv" and not shutil.which(name if name != "redis" else "redis-server"):
+        pytest.fail(f"{name} is not installed (scripts/setup.sh installs it)")
+    argv, port, load, check = server(name, tmp_path)
+    log, out = tmp_path / "rec.log", tmp_path / "out.log"
+    pid = rrc.exec(argv, netns=netns, log=out, extra=["--record", log])
+    wait_port(netns, port, pid, out, name)
+    images = tmp_path / "img0"
+    if name == "mtkv":
+        kv = lambda ns, *a: netns_exec(ns, [sys.executable, KVTOOL, *map(str, a)], timeout=120)  # noqa: E731
+        kv(netns, "mtkv-load", port, 0)
+        rrc.dump(pid, images, leave_running=True)
+        kv(netns, "mtkv-load", port, 1)
+        kv(netns, "mtkv-load", port, 2)
+        digest = kv(netns, "mtkv-digest", port).stdout.strip()
+    else:
+        p = subprocess.Popen(["ip", "netns", "exec", netns, str(CHECK_BIN), *map(str, load), "--threads", "8",
+                              "--duration", "2s", "--rate", "4000", "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        rrc.dump(pid, images, leave_running=True)
+        o, e = p.communicate(timeout=60)
+        rep = json.loads(o)
+        assert rep["ok"] and rep["ops"] > 1000, (rep, e)
+    time.sleep(0.3)  # the writer's last drain
+    rrc.kill(pid)
+
+    rpid, info = replay(rrc, images, log, other_netns, tmp_path / "replay.log")
+    r = live_state(info)
+    assert r["outputs"] > 100, r
+    wait_port(other_netns, port, rpid, tmp_path / "replay.log", f"replayed {name}")
+    if name == "mtkv":
+        kv(other_netns, "mtkv-model", port, 3)
+        assert kv(other_netns, "mtkv-digest", port).stdout.strip() == digest
+    else:
+        p = netns_exec(other_netns, [CHECK_BIN, *map(str, check), "--json"], check=False, timeout=120)
+        rep = json.loads(p.stdout)
+        assert p.returncode == 0 and rep["ok"], rep
+        if name != "lighttpd":
+            assert rep["checked"] > 100, rep
