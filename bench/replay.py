@@ -13,10 +13,12 @@ replayed, and whether it diverged (the report is kept). Replay time is
 reported per 100 ms of log (the epoch's real length, measured between the
 two checkpoints' cuts, scales it).
 
-memcached is run twice: as shipped, and with its LRU maintainer and
-crawler threads off (`-o no_lru_maintainer,no_lru_crawler`): those threads
-read counters its workers write without a lock (data races), which a
-replay does not reproduce without RRC §4.7's mitigation (not built).
+redis and memcached are run twice: as shipped, and without the threads
+that read, without a lock, what the others write (data races, and
+jemalloc's lock-free atomics), which a replay does not reproduce without
+RRC §4.7's mitigation (not built): redis with `--jemalloc-bg-thread no`
+(jemalloc's background purging thread decides from atomic counters whether
+to sleep), memcached with `-o no_lru_maintainer,no_lru_crawler`.
 
 Writes JSON and PNG to bench/results/replay.{json,png}. See bench/README.md.
 """
@@ -55,6 +57,9 @@ def servers(workdir):
     return {
         "redis": {"argv": ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--bind", "127.0.0.1"],
                   "port": 6379, "client": ["redis", "--server", "127.0.0.1:6379"]},
+        "redis-no-bg-thread": {"argv": ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--bind",
+                                        "127.0.0.1", "--jemalloc-bg-thread", "no"],
+                               "port": 6379, "client": ["redis", "--server", "127.0.0.1:6379"]},
         "memcached": {"argv": mc, "port": 11211, "client": ["memcached", "--server", "127.0.0.1:11211"]},
         "memcached-no-maintainer": {"argv": [*mc, "-o", "no_lru_maintainer,no_lru_crawler"], "port": 11211,
                                     "client": ["memcached", "--server", "127.0.0.1:11211"]},
@@ -104,19 +109,46 @@ def record(spec, workdir, args, tag):
     return rec, images, epochs_ms
 
 
+def gone(pid):
+    """Exited (a zombie has closed its fds, its listener with them)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, IndexError, ProcessLookupError):
+        return True
+
+
+def kill(pid):
+    """The container removed and its process gone."""
+    run([str(RRC), "kill", "--pid", str(pid)], 30, check=False)
+    deadline = time.monotonic() + 10
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def replay_one(images, i, rec, workdir, timeout):
+    """One replay, in a network namespace of its own (a killed replay's
+    sockets may hold the server's port for a while)."""
+    run(["ip", "netns", "add", NS_REP], 10)
+    try:
+        run(["ip", "-n", NS_REP, "link", "set", "lo", "up"], 10)
+        return replay_in_ns(images, i, rec, workdir, timeout)
+    finally:
+        run(["ip", "netns", "del", NS_REP], 10, check=False)
+
+
+def replay_in_ns(images, i, rec, workdir, timeout):
     p = subprocess.run([str(RRC), "restore", "--images", str(images[i]), "--replay", str(rec), "--replay-to",
                         str(images[i + 1]), "--netns", NS_REP, "--log", str(workdir / "replay.out"), "--json",
                         "--replay-timeout", timeout], capture_output=True, text=True, timeout=300)
     if p.returncode == 0:
         info = json.loads(p.stdout.strip().splitlines()[-1])
-        run([str(RRC), "kill", "--pid", str(info["pid"])], 30, check=False)
+        kill(info["pid"])
         r = info["replay"]
         return {"diverged": False, "replay_ms": r["replay_ns"] / 1e6, "load_ms": r["load_ns"] / 1e6,
                 "events": r["events_done"], "dropped": r["events_dropped"], "outputs": r["outputs"]}
     err = p.stderr.strip()
     if "replay diverged" not in err:
-        raise BenchError(f"replay of epoch {i} failed otherwise than by diverging: {err[-500:]}")
+        raise BenchError(f"replay of epoch {i} failed otherwise than by diverging: {err[:600]}")
     return {"diverged": True, "report": err[-600:]}
 
 
@@ -150,9 +182,9 @@ def plot(path, res):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--servers", default="redis,memcached,memcached-no-maintainer,lighttpd")
-    ap.add_argument("--epochs", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=10, help="replays of each epoch")
+    ap.add_argument("--servers", default="redis,redis-no-bg-thread,memcached,memcached-no-maintainer,lighttpd")
+    ap.add_argument("--epochs", type=int, default=50, help="at most 59: a chain holds 60 images")
+    ap.add_argument("--repeats", type=int, default=20, help="replays of each epoch")
     ap.add_argument("--epoch-ms", type=int, default=100)
     ap.add_argument("--rate", type=int, default=4000, help="the load's ops/s while recording")
     ap.add_argument("--timeout", default="3s", help="the replay's no-progress timeout")
@@ -164,8 +196,8 @@ def main():
     cleanup = Cleanup()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(Interrupted()))
     try:
-        for ns in (NS_REC, NS_REP):
-            netns_up(cleanup, ns)
+        netns_up(cleanup, NS_REC)
+        cleanup.push("netns", lambda: run(["ip", "netns", "del", NS_REP], 10, check=False))
         workdir = Path(tempfile.mkdtemp(prefix="rrc-bench-replay-"))
         cleanup.push("workdir", lambda: shutil.rmtree(workdir, ignore_errors=True))
         specs = servers(workdir)
@@ -182,6 +214,8 @@ def main():
                 for i in range(len(lens)):
                     r = replay_one(images, i, rec, workdir, args.timeout)
                     r.update(epoch=i, epoch_ms=lens[i])
+                    if r["diverged"]:
+                        log(f"{name} epoch {i}: {r['report'][:400]}")
                     runs.append(r)
                 done = [r for r in runs if not r["diverged"]]
                 log(f"{name} pass {k + 1}/{args.repeats}: {len(runs) - len(done)} of {len(runs)} diverged so far")

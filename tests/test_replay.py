@@ -62,10 +62,10 @@ def replay(rrc, images: Path, log: Path, netns: str, out: Path, extra=()) -> tup
     return info["pid"], info
 
 
-def replay_fails(rrc, images: Path, log: Path, netns: str, out: Path) -> str:
+def replay_fails(rrc, images: Path, log: Path, netns: str, out: Path, extra=()) -> str:
     """rrc restore --replay that must fail: its message; no container left."""
     p = rrc.run("restore", "--images", images, "--replay", log, "--netns", netns, "--log", out, "--json",
-                "--replay-timeout", "2s", check=False, timeout=180)
+                "--replay-timeout", "2s", *extra, check=False, timeout=180)
     assert p.returncode != 0, f"rrc restore --replay of a bad log ({log}) succeeded:\n{p.stdout}"
     left = [c for c in json.loads(rrc.run("ps", "--json").stdout)
             if c["running"] and c.get("restored_from") == str(images)]
@@ -118,6 +118,45 @@ def test_a_replay_reproduces_the_recorded_run(rrc, tmp_path, netns, other_netns,
     assert pid_alive(pid), f"{prog} died after going live\n{read_text(tmp_path / 'replay.log')[-2000:]}"
     if prog == "fdchurn":
         assert r["outputs"] > 10 and r["output_bytes"] > 1000, r
+
+
+def test_a_replay_to_a_later_checkpoint_goes_live_in_its_state(rrc, tmp_path, netns, other_netns):
+    """recorded across three checkpoints; replayed from the first up to the
+    second's cut (`--replay-to`): every thread stops where the second
+    checkpoint found it (exactly the events between the two cuts are
+    replayed), then all go live. Replaying to an earlier checkpoint is
+    refused."""
+    zdir, log, out = tmp_path / "zdtm", tmp_path / "rec.log", tmp_path / "out.log"
+    zdir.mkdir()
+    pid = rrc.exec([zdtm_bin("recorded")], netns=netns, log=out, extra=["--record", log],
+                   env={"ZDTM_DIR": zdir, "ZDTM_RUN_MS": 500})
+    wait_for_file(zdir / "ready", pid=pid, log=out)
+    images = []
+    for i in range(3):
+        d = tmp_path / f"img{i}"
+        rrc.dump(pid, d, parent=images[-1] if images else None, leave_running=True)
+        images.append(d)
+        time.sleep(0.1)
+    wait_for_file(zdir / "result", pid=pid, log=out, timeout=30)
+    time.sleep(0.2)
+    rrc.kill(pid)
+    _, batches = rrlog_edit.read(log)
+    cuts = []
+    for b in batches:
+        for e in b.events:
+            if b.tid == 0 and e.kind == 90:
+                n = int.from_bytes(e.data[24:28], "little")
+                cuts.append({int.from_bytes(e.data[32 + 16 * i:36 + 16 * i], "little"):
+                             int.from_bytes(e.data[40 + 16 * i:48 + 16 * i], "little") for i in range(n)})
+    assert len(cuts) == 3
+    between = sum(n - cuts[0].get(t, 0) for t, n in cuts[1].items())
+    rpid, info = replay(rrc, images[0], log, other_netns, tmp_path / "replay.log", extra=["--replay-to", images[1]])
+    r = live_state(info)
+    assert r["events_done"] == between and r["events_dropped"] == 0, (r, between)
+    assert pid_alive(rpid)
+    rrc.kill(rpid)
+    err = replay_fails(rrc, images[1], log, other_netns, tmp_path / "back.out", extra=["--replay-to", images[0]])
+    assert "is not after the restored image" in err, err
 
 
 def tamper(log: Path, out: Path, edit):
@@ -239,8 +278,10 @@ def test_a_turn_that_never_comes_is_reported_in_bounded_time(rrc, tmp_path, netn
 
 
 def test_broken_logs_are_refused_before_anything_runs(rrc, tmp_path, netns, other_netns):
-    """Truncated in the middle, of another version, a batch's payload
-    damaged, or recorded across another checkpoint: refused by name."""
+    """Of another version, a batch's payload damaged, not a log, or
+    recorded across another checkpoint: refused by name before anything
+    runs. Cut short inside its last batch (a recorder that died while
+    writing): named, and what precedes it replayed."""
     rec = Recorded(rrc, tmp_path, netns, "eventfd", run_ms=150)
     raw = rec.log.read_bytes()
     cases = {
@@ -253,6 +294,17 @@ def test_broken_logs_are_refused_before_anything_runs(rrc, tmp_path, netns, othe
         bad.write_bytes(data)
         err = replay_fails(rrc, rec.images, bad, other_netns, tmp_path / f"{name}.out")
         assert what in err, (name, err)
+    # cut short inside its last batch (the recorder died writing it): the
+    # complete batches before are replayed, and the cut is named
+    short = tmp_path / "short.log"
+    short.write_bytes(raw[:len(raw) - 7])
+    p = rrc.run("restore", "--images", rec.images, "--replay", short, "--netns", other_netns, "--log",
+                tmp_path / "short.out", "--json", check=False, timeout=180)
+    assert p.returncode == 0 and "ends inside its last batch" in p.stderr and "truncated" in p.stderr, p.stderr
+    info = json.loads(p.stdout.strip().splitlines()[-1])
+    rrc.pids.append(info["pid"])
+    assert info["replay"]["phase"] == "live" and info["replay"]["live_at"] == "end of the log", info["replay"]
+    rrc.kill(info["pid"])
     # a log without this image's cut: recorded by another run
     (tmp_path / "b").mkdir()
     other = Recorded(rrc, tmp_path / "b", netns, "eventfd", run_ms=150)
@@ -274,8 +326,11 @@ def server(name, tmp: Path):
     if name == "mtkv":
         return [zdtm_bin("mtkv"), 7000, 4], 7000, None, None
     # memcached's LRU maintainer and crawler read counters the workers write
-    # without a lock (data races: README); without them it replays
-    argv, port, client = real_server(name, tmp, memcached_opts=["-o", "no_lru_maintainer,no_lru_crawler"])
+    # without a lock, jemalloc's background thread in redis decides from
+    # atomic counters whether to sleep (data races and lock-free atomics:
+    # README, bench/replay.py measures both ways); without them they replay
+    argv, port, client = real_server(name, tmp, memcached_opts=["-o", "no_lru_maintainer,no_lru_crawler"],
+                                     redis_opts=["--jemalloc-bg-thread", "no"])
     if name == "lighttpd":
         return argv, port, client, [*client, "--duration", "1s"]
     state = ["--state", tmp / "state"]

@@ -327,26 +327,6 @@ static uint32_t iov_crc(const void *ctx, uint64_t len, uint64_t *have)
 	return rrc_rr_crc_iov(c->iov, c->cnt, len);
 }
 
-/* An output sent before the checkpoint this process was restored from
- * into replay (parked between the call and its event): its event is this
- * thread's next. 1 if so. */
-static int out_late(int fd, ssize_t r)
-{
-	if (!rrc_rr_replaying())
-		return 0;
-	int e = errno;
-	const struct rrc_log_event *ev = rrc_rp_next(RRC_EV_OUTPUT, (uint64_t)fd);
-	if (ev) {
-		if (ev->result != (r < 0 ? -e : r))
-			rrc_rp_diverge("an output completed at the checkpoint returned", (uint64_t)r);
-		if (r > 0 && fd < RRC_MAX_FDS)
-			fdt->e[fd].sent += (uint64_t)r;
-		rrc_rp_done();
-	}
-	errno = e;
-	return 1;
-}
-
 int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
 {
 	struct iov_ctx c = { iov, cnt };
@@ -357,14 +337,31 @@ int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
 	return 1;
 }
 
-void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
+/* An output begun while recording that returns after a restore into
+ * replay (parked between the call and its event, or before its syscall,
+ * which then ran on the restored stand-in of its socket): its event is
+ * this thread's next, checked against the bytes like a replayed one; the
+ * program sees the recorded outcome. 1 if so (*r set). */
+static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *), ssize_t *r)
+{
+	if (!rrc_rr_replaying())
+		return 0;
+	const struct rrc_log_event *ev = out_replay(fd, crc_of, ctx);
+	if (ev)
+		*r = rrc_rp_result(ev);
+	return 1;
+}
+
+ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
 {
 	if (!t)
-		return;
-	if (out_late(fd, r))
-		return;
+		return r;
+	struct iov_ctx c = { iov, cnt };
+	if (out_late(fd, &c, iov_crc, &r))
+		return r;
 	int e = errno;
 	out_event(fd, r, e, rrc_rr_crc_iov(iov, cnt, r > 0 ? (size_t)r : 0));
+	return r;
 }
 
 /* ---- the calls that make fds, without another home ---- */
@@ -494,8 +491,7 @@ ssize_t send(int fd, const void *buf, size_t n, int fl)
 		return r;
 	int t = rrc_out_begin(fd);
 	r = real_send(fd, buf, n, fl);
-	rrc_out_end(t, fd, &v, 1, r);
-	return r;
+	return rrc_out_end(t, fd, &v, 1, r);
 }
 
 ssize_t sendto(int fd, const void *buf, size_t n, int fl, const struct sockaddr *to, socklen_t tl)
@@ -507,8 +503,7 @@ ssize_t sendto(int fd, const void *buf, size_t n, int fl, const struct sockaddr 
 		return r;
 	int t = rrc_out_begin(fd);
 	r = real_sendto(fd, buf, n, fl, to, tl);
-	rrc_out_end(t, fd, &v, 1, r);
-	return r;
+	return rrc_out_end(t, fd, &v, 1, r);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
@@ -519,8 +514,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int fl)
 		return r;
 	int t = rrc_out_begin(fd);
 	r = real_sendmsg(fd, m, fl);
-	rrc_out_end(t, fd, m ? m->msg_iov : 0, m ? (int)m->msg_iovlen : 0, r);
-	return r;
+	return rrc_out_end(t, fd, m ? m->msg_iov : 0, m ? (int)m->msg_iovlen : 0, r);
 }
 
 /* A file's bytes from an offset, read back without moving it. */
@@ -560,7 +554,7 @@ ssize_t sendfile(int out, int in, off_t *off, size_t n)
 	int t = rrc_out_begin(out);
 	long start = t ? (off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR)) : 0;
 	ssize_t r = real_sendfile(out, in, off, n);
-	if (!t || out_late(out, r))
+	if (!t || out_late(out, &c, file_crc, &r))
 		return r;
 	int e = errno;
 	uint8_t chunk[4096];

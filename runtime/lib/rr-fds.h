@@ -10,7 +10,7 @@
  *
  *     int t = rrc_out_begin(fd);        // recording and fd is a socket
  *     r = real_write(...);
- *     rrc_out_end(t, fd, iov, cnt, r);  // OUTPUT: offset, length, CRC32C
+ *     return rrc_out_end(t, fd, iov, cnt, r);  // OUTPUT: offset, length, CRC32C
  */
 #ifndef RRC_RR_FDS_H
 #define RRC_RR_FDS_H
@@ -47,7 +47,8 @@ void rrc_fdt_drop_held(void) RRC_HIDDEN_FDS;
 int rrc_out_begin(int fd) RRC_HIDDEN_FDS;
 /* a regular file (its reads are logged by CRC, replayed by reading again) */
 int rrc_fdt_is_file(int fd) RRC_HIDDEN_FDS;
-void rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r) RRC_HIDDEN_FDS;
+/* the call's result, or, after a restore into replay, the recorded one */
+ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r) RRC_HIDDEN_FDS;
 /* Replay: an output to a socket is not sent; its bytes are checked against
  * its event (offset, CRC32C) and *r is the recorded outcome. 1 if so, 0 if
  * the call is to be made (not replaying, not a socket, or live). */

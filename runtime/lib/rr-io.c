@@ -173,24 +173,27 @@ static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how
 }
 
 /* A read begun while recording that returns after a restore into replay:
- * interrupted (the restarted call rewritten, rr-replay.c), it is replayed;
- * completed before the checkpoint (its effects in the image), it consumes
- * its event, which must match. 1 if handled. */
+ * the program must see its recorded outcome, whether the call completed
+ * before the checkpoint (its bytes are in the image: the recorded ones, the
+ * same), was interrupted (the restarted call rewritten to EINTR,
+ * rr-replay.c), or ran after the restore (parked before its syscall: then
+ * on the restored stand-in of its fd). So it is replayed; only a regular
+ * file's read, which the restored offset makes the same whenever it ran,
+ * keeps its real outcome, which must be the recorded one. 1 if handled. */
 static int input_late(int fd, const struct iovec *iov, int cnt, enum how how, off_t off, struct msghdr *m, ssize_t *r)
 {
 	if (!rrc_rr_replaying())
 		return 0;
-	if (*r < 0 && errno == EINTR)
-		return input_replayed(fd, iov, cnt, how, off, m, r);
 	int e = errno;
-	const struct rrc_log_event *ev = rrc_rp_next(RRC_EV_READ, (uint64_t)fd);
-	if (ev) {
+	const struct rrc_log_event *ev = rrc_rp_peek(RRC_EV_READ, (uint64_t)fd);
+	if (ev && (ev->flags & RRC_EVF_FILE) && !(*r < 0 && e == EINTR)) {
 		if (ev->result != (*r < 0 ? -e : *r))
-			rrc_rp_diverge("a read completed at the checkpoint returned", (uint64_t)*r);
+			rrc_rp_diverge("a regular file's read at the checkpoint returned", (uint64_t)*r);
 		rrc_rp_done();
+		errno = e;
+		return 1;
 	}
-	errno = e;
-	return 1;
+	return input_replayed(fd, iov, cnt, how, off, m, r);
 }
 
 ssize_t read(int fd, void *buf, size_t n)
@@ -515,10 +518,10 @@ static int sockop_result(int op, const struct rrc_log_event *e, void *val, sockl
 static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t *len)
 {
 	int err = errno;
-	if (rrc_rr_replaying()) { /* parked after the call, restored into replay */
-		rrc_rp_late(RRC_EV_SOCKOPT, (uint64_t)fd, 0);
-		errno = err;
-		return r;
+	if (rrc_rr_replaying()) { /* parked around the call, restored into replay: the recorded outcome */
+		int64_t rec = rrc_rp_late(RRC_EV_SOCKOPT, (uint64_t)fd, r < 0 ? -(int64_t)err : r);
+		errno = rec < 0 ? (int)-rec : err;
+		return rec < 0 ? -1 : (int)rec;
 	}
 	uint8_t d[132];
 	uint32_t n = 0;

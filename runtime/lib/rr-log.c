@@ -517,23 +517,37 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	rrc_rr_library_thread();
+	/* Every step that touches the rings runs inside the hook guard: this
+	 * thread is parked by a checkpoint like any other, and the rings are
+	 * not in the image, so it must never be restored in the middle of a
+	 * drain (it would resume writing into memory that is not there). A
+	 * park waits until the step is over; after a restore the mode is off
+	 * and the loop ends before touching a ring again. */
 	while (rrc_rr_mode_on()) {
-		int busy = 0;
-		write_cuts();
-		for (uint32_t i = 0; i < RING_SLOTS && rrc_rr_mode_on(); i++) {
+		int busy = 0, d = 0;
+		rrc_hook_enter();
+		if (rrc_rr_mode_on())
+			write_cuts();
+		rrc_hook_leave();
+		for (uint32_t i = 0; i < RING_SLOTS && d >= 0; i++) {
+			rrc_hook_enter();
+			if (!rrc_rr_mode_on()) {
+				rrc_hook_leave();
+				break;
+			}
 			struct ring *r = &rr.rings[i];
 			uint32_t st = RRC_LOAD(&r->state);
-			if (st == SLOT_FREE)
-				continue;
-			int d;
-			while ((d = drain_one(r)) > 0)
-				busy = 1;
-			if (d < 0)
-				break;
-			if (st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) &&
-			    rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
-				RRC_STORE(&r->state, SLOT_FREE);
+			if (st != SLOT_FREE) {
+				while ((d = drain_one(r)) > 0)
+					busy = 1;
+				if (d >= 0 && st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) &&
+				    rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
+					RRC_STORE(&r->state, SLOT_FREE);
+			}
+			rrc_hook_leave();
 		}
+		if (!rrc_rr_mode_on())
+			break;
 		if (busy)
 			continue;
 		uint32_t k = RRC_LOAD(&rr.kick);

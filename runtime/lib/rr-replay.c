@@ -497,7 +497,8 @@ void rrc_rp_unpark(void *ucv)
 	/* the kernel set the call up to be made again on return from the
 	 * handler: ip back on the `syscall` instruction, rax the call's
 	 * number. It returns EINTR instead, into the wrapper, which replays. */
-	if (ip[0] == 0x0f && ip[1] == 0x05 && g[REG_RAX] >= 0 && g[REG_RAX] < 1024) {
+	if (((uint64_t)ip & 4095) != 4095 && ip[0] == 0x0f && ip[1] == 0x05 && g[REG_RAX] >= 0 &&
+	    g[REG_RAX] < 1024) {
 		g[REG_RAX] = -EINTR;
 		g[REG_RIP] += 2;
 	}

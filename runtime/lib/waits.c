@@ -286,7 +286,9 @@ static int replay_select(const struct rrc_log_event *e, int n, fd_set *r, fd_set
 }
 
 /* Each wait's loop starts with this: replayed (also after a park that
- * ended in a restore into replay), its outcome is the log's. */
+ * ended in a restore into replay: a call that came back then, whether it
+ * completed before the checkpoint or ran after the restore, goes round
+ * once more), its outcome is the log's. */
 #define REPLAYED(kind, obj, how) do { \
 		const struct rrc_log_event *e_ = replayed((kind), (obj)); \
 		if (e_) \
@@ -308,6 +310,8 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 		uint32_t p = parks();
 		struct timespec r;
 		int ret = real_nanosleep(&t, &r);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret)) {
 			/* what is left matters only to an interrupted sleep */
 			int intr = ret < 0 && errno == EINTR;
@@ -335,6 +339,8 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, stru
 		uint32_t p = parks();
 		/* clock_nanosleep returns the error number, errno untouched */
 		int ret = real_clock_nanosleep(clock, flags, &t, rem);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (ret != EINTR || parks() == p) {
 			struct timespec l = ret == EINTR ? ns_ts(left(&d)) : (struct timespec){ 0, 0 };
 			if (ret == EINTR && rem && !(flags & TIMER_ABSTIME))
@@ -376,6 +382,8 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 		REPLAYED(RRC_EV_EPOLL_WAIT, (uint64_t)ep, replay_events(e_, ep, ev, max));
 		uint32_t p = parks();
 		int ret = real_epoll_wait(ep, ev, max, timeout);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_events(rec, ep, ev, ret);
 		timeout = left_ms(&d);
@@ -391,6 +399,8 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigs
 		REPLAYED(RRC_EV_EPOLL_WAIT, (uint64_t)ep, replay_events(e_, ep, ev, max));
 		uint32_t p = parks();
 		int ret = real_epoll_pwait(ep, ev, max, timeout, mask);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_events(rec, ep, ev, ret);
 		timeout = left_ms(&d);
@@ -407,6 +417,8 @@ int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 		REPLAYED(RRC_EV_EPOLL_WAIT, (uint64_t)ep, replay_events(e_, ep, ev, max));
 		uint32_t p = parks();
 		int ret = real_epoll_pwait2(ep, ev, max, to, mask);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_events(rec, ep, ev, ret);
 		if (to) {
@@ -425,6 +437,8 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 		REPLAYED(RRC_EV_POLL, RRC_RP_ANY, replay_poll(e_, fds, n));
 		uint32_t p = parks();
 		int ret = real_poll(fds, n, timeout);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_poll(rec, fds, n, ret);
 		timeout = left_ms(&d);
@@ -441,6 +455,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_
 		REPLAYED(RRC_EV_POLL, RRC_RP_ANY, replay_poll(e_, fds, n));
 		uint32_t p = parks();
 		int ret = real_ppoll(fds, n, to, mask);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_poll(rec, fds, n, ret);
 		if (to) {
@@ -461,6 +477,8 @@ int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 		REPLAYED(RRC_EV_SELECT, (uint64_t)n, replay_select(e_, n, r, w, x));
 		uint32_t p = parks();
 		int ret = real_select(n, r, w, x, tv);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_select(rec, n, r, w, x, ret);
 		if (tv) {
@@ -481,6 +499,8 @@ int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *to, c
 		REPLAYED(RRC_EV_SELECT, (uint64_t)n, replay_select(e_, n, r, w, x));
 		uint32_t p = parks();
 		int ret = real_pselect(n, r, w, x, to, mask);
+		if (rrc_rr_replaying())
+			continue; /* came back after a restore into replay: the log's outcome (above) */
 		if (!parked_in(p, ret))
 			return recorded_select(rec, n, r, w, x, ret);
 		if (to) {

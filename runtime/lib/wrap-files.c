@@ -252,8 +252,7 @@ ssize_t write(int fd, const void *buf, size_t n)
 			return r;
 		int t = rrc_out_begin(fd); /* a socket, while recording: an output */
 		r = real_write(fd, buf, n);
-		rrc_out_end(t, fd, &v, 1, r);
-		return r;
+		return rrc_out_end(t, fd, &v, 1, r);
 	}
 	rrc_hook_enter();
 	rrc_fj_lock();
@@ -276,8 +275,7 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
 			return r;
 		int t = rrc_out_begin(fd);
 		r = real_writev(fd, iov, cnt);
-		rrc_out_end(t, fd, iov, cnt, r);
-		return r;
+		return rrc_out_end(t, fd, iov, cnt, r);
 	}
 	rrc_hook_enter();
 	rrc_fj_lock();

@@ -10,11 +10,12 @@ MEMCACHED = (["memcached", "-t", "4", "-p", "11211", "-l", "127.0.0.1", "-U", "0
              ["memcached", "--server", "127.0.0.1:11211"])
 
 
-def real_server(name: str, tmp_path: Path, memcached_opts=()):
+def real_server(name: str, tmp_path: Path, memcached_opts=(), redis_opts=()):
     """argv, port and the rrc-check arguments (without the load's) for
     redis, memcached -t 4 or lighttpd (serving a 16 KiB file from tmp_path)."""
     if name == "redis":
-        return REDIS
+        argv, port, client = REDIS
+        return [*argv, *redis_opts], port, client
     if name == "memcached":
         argv, port, client = MEMCACHED
         return [*argv, *memcached_opts], port, client

@@ -175,6 +175,11 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
         }
         tracing::info!(events, "replayed");
         replayed = serde_json::to_value(&st)?;
+        // where every thread went live: the log's (consistent) end, or a later checkpoint's cut
+        replayed["live_at"] = match &replay_to {
+            Some(id) => serde_json::json!({ "cut_of_image": id.to_string() }),
+            None => serde_json::json!("end of the log"),
+        };
         if !a.json.json {
             eprintln!(
                 "rrc restore: replayed {} events of {} threads in {:.1} ms ({} outputs checked, {} dropped after the log's consistent end); live",
