@@ -110,3 +110,20 @@ def write_results(out, data, plot):
     Path(out + ".json").write_text(json.dumps(data, indent=1) + "\n")
     plot(out + ".png", data)
     log(f"wrote {out}.json and .png")
+
+
+def exited(pid):
+    """Exited (a zombie has closed its fds, its listener with them)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, IndexError, ProcessLookupError):
+        return True
+
+
+def kill_container(rrc, pid, timeout=10):
+    """`rrc kill`, then until its process has exited (the next server can
+    take its port)."""
+    run([str(rrc), "kill", "--pid", str(pid)], 30, check=False)
+    deadline = time.monotonic() + timeout
+    while not exited(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)

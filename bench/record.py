@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import machine_description, netns_up, wait_port, write_results
+from benchlib import kill_container, machine_description, netns_up, wait_port, write_results
 from checkpoint_pause import BenchError, Cleanup, Interrupted, log, run
 
 HERE = Path(__file__).resolve().parent
@@ -86,7 +86,7 @@ def one(spec, config, workdir, args, rate, tag):
         half = check(spec["client"], ["--duration", f"{args.half_s}s", "--rate", f"{rate:.1f}"], args.half_s + 120)
         lived = time.monotonic() - t0
     finally:
-        run([str(RRC), "kill", "--pid", str(pid)], 30, check=False)
+        kill_container(RRC, pid)
     res = {"saturation_ops_s": sat["throughput_ops_s"], "ops": sat.get("ops"),
            "half_rate_ops_s": half["throughput_ops_s"],
            "half_latency_us": {k: half["latency_us"].get(k) for k in ("mean", "p50", "p99")}}

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import machine_description, netns_up, wait_port, write_results
+from benchlib import kill_container, machine_description, netns_up, wait_port, write_results
 from checkpoint_pause import BenchError, Cleanup, Interrupted, log, run
 
 HERE = Path(__file__).resolve().parent
@@ -104,25 +104,9 @@ def record(spec, workdir, args, tag):
             raise BenchError(f"the load during the recording failed: {rep.get('errors')} {e[-300:]}")
         time.sleep(0.3)  # the writer's last drain
     finally:
-        run([str(RRC), "kill", "--pid", str(pid)], 30, check=False)
+        kill_container(RRC, pid)
     epochs_ms = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])]
     return rec, images, epochs_ms
-
-
-def gone(pid):
-    """Exited (a zombie has closed its fds, its listener with them)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (FileNotFoundError, IndexError, ProcessLookupError):
-        return True
-
-
-def kill(pid):
-    """The container removed and its process gone."""
-    run([str(RRC), "kill", "--pid", str(pid)], 30, check=False)
-    deadline = time.monotonic() + 10
-    while not gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def replay_one(images, i, rec, workdir, timeout):
@@ -142,7 +126,7 @@ def replay_in_ns(images, i, rec, workdir, timeout):
                         "--replay-timeout", timeout], capture_output=True, text=True, timeout=300)
     if p.returncode == 0:
         info = json.loads(p.stdout.strip().splitlines()[-1])
-        kill(info["pid"])
+        kill_container(RRC, info["pid"])
         r = info["replay"]
         return {"diverged": False, "replay_ms": r["replay_ns"] / 1e6, "load_ms": r["load_ns"] / 1e6,
                 "events": r["events_done"], "dropped": r["events_dropped"], "outputs": r["outputs"]}

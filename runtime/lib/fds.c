@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include "rrc_lib.h"
+#include "rr-log.h"
 #include "rr-replay.h"
 
 struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len)
@@ -67,7 +68,7 @@ static int lib_fd_kind(int fd)
 		return RRC_FD_LIB_CONTROL;
 	if (fd == rrc_g.uffd || fd == rrc_g.conn_fd || fd == rrc_g.pagemap_fd ||
 	    fd == rrc_g.maps_fd || fd == rrc_g.image_fd || fd == rrc_s->walk_fd ||
-	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd || fd == rrc_rp_log_fd())
+	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd || fd == rrc_rp_log_fd() || fd == rrc_rr_log_fd())
 		return RRC_FD_LIB_INTERNAL;
 	for (uint32_t i = 0; i < rrc_s->nr_libpipes; i++)
 		if (fd == rrc_s->libpipes[i].rfd || fd == rrc_s->libpipes[i].wfd)

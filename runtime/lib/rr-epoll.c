@@ -121,17 +121,20 @@ static void note(int epfd, int fd, uint64_t data, int add)
 
 static int (*real_epoll_ctl)(int, int, int, struct epoll_event *);
 
-/* The order's lock: taken inside the hook guard only, for non-blocking
- * work, so that no parked thread holds it. */
-static volatile uint32_t order_lock;
+/* The order's locks, one per epoll fd modulo 64 (memcached's workers each
+ * have their own instance: no contention between them): taken inside the
+ * hook guard only, for non-blocking work, so that no parked thread holds
+ * one. */
+static volatile uint32_t order_lock[64];
 
 uint64_t rrc_ep_order(int epfd)
 {
-	while (__atomic_exchange_n(&order_lock, 1, __ATOMIC_ACQUIRE))
-		while (RRC_LOAD(&order_lock))
+	volatile uint32_t *l = &order_lock[(uint32_t)epfd & 63];
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+		while (RRC_LOAD(l))
 			__builtin_ia32_pause();
 	uint64_t n = rrc_rr_obj_seq((const void *)RRC_EPOLL_KEY(epfd));
-	__atomic_store_n(&order_lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
 	return n;
 }
 

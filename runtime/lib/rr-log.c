@@ -146,6 +146,11 @@ static void kick_writer(void)
 
 /* ---- set-up ---- */
 
+int rrc_rr_log_fd(void)
+{
+	return rr.fd;
+}
+
 int rrc_rr_ring_range(uint64_t *start, uint64_t *end)
 {
 	if (!rr.region)

@@ -44,6 +44,7 @@ struct rp_thread {
 
 struct rp_state {
 	volatile uint32_t state;            /* RP_*; futex: going live, diverging */
+	uint32_t generation;                /* +1 per load: a thread's identity from an earlier replay is stale */
 	int log_fd;                         /* -1 before a load */
 	uint8_t image_id[16];
 	const struct rrc_log_cut *cut;
@@ -69,6 +70,8 @@ struct rp_state {
 
 extern struct rp_state rp RRC_HIDDEN_RP;
 
+/* Forgets an earlier replay's per-fd debts (a load). */
+void rp_debts_reset(void) RRC_HIDDEN_RP;
 /* A key's counter as the image left it (0 if never numbered). */
 uint64_t rp_counter_now(uint64_t key) RRC_HIDDEN_RP;
 /* The first report wins; what comes later is dropped. */

@@ -379,6 +379,12 @@ int rrc_rp_load(int fd, const uint8_t id[16], const uint8_t *end_id, uint32_t ti
 {
 	uint64_t t0 = rrc_mono_ns();
 	struct stat st;
+	/* an image taken after an earlier replay holds that replay's state */
+	uint32_t gen = rp.generation + 1;
+	rrc_memset(&rp, 0, sizeof rp);
+	rp.generation = gen;
+	rp.log_fd = -1;
+	rp_debts_reset();
 	rrc_memcpy(rp.image_id, id, 16);
 	if (end_id) {
 		rrc_memcpy(rp.end_id, end_id, 16);

@@ -29,6 +29,7 @@
 #include "rr-fds.h"
 
 static __thread struct rp_thread *rp_me __attribute__((tls_model("initial-exec")));
+static __thread uint32_t rp_me_generation __attribute__((tls_model("initial-exec")));
 static __thread uint32_t born_creator __attribute__((tls_model("initial-exec")));
 static __thread uint64_t born_birth __attribute__((tls_model("initial-exec")));
 static __thread int born_set __attribute__((tls_model("initial-exec")));
@@ -199,8 +200,10 @@ void rrc_rp_diverge(const char *got, uint64_t got_value)
 
 static struct rp_thread *me(void)
 {
-	if (rp_me)
+	if (rp_me && rp_me_generation == rp.generation)
 		return rp_me;
+	if (rp_me_generation != rp.generation) /* a thread of an earlier replay, restored */
+		born_set = 0;
 	uint32_t tid = (uint32_t)rrc_sys_gettid();
 	struct rp_thread *found = &nobody;
 	for (uint32_t k = 0; k < rp.nr_threads; k++) {
@@ -217,6 +220,7 @@ static struct rp_thread *me(void)
 		RRC_STORE(&found->live_tid, tid);
 	}
 	rp_me = found;
+	rp_me_generation = rp.generation;
 	return found;
 }
 
@@ -232,6 +236,7 @@ void rrc_rp_thread_born(uint32_t creator, uint64_t birth)
 	born_birth = birth;
 	born_set = 1;
 	rp_me = 0;
+	rp_me_generation = rp.generation;
 }
 
 /* ---- going live ---- */
@@ -304,7 +309,7 @@ const struct rrc_log_event *rrc_rp_next(uint16_t kind, uint64_t obj)
 void rrc_rp_done(void)
 {
 	struct rp_thread *t = rp_me;
-	if (!t || t == &nobody)
+	if (!t || t == &nobody || rp_me_generation != rp.generation)
 		return;
 	t->pos++;
 	__atomic_add_fetch(&rp.progress, 1, __ATOMIC_RELAXED);
@@ -464,6 +469,11 @@ void rrc_rp_owe(int fd, const void *bytes, uint64_t len)
 		debts[fd].owed += len;
 	}
 	settle(fd);
+}
+
+void rp_debts_reset(void)
+{
+	rrc_memset(debts, 0, sizeof debts);
 }
 
 static void settle_debts(int final)
