@@ -103,11 +103,13 @@ def wait_port(ns, port, pid, timeout=20):
     raise BenchError(f"nothing listened on {port} within {timeout} s")
 
 
-def write_results(out, data, plot):
-    """out.json and out.png (drawn by plot(path, data))."""
+def write_results(out, data, plot, compact=False):
+    """out.json and out.png (drawn by plot(path, data)); compact: no
+    indentation (thousands of runs)."""
     import json
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out + ".json").write_text(json.dumps(data, indent=1) + "\n")
+    text = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=1)
+    Path(out + ".json").write_text(text + "\n")
     plot(out + ".png", data)
     log(f"wrote {out}.json and .png")
 

@@ -224,7 +224,7 @@ def main():
             for d in images:
                 shutil.rmtree(d, ignore_errors=True)
             rec.unlink()
-        write_results(args.out, out, plot)
+        write_results(args.out, out, plot, compact=True)
     finally:
         cleanup.run_all()
 
