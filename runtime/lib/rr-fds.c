@@ -277,19 +277,6 @@ int rrc_out_begin(int fd)
 	return 1;
 }
 
-/* The OUTPUT event of a send that returned r (errno e), its bytes' CRC. */
-static void out_event(int fd, ssize_t r, int e, uint32_t crc)
-{
-	struct rrc_log_output o = { .offset = fd < RRC_MAX_FDS ? fdt->e[fd].sent : 0,
-				    .length = r > 0 ? (uint64_t)r : 0, .crc = crc };
-	rrc_hook_enter();
-	if (r > 0 && fd < RRC_MAX_FDS)
-		fdt->e[fd].sent += (uint64_t)r;
-	rrc_rr_event(RRC_EV_OUTPUT, 0, (uint64_t)fd, 0, r < 0 ? -e : r, &o, sizeof o);
-	rrc_hook_leave();
-	errno = e;
-}
-
 /* Replay: the output's event, checked (offset, CRC32C of the bytes the
  * program gives now), or NULL if live. crc_of(ctx, length) computes it. */
 static const struct rrc_log_event *out_replay(int fd, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *),
@@ -352,6 +339,33 @@ static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, ui
 	return 1;
 }
 
+/* The OUTPUT event of a send that returned r (errno e): its bytes' CRC
+ * (crc_of over ctx), all inside the hook guard, after a last look at the
+ * mode there: a thread parked anywhere between its call and this guard and
+ * restored into replay has no event to write, its call is the log's next
+ * (out_late). The result for the program. */
+static ssize_t out_event(int fd, ssize_t r, int e, const void *ctx,
+			 uint32_t (*crc_of)(const void *, uint64_t, uint64_t *))
+{
+	rrc_hook_enter();
+	if (!rrc_rr_recording()) {
+		rrc_hook_leave();
+		errno = e;
+		out_late(fd, ctx, crc_of, &r);
+		return r;
+	}
+	uint64_t have;
+	struct rrc_log_output o = { .offset = fd < RRC_MAX_FDS ? fdt->e[fd].sent : 0,
+				    .length = r > 0 ? (uint64_t)r : 0,
+				    .crc = r > 0 ? crc_of(ctx, (uint64_t)r, &have) : 0 };
+	if (r > 0 && fd < RRC_MAX_FDS)
+		fdt->e[fd].sent += (uint64_t)r;
+	rrc_rr_event(RRC_EV_OUTPUT, 0, (uint64_t)fd, 0, r < 0 ? -e : r, &o, sizeof o);
+	rrc_hook_leave();
+	errno = e;
+	return r;
+}
+
 ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
 {
 	if (!t)
@@ -359,9 +373,7 @@ ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
 	struct iov_ctx c = { iov, cnt };
 	if (out_late(fd, &c, iov_crc, &r))
 		return r;
-	int e = errno;
-	out_event(fd, r, e, rrc_rr_crc_iov(iov, cnt, r > 0 ? (size_t)r : 0));
-	return r;
+	return out_event(fd, r, errno, &c, iov_crc);
 }
 
 /* ---- the calls that make fds, without another home ---- */
@@ -541,8 +553,9 @@ static uint32_t file_crc(const void *ctx, uint64_t len, uint64_t *have)
 ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
 	RESOLVE(sendfile);
-	struct file_ctx c = { in, off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR) };
-	const struct rrc_log_event *ev = out_replay(out, file_crc, &c);
+	int active = rrc_rr_replaying() || rrc_rr_recording();
+	struct file_ctx c = { in, active ? (off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR)) : 0 };
+	const struct rrc_log_event *ev = active ? out_replay(out, file_crc, &c) : 0;
 	if (ev) {
 		/* the file's offset moves as the real call would have moved it */
 		if (ev->result > 0 && off)
@@ -552,23 +565,10 @@ ssize_t sendfile(int out, int in, off_t *off, size_t n)
 		return rrc_rp_result(ev);
 	}
 	int t = rrc_out_begin(out);
-	long start = t ? (off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR)) : 0;
 	ssize_t r = real_sendfile(out, in, off, n);
 	if (!t || out_late(out, &c, file_crc, &r))
 		return r;
-	int e = errno;
-	uint8_t chunk[4096];
-	uint32_t crc = 0;
-	for (ssize_t done = 0; r > 0 && done < r;) {
-		size_t k = (size_t)(r - done) < sizeof chunk ? (size_t)(r - done) : sizeof chunk;
-		long g = rrc_syscall4(SYS_pread64, in, (long)chunk, (long)k, start + done);
-		if (g <= 0)
-			break;
-		crc = rrc_crc32c_extend(crc, chunk, (size_t)g);
-		done += g;
-	}
-	out_event(out, r, e, crc);
-	return r;
+	return out_event(out, r, errno, &c, file_crc);
 }
 
 ssize_t sendfile64(int out, int in, off_t *off, size_t n) __attribute__((alias("sendfile")));

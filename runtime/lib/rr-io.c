@@ -61,14 +61,29 @@ void rrc_io_resolve(void)
 
 static inline size_t capped(size_t n) { return n > CAP ? CAP : n; }
 
-/* The event of a read-like call that returned r into buf; errno kept. A
+enum how { HOW_READ, HOW_PREAD, HOW_READV };
+static int input_late(int fd, const struct iovec *iov, int cnt, enum how how, off_t off, struct msghdr *m, ssize_t *r);
+
+/* Enters the hook guard to log a call's event; a thread restored into
+ * replay since its call (parked anywhere between the call and here) leaves
+ * it and runs `late` instead: its call is the log's next event. */
+#define LOG_OR_LATE(late) do { \
+		rrc_hook_enter(); \
+		if (!rrc_rr_recording()) { \
+			rrc_hook_leave(); \
+			late; \
+		} \
+	} while (0)
+
+/* The event of a read-like call that returned r into v; errno kept. A
  * regular file's bytes are named by their CRC32C: a replay reads them
  * again from the file (restored with the checkpoint, or the same file)
  * and checks them. */
-static ssize_t logged_read(int fd, const void *buf, ssize_t r, int file)
+static ssize_t logged_read(int fd, const struct iovec *v, enum how how, off_t off, ssize_t r, int file)
 {
 	int e = errno;
-	rrc_hook_enter();
+	const void *buf = v->iov_base;
+	LOG_OR_LATE({ errno = e; input_late(fd, v, 1, how, off, 0, &r); return r; });
 	if (file) {
 		uint32_t crc = r > 0 ? rrc_crc32c(buf, (size_t)r) : 0;
 		rrc_rr_event(RRC_EV_READ, RRC_EVF_FILE, (uint64_t)fd, 0, r < 0 ? -e : r, &crc, sizeof crc);
@@ -91,8 +106,7 @@ static size_t readable(int fd, size_t n, int *file)
 
 /* ---- replay ---- */
 
-/* How a regular file's read is made again: the same call, raw. */
-enum how { HOW_READ, HOW_PREAD, HOW_READV };
+/* How a regular file's read is made again: the same call, raw (enum how above). */
 
 static ssize_t again(enum how how, int fd, const struct iovec *iov, int cnt, off_t off)
 {
@@ -210,7 +224,7 @@ ssize_t read(int fd, void *buf, size_t n)
 	r = RRC_IN_CALL(1, real_read(fd, buf, n));
 	if (input_late(fd, &v, 1, HOW_READ, 0, 0, &r))
 		return r;
-	return logged_read(fd, buf, r, file);
+	return logged_read(fd, &v, HOW_READ, 0, r, file);
 }
 
 ssize_t pread(int fd, void *buf, size_t n, off_t off)
@@ -227,7 +241,7 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	r = RRC_IN_CALL(1, real_pread(fd, buf, n, off));
 	if (input_late(fd, &v, 1, HOW_PREAD, off, 0, &r))
 		return r;
-	return logged_read(fd, buf, r, file);
+	return logged_read(fd, &v, HOW_READ, 0, r, file);
 }
 
 ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pread")));
@@ -245,7 +259,7 @@ ssize_t recv(int fd, void *buf, size_t n, int flags)
 	r = RRC_IN_CALL(1, real_recv(fd, buf, capped(n), flags));
 	if (input_late(fd, &v, 1, HOW_READ, 0, 0, &r))
 		return r;
-	return logged_read(fd, buf, r, 0);
+	return logged_read(fd, &v, HOW_READ, 0, r, 0);
 }
 
 /* iov[0..cnt) cut to at most CAP bytes in total, into out (IOV_MAX
@@ -303,7 +317,7 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 			return r;
 		int e = errno;
 		uint32_t crc = rrc_rr_crc_iov(iov, cnt, r > 0 ? (size_t)r : 0);
-		rrc_hook_enter();
+		LOG_OR_LATE({ errno = e; input_late(fd, iov, cnt, HOW_READV, 0, 0, &r); return r; });
 		rrc_rr_event(RRC_EV_READ, RRC_EVF_FILE, (uint64_t)fd, 0, r < 0 ? -e : r, &crc, sizeof crc);
 		rrc_hook_leave();
 		errno = e;
@@ -317,7 +331,10 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	if (!bad && input_late(fd, v, k, HOW_READV, 0, 0, &r))
 		return r;
 	int e = errno;
-	rrc_hook_enter();
+	if (!bad)
+		LOG_OR_LATE({ errno = e; input_late(fd, v, k, HOW_READV, 0, 0, &r); return r; });
+	else
+		rrc_hook_enter();
 	log_iov(0, fd, v, r > 0 ? k : 0, r, e, 0, 0, 0, 0, 0, 0);
 	rrc_hook_leave();
 	errno = e;
@@ -351,7 +368,13 @@ ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, 
 		return r;
 	}
 	int e = errno;
-	rrc_hook_enter();
+	LOG_OR_LATE({
+		errno = e;
+		input_late(fd, &v1, 1, HOW_READ, 0, &mh, &r);
+		if (alen && addr)
+			*alen = mh.msg_namelen;
+		return r;
+	});
 	struct rrc_log_recv h = { 0 };
 	if (r >= 0 && addr && alen)
 		h.name_len = *alen < NAME_MAX_LOG ? *alen : NAME_MAX_LOG;
@@ -386,7 +409,7 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	m->msg_namelen = mm.msg_namelen;
 	m->msg_controllen = mm.msg_controllen;
 	m->msg_flags = mm.msg_flags;
-	rrc_hook_enter();
+	LOG_OR_LATE({ errno = e; input_late(fd, m->msg_iov, (int)m->msg_iovlen, HOW_READ, 0, m, &r); return r; });
 	struct rrc_log_recv h = { 0 };
 	if (r >= 0) {
 		h.name_len = mm.msg_name ? mm.msg_namelen : 0;
@@ -518,11 +541,12 @@ static int sockop_result(int op, const struct rrc_log_event *e, void *val, sockl
 static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t *len)
 {
 	int err = errno;
-	if (rrc_rr_replaying()) { /* parked around the call, restored into replay: the recorded outcome */
-		int64_t rec = rrc_rp_late(RRC_EV_SOCKOPT, (uint64_t)fd, r < 0 ? -(int64_t)err : r);
+	LOG_OR_LATE({ /* parked around the call, restored into replay: the recorded outcome */
+		int64_t rec = rrc_rr_replaying() ? rrc_rp_late(RRC_EV_SOCKOPT, (uint64_t)fd, r < 0 ? -(int64_t)err : r)
+						 : (r < 0 ? -(int64_t)err : r);
 		errno = rec < 0 ? (int)-rec : err;
 		return rec < 0 ? -1 : (int)rec;
-	}
+	});
 	uint8_t d[132];
 	uint32_t n = 0;
 	if (op == SOCK_GETOPT && r == 0 && len && val) {
@@ -531,7 +555,6 @@ static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t
 		rrc_memcpy(d + 4, val, k);
 		n = 4 + k;
 	}
-	rrc_hook_enter();
 	rrc_rr_event(RRC_EV_SOCKOPT, 0, (uint64_t)fd, (uint64_t)op, r < 0 ? -(int64_t)err : r, d, n);
 	rrc_hook_leave();
 	errno = err;
@@ -586,7 +609,11 @@ int rrc_rr_io_reserve(uint32_t bytes)
 
 void rrc_rr_log_input(uint16_t kind, int obj, int64_t result, const void *data, uint32_t len)
 {
-	if (rrc_rr_replaying()) {
+	rrc_hook_enter();
+	int recording = rrc_rr_recording();
+	if (!recording)
+		rrc_hook_leave();
+	if (!recording && rrc_rr_replaying()) {
 		/* a call completed before a checkpoint this process was restored
 		 * from into replay: its event is this thread's next, and must match */
 		int e = errno;
@@ -595,7 +622,8 @@ void rrc_rr_log_input(uint16_t kind, int obj, int64_t result, const void *data, 
 		errno = e;
 		return;
 	}
-	rrc_hook_enter();
+	if (!recording)
+		return;
 	rrc_rr_event(kind, 0, (uint64_t)(int64_t)obj, 0, result, data, len > CAP ? 0 : len);
 	rrc_hook_leave();
 }

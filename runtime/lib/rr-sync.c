@@ -113,13 +113,15 @@ void rrc_sync_resolve(void)
  * wait's event names its mutex in its data. */
 static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *on, int got, int64_t result)
 {
-	if (rrc_rr_replaying()) { /* the call came back after a restore into replay */
-		rrc_rp_late(kind, (uint64_t)obj, result);
-		return;
-	}
 	uint64_t maddr = (uint64_t)on;
 	int cond = kind == RRC_EV_COND_WAIT;
 	rrc_hook_enter();
+	if (!rrc_rr_recording()) { /* parked since the call, restored into replay: the log's next */
+		rrc_hook_leave();
+		if (rrc_rr_replaying())
+			rrc_rp_late(kind, (uint64_t)obj, result);
+		return;
+	}
 	rrc_rr_event(kind, flags, (uint64_t)obj, got ? rrc_rr_obj_seq(on) : 0, result, cond ? &maddr : 0,
 		     cond ? 8 : 0);
 	rrc_hook_leave();
@@ -143,9 +145,10 @@ static int unlock_s(void *o) { return pthread_spin_unlock(o); }
 static int sem_w(void *o) { return real_sem_wait(o) ? errno : 0; }
 static int sem_p(void *o) { return sem_post(o); }
 
-/* An acquisition's recorded outcome: a success in its turn on `on`, for
+/* An acquisition's recorded outcome: a success in its turn on obj, for
  * real; a failure (EBUSY, ETIMEDOUT...) at once, without trying. Returns
- * the recorded result (minus the error number), or 1 if live. */
+ * the recorded result (minus the error number); *live is set instead when
+ * the thread's log has ended (every thread is live: the call is made). */
 static int64_t replay_acquire(uint16_t kind, void *obj, op_fn acquire, int *live)
 {
 	const struct rrc_log_event *e = rrc_rp_next(kind, (uint64_t)obj);
@@ -500,11 +503,13 @@ int pthread_once(pthread_once_t *o, void (*init)(void))
 	int ran = once_ran;
 	once_fn = saved_fn;
 	once_ran = saved_ran;
-	if (rrc_rr_replaying()) {
-		rrc_rp_late(RRC_EV_ONCE, (uint64_t)o, 0);
+	rrc_hook_enter();
+	if (!rrc_rr_recording()) {
+		rrc_hook_leave();
+		if (rrc_rr_replaying())
+			rrc_rp_late(RRC_EV_ONCE, (uint64_t)o, 0);
 		return r;
 	}
-	rrc_hook_enter();
 	rrc_rr_event(RRC_EV_ONCE, 0, (uint64_t)o, 0, r ? -(int64_t)r : ran, 0, 0);
 	rrc_hook_leave();
 	return r;
@@ -516,11 +521,13 @@ int pthread_once(pthread_once_t *o, void (*init)(void))
  * would have put in the past). */
 static int join_logged(uint16_t flags, pthread_t t, int r)
 {
-	if (rrc_rr_replaying()) {
-		rrc_rp_late(RRC_EV_THREAD_JOIN, (uint64_t)t, 0);
+	rrc_hook_enter();
+	if (!rrc_rr_recording()) {
+		rrc_hook_leave();
+		if (rrc_rr_replaying())
+			rrc_rp_late(RRC_EV_THREAD_JOIN, (uint64_t)t, 0);
 		return r;
 	}
-	rrc_hook_enter();
 	rrc_rr_event(RRC_EV_THREAD_JOIN, flags, (uint64_t)t, 0, -(int64_t)r, 0, 0);
 	rrc_hook_leave();
 	return r;

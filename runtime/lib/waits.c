@@ -153,16 +153,20 @@ static int rec_events(int *max)
 
 static int recorded_events(int rec, int ep, const struct epoll_event *ev, int ret)
 {
-	if (rec && rrc_rr_replaying()) { /* came back after a restore into replay */
-		rrc_rr_log_input(RRC_EV_EPOLL_WAIT, ep, ret < 0 ? -errno : ret, 0, 0);
-	} else if (rec) {
-		int e = errno;
+	if (!rec)
+		return ret;
+	int e = errno;
+	rrc_hook_enter();
+	if (!rrc_rr_recording()) { /* came back, or was parked since, and restored into replay */
+		rrc_hook_leave();
+		rrc_rr_log_input(RRC_EV_EPOLL_WAIT, ep, ret < 0 ? -e : ret, 0, 0);
+		errno = e;
+	} else {
 		uint32_t n = ret > 0 ? (uint32_t)ret : 0;
 		int32_t fds[EV_MAX_REC];
 		for (uint32_t i = 0; i < n && i < EV_MAX_REC; i++)
 			fds[i] = rrc_ep_fd_of(ep, ev[i].data.u64);
 		struct iovec p[2] = { { (void *)ev, n * sizeof *ev }, { fds, n * sizeof *fds } };
-		rrc_hook_enter();
 		rrc_rr_eventv(RRC_EV_EPOLL_WAIT, 0, (uint64_t)(int64_t)ep, rrc_ep_order(ep), ret < 0 ? -e : ret, p,
 			      n ? 2 : 0);
 		rrc_hook_leave();
