@@ -129,3 +129,14 @@ def kill_container(rrc, pid, timeout=10):
     deadline = time.monotonic() + timeout
     while not exited(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def run_main(main):
+    """A benchmark's entry: its error (or an interruption) logged, exit 1."""
+    import sys
+    from checkpoint_pause import Interrupted
+    try:
+        main()
+    except (BenchError, Interrupted) as e:
+        log(f"error: {e}")
+        sys.exit(1)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import kill_container, machine_description, netns_up, wait_port, write_results
+from benchlib import kill_container, machine_description, netns_up, run_main, wait_port, write_results
 from checkpoint_pause import BenchError, Cleanup, Interrupted, log, run
 
 HERE = Path(__file__).resolve().parent
@@ -181,8 +181,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (BenchError, Interrupted) as e:
-        log(f"error: {e}")
-        sys.exit(1)
+    run_main(main)

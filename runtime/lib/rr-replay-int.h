@@ -74,7 +74,8 @@ extern struct rp_state rp RRC_HIDDEN_RP;
 void rp_debts_reset(void) RRC_HIDDEN_RP;
 /* A key's counter as the image left it (0 if never numbered). */
 uint64_t rp_counter_now(uint64_t key) RRC_HIDDEN_RP;
-/* The first report wins; what comes later is dropped. */
-void rp_report_set(const char *msg) RRC_HIDDEN_RP;
+/* The replay stops for good with msg as its report (the first report
+ * wins), logged; threads waiting to go live are woken to stop. */
+void rp_diverged(const char *msg) RRC_HIDDEN_RP;
 
 #endif /* RRC_RR_REPLAY_INT_H */

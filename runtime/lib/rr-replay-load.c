@@ -53,9 +53,7 @@ static int fail(const char *what, uint64_t at)
 		l = rrc_bput_u64(m, sizeof m, l, at);
 		l = rrc_bput(m, sizeof m, l, ")");
 	}
-	rrc_log(m);
-	rp_report_set(m);
-	RRC_STORE(&rp.state, RP_DIVERGED); /* REPLAY_STATUS reports why, nothing runs */
+	rp_diverged(m); /* REPLAY_STATUS reports why, nothing runs */
 	return -1;
 }
 

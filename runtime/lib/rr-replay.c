@@ -128,7 +128,7 @@ uint64_t rp_counter_now(uint64_t key)
 
 /* ---- reports ---- */
 
-void rp_report_set(const char *msg)
+static void report_set(const char *msg)
 {
 	if (__atomic_exchange_n(&rp.report_taken, 1, __ATOMIC_SEQ_CST))
 		return;
@@ -168,9 +168,9 @@ static void __attribute__((noreturn)) stop_forever(void)
 		rrc_sys_futex(&never, RRC_FUTEX_WAIT, 0, 0);
 }
 
-static void diverged(const char *msg)
+void rp_diverged(const char *msg)
 {
-	rp_report_set(msg);
+	report_set(msg);
 	RRC_STORE(&rp.state, RP_DIVERGED);
 	rrc_sys_futex(&rp.state, RRC_FUTEX_WAKE, 0x7fffffff, 0);
 	rrc_log(msg);
@@ -192,7 +192,7 @@ void rrc_rp_diverge(const char *got, uint64_t got_value)
 		l = rrc_bput(m, sizeof m, l, " ");
 		rrc_bput_hex(m, sizeof m, l, got_value);
 	}
-	diverged(m);
+	rp_diverged(m);
 	stop_forever();
 }
 
@@ -542,7 +542,7 @@ static void stalled(void)
 			l = rrc_bput(m, sizeof m, l, ") did not come to it;");
 		}
 	}
-	diverged(m);
+	rp_diverged(m);
 }
 
 void rrc_rp_status(struct rrc_ctl_replay *o, char *msg, uint32_t cap, uint32_t *msg_len)

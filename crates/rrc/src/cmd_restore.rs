@@ -123,7 +123,7 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
         }
         _ => None,
     };
-    let replay_events = replay.as_ref().map(|r| r.events_after_cut);
+    let replaying = replay.is_some();
     let images = match a.images {
         Some(dir) => rrc_launch::Images::Chain { dir, verify: true },
         None => {
@@ -157,7 +157,7 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
     let t = &r.timings;
     let c = rrc_container::Container { record: r.record };
     let mut replayed = serde_json::Value::Null;
-    if let Some(events) = replay_events {
+    if replaying {
         let cfg = Config::default();
         let st = match crate::replay::watch(&c, std::time::Duration::from_secs(600)) {
             Ok(st) => st,
@@ -173,7 +173,7 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
                 st.report, st.events_done, st.events_total, c.record.id
             );
         }
-        tracing::info!(events, "replayed");
+        tracing::info!(events = st.events_done, "replayed");
         replayed = serde_json::to_value(&st)?;
         // where every thread went live: the log's (consistent) end, or a later checkpoint's cut
         replayed["live_at"] = match &replay_to {

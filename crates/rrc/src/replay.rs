@@ -17,8 +17,6 @@ use rrc_image::ImageId;
 /// A log fit to replay from one image.
 pub struct CheckedLog {
     pub file: File,
-    /// Events after the image's cut, before any partial tail.
-    pub events_after_cut: u64,
     /// Where the log ends inside its last batch (a recording cut short):
     /// what precedes it is replayed.
     pub partial_tail: Option<String>,
@@ -31,11 +29,9 @@ pub fn check(path: &Path, image: &ImageId, to: Option<&ImageId>) -> Result<Check
     let name = path.display().to_string();
     let f = File::open(path).with_context(|| format!("--replay {name}"))?;
     let mut rd = LogReader::open(std::io::BufReader::new(&f), &name)?;
-    let mut cut: Option<Vec<(u32, u64)>> = None;
-    let mut cut_seq = 0u64;
+    let mut cut_seq: Option<u64> = None;
     let mut to_seq: Option<u64> = None;
     let mut cuts_seen = Vec::new();
-    let mut per_thread: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut partial_tail = None;
     loop {
         let b = match rd.next_batch() {
@@ -47,22 +43,18 @@ pub fn check(path: &Path, image: &ImageId, to: Option<&ImageId>) -> Result<Check
             }
             Err(e) => return Err(e.into()),
         };
-        if b.tid != 0 {
-            per_thread.insert(b.tid, b.first_event + b.events.len() as u64);
-        }
         for e in b.events.iter().filter(|e| e.kind == EventKind::Cut) {
             let c = rrc_image::rrlog::Cut::decode(&e.data).map_err(anyhow::Error::msg)?;
             cuts_seen.push(c.image_id.to_string());
             if c.image_id == *image {
-                cut = Some(c.threads.clone());
-                cut_seq = c.sequence;
+                cut_seq = Some(c.sequence);
             }
             if Some(&c.image_id) == to {
                 to_seq = Some(c.sequence);
             }
         }
     }
-    let Some(threads) = cut else {
+    let Some(cut_seq) = cut_seq else {
         bail!(
             "{name}: no cut for image {image} (the log's cuts: {}): the log was not recorded across this checkpoint",
             if cuts_seen.is_empty() { "none".to_string() } else { cuts_seen.join(", ") }
@@ -75,13 +67,7 @@ pub fn check(path: &Path, image: &ImageId, to: Option<&ImageId>) -> Result<Check
             Some(_) => {}
         }
     }
-    // a thread of the cut from its position on; one born later (or whose
-    // tid came back) whole: an estimate the library's count refines
-    let after = per_thread
-        .iter()
-        .map(|(tid, n)| n.saturating_sub(threads.iter().find(|(t, _)| t == tid).map_or(0, |(_, from)| *from)))
-        .sum();
-    Ok(CheckedLog { file: f, events_after_cut: after, partial_tail })
+    Ok(CheckedLog { file: f, partial_tail })
 }
 
 /// Polls the restored library until the replay is live or diverged. `wait`
