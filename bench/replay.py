@@ -15,10 +15,13 @@ two checkpoints' cuts, scales it).
 
 redis and memcached are run twice: as shipped, and without the threads
 that read, without a lock, what the others write (data races, and
-jemalloc's lock-free atomics), which a replay does not reproduce without
-RRC §4.7's mitigation (not built): redis with `--jemalloc-bg-thread no`
+jemalloc's lock-free atomics): redis with `--jemalloc-bg-thread no`
 (jemalloc's background purging thread decides from atomic counters whether
-to sleep), memcached with `-o no_lru_maintainer,no_lru_crawler`.
+to sleep), memcached with `-o no_lru_maintainer,no_lru_crawler`. As
+shipped, each epoch is replayed with each data-race mitigation of RRC §4.7
+in turn (`--replay-races off|order|pace`, --races), in alternation within
+every pass so that the machine's noise falls on all alike: the divergence
+rate and the replay time with and without it.
 
 Writes JSON and PNG to bench/results/replay.{json,png}. See bench/README.md.
 """
@@ -109,27 +112,29 @@ def record(spec, workdir, args, tag):
     return rec, images, epochs_ms
 
 
-def replay_one(images, i, rec, workdir, timeout):
+def replay_one(images, i, rec, workdir, timeout, races):
     """One replay, in a network namespace of its own (a killed replay's
     sockets may hold the server's port for a while)."""
     run(["ip", "netns", "add", NS_REP], 10)
     try:
         run(["ip", "-n", NS_REP, "link", "set", "lo", "up"], 10)
-        return replay_in_ns(images, i, rec, workdir, timeout)
+        return replay_in_ns(images, i, rec, workdir, timeout, races)
     finally:
         run(["ip", "netns", "del", NS_REP], 10, check=False)
 
 
-def replay_in_ns(images, i, rec, workdir, timeout):
+def replay_in_ns(images, i, rec, workdir, timeout, races):
     p = subprocess.run([str(RRC), "restore", "--images", str(images[i]), "--replay", str(rec), "--replay-to",
                         str(images[i + 1]), "--netns", NS_REP, "--log", str(workdir / "replay.out"), "--json",
-                        "--replay-timeout", timeout], capture_output=True, text=True, timeout=300)
+                        "--replay-timeout", timeout, "--replay-races", races], capture_output=True, text=True,
+                       timeout=300)
     if p.returncode == 0:
         info = json.loads(p.stdout.strip().splitlines()[-1])
         kill_container(RRC, info["pid"])
         r = info["replay"]
         return {"diverged": False, "replay_ms": r["replay_ns"] / 1e6, "load_ms": r["load_ns"] / 1e6,
-                "events": r["events_done"], "dropped": r["events_dropped"], "outputs": r["outputs"]}
+                "events": r["events_done"], "dropped": r["events_dropped"], "outputs": r["outputs"],
+                "returns_ordered": r["returns_ordered"], "paced_ms": r["paced_ns"] / 1e6}
     err = p.stderr.strip()
     if "replay diverged" not in err:
         raise BenchError(f"replay of epoch {i} failed otherwise than by diverging: {err[:600]}")
@@ -141,14 +146,20 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
 
 
+def configs(res):
+    """[(label, the results of one server with one mitigation)]"""
+    return [(n if m == "off" and len(s["races"]) == 1 else f"{n}\n{m}", r)
+            for n, s in res["servers"].items() for m, r in s["races"].items()]
+
+
 def plot(path, res):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = list(res["servers"])
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
-    for i, n in enumerate(names):
-        s = res["servers"][n]
+    cs = configs(res)
+    names = [c for c, _ in cs]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(14, 4.5))
+    for i, (_, s) in enumerate(cs):
         xs = s["replay_ms_per_100ms"]
         if xs:
             a1.boxplot([xs], positions=[i], widths=0.5)
@@ -158,7 +169,7 @@ def plot(path, res):
     a2.set_title("replays that diverged (%)", fontsize=10)
     for a in (a1, a2):
         a.set_xticks(range(len(names)))
-        a.set_xticklabels(names, fontsize=8)
+        a.set_xticklabels(names, fontsize=7)
     fig.suptitle(f"rrc restore --replay of real epochs ({res['date']})", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -172,6 +183,9 @@ def main():
     ap.add_argument("--epoch-ms", type=int, default=100)
     ap.add_argument("--rate", type=int, default=4000, help="the load's ops/s while recording")
     ap.add_argument("--timeout", default="3s", help="the replay's no-progress timeout")
+    ap.add_argument("--races", default="off,order,pace", help="the mitigations to compare (RRC §4.7)")
+    ap.add_argument("--race-servers", default="redis,memcached",
+                    help="the servers replayed with each of --races (the others: off only)")
     ap.add_argument("--out", default=str(HERE / "results" / "replay"))
     args = ap.parse_args()
     for b in (RRC, CHECK):
@@ -188,39 +202,44 @@ def main():
         out = {"bench": "replay", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "machine": machine_description(), "command": "python3 bench/replay.py " + " ".join(sys.argv[1:]),
                "epochs": args.epochs, "repeats": args.repeats, "epoch_ms": args.epoch_ms, "rate": args.rate,
-               "mitigation": "none (RRC §4.7 not built)", "servers": {}}
+               "races": args.races.split(","), "race_servers": args.race_servers.split(","), "servers": {}}
         for name in args.servers.split(","):
             rec, images, lens = record(specs[name], workdir, args, name)
             log(f"{name}: recorded {len(lens)} epochs (mean {statistics.mean(lens):.0f} ms), "
                 f"log {rec.stat().st_size / 1e6:.1f} MB")
-            runs = []
+            modes = args.races.split(",") if name in args.race_servers.split(",") else ["off"]
+            runs = {m: [] for m in modes}
             for k in range(args.repeats):
                 for i in range(len(lens)):
-                    r = replay_one(images, i, rec, workdir, args.timeout)
-                    r.update(epoch=i, epoch_ms=lens[i])
-                    if r["diverged"]:
-                        log(f"{name} epoch {i}: {r['report'][:400]}")
-                    runs.append(r)
-                done = [r for r in runs if not r["diverged"]]
-                log(f"{name} pass {k + 1}/{args.repeats}: {len(runs) - len(done)} of {len(runs)} diverged so far")
-            ok = [r for r in runs if not r["diverged"]]
-            per100 = [r["replay_ms"] * 100 / r["epoch_ms"] for r in ok]
-            out["servers"][name] = {
-                "replays": len(runs), "divergences": len(runs) - len(ok),
-                "divergence_rate": (len(runs) - len(ok)) / len(runs),
-                "replay_ms_per_100ms": per100,
-                "summary": {"replay_ms_per_100ms_p50": pct(per100, 0.5), "p90": pct(per100, 0.9),
-                            "max": max(per100) if per100 else None,
-                            "events_per_epoch_p50": pct([r["events"] for r in ok], 0.5),
-                            "outputs_per_epoch_p50": pct([r["outputs"] for r in ok], 0.5),
-                            "load_ms_p50": pct([r["load_ms"] for r in ok], 0.5),
-                            "epoch_ms_mean": statistics.mean(lens)},
-                "divergence_samples": [r["report"] for r in runs if r["diverged"]][:5],
-                "runs": runs,
-            }
-            s = out["servers"][name]["summary"]
-            log(f"{name}: {len(runs)} replays, {len(runs) - len(ok)} diverged; replay per 100 ms of log "
-                f"p50 {s['replay_ms_per_100ms_p50']} ms, p90 {s['p90']} ms")
+                    for m in modes:  # in alternation: the noise falls on every mode alike
+                        r = replay_one(images, i, rec, workdir, args.timeout, m)
+                        r.update(epoch=i, epoch_ms=lens[i])
+                        if r["diverged"]:
+                            log(f"{name} ({m}) epoch {i}: {r['report'][:400]}")
+                        runs[m].append(r)
+                log(f"{name} pass {k + 1}/{args.repeats}: " + ", ".join(
+                    f"{m} {sum(r['diverged'] for r in rs)} of {len(rs)} diverged" for m, rs in runs.items()))
+            out["servers"][name] = {"epoch_ms_mean": statistics.mean(lens), "races": {}}
+            for m, rs in runs.items():
+                ok = [r for r in rs if not r["diverged"]]
+                per100 = [r["replay_ms"] * 100 / r["epoch_ms"] for r in ok]
+                out["servers"][name]["races"][m] = {
+                    "replays": len(rs), "divergences": len(rs) - len(ok),
+                    "divergence_rate": (len(rs) - len(ok)) / len(rs),
+                    "replay_ms_per_100ms": per100,
+                    "summary": {"replay_ms_per_100ms_p50": pct(per100, 0.5), "p90": pct(per100, 0.9),
+                                "max": max(per100) if per100 else None,
+                                "events_per_epoch_p50": pct([r["events"] for r in ok], 0.5),
+                                "outputs_per_epoch_p50": pct([r["outputs"] for r in ok], 0.5),
+                                "returns_ordered_per_epoch_p50": pct([r["returns_ordered"] for r in ok], 0.5),
+                                "paced_ms_per_epoch_p50": pct([r["paced_ms"] for r in ok], 0.5),
+                                "load_ms_p50": pct([r["load_ms"] for r in ok], 0.5)},
+                    "divergence_samples": [r["report"] for r in rs if r["diverged"]][:5],
+                    "runs": rs,
+                }
+                s = out["servers"][name]["races"][m]["summary"]
+                log(f"{name} ({m}): {len(rs)} replays, {len(rs) - len(ok)} diverged; replay per 100 ms of log "
+                    f"p50 {s['replay_ms_per_100ms_p50']} ms, p90 {s['p90']} ms")
             for d in images:
                 shutil.rmtree(d, ignore_errors=True)
             rec.unlink()

@@ -337,48 +337,63 @@ def server(name, tmp: Path):
     return argv, port, [*client, *state], ["verify", *client, *state]
 
 
+def kv(ns, *a):
+    return netns_exec(ns, [sys.executable, KVTOOL, *map(str, a)], timeout=120)
+
+
+class RecordedServer:
+    """A real server recorded under concurrent load (8 connections, every
+    reply checked; mtkv: its own phases of SETs and DELs) across one
+    checkpoint, killed after the load."""
+
+    def __init__(self, rrc, name, tmp, netns, mtkv_phases=2):
+        if name != "mtkv" and not shutil.which(name if name != "redis" else "redis-server"):
+            pytest.fail(f"{name} is not installed (scripts/setup.sh installs it)")
+        self.name, self.phases = name, mtkv_phases
+        argv, self.port, load, self.check = server(name, tmp)
+        self.log, out = tmp / "rec.log", tmp / "out.log"
+        pid = rrc.exec(argv, netns=netns, log=out, extra=["--record", self.log])
+        wait_port(netns, self.port, pid, out, name)
+        self.images = tmp / "img0"
+        if name == "mtkv":
+            kv(netns, "mtkv-load", self.port, 0)
+            rrc.dump(pid, self.images, leave_running=True)
+            for phase in range(1, mtkv_phases + 1):
+                kv(netns, "mtkv-load", self.port, phase)
+            self.digest = kv(netns, "mtkv-digest", self.port).stdout.strip()
+        else:
+            p = subprocess.Popen(["ip", "netns", "exec", netns, str(CHECK_BIN), *map(str, load), "--threads", "8",
+                                  "--duration", "2s", "--rate", "4000", "--json"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            rrc.dump(pid, self.images, leave_running=True)
+            o, e = p.communicate(timeout=60)
+            rep = json.loads(o)
+            assert rep["ok"] and rep["ops"] > 1000, (rep, e)
+        time.sleep(0.3)  # the writer's last drain
+        rrc.kill(pid)
+
+    def serves_what_its_clients_were_told(self, ns, rpid, log):
+        wait_port(ns, self.port, rpid, log, f"replayed {self.name}")
+        if self.name == "mtkv":
+            kv(ns, "mtkv-model", self.port, self.phases + 1)
+            assert kv(ns, "mtkv-digest", self.port).stdout.strip() == self.digest
+        else:
+            p = netns_exec(ns, [CHECK_BIN, *map(str, self.check), "--json"], check=False, timeout=120)
+            rep = json.loads(p.stdout)
+            assert p.returncode == 0 and rep["ok"], rep
+            if self.name != "lighttpd":
+                assert rep["checked"] > 100, rep
+
+
 @pytest.mark.parametrize("name", ["redis", "memcached", "lighttpd", "mtkv"])
 def test_a_real_server_replays_under_load_and_goes_live(rrc, tmp_path, netns, other_netns, name):
-    """Recorded under concurrent load (8 connections, every reply checked)
-    across a checkpoint, killed after the load; replayed from the
-    checkpoint: every output checked against the log, every thread live
-    together, then the server serves what its clients were told."""
-    if name != "mtkv" and not shutil.which(name if name != "redis" else "redis-server"):
-        pytest.fail(f"{name} is not installed (scripts/setup.sh installs it)")
-    argv, port, load, check = server(name, tmp_path)
-    log, out = tmp_path / "rec.log", tmp_path / "out.log"
-    pid = rrc.exec(argv, netns=netns, log=out, extra=["--record", log])
-    wait_port(netns, port, pid, out, name)
-    images = tmp_path / "img0"
-    if name == "mtkv":
-        kv = lambda ns, *a: netns_exec(ns, [sys.executable, KVTOOL, *map(str, a)], timeout=120)  # noqa: E731
-        kv(netns, "mtkv-load", port, 0)
-        rrc.dump(pid, images, leave_running=True)
-        kv(netns, "mtkv-load", port, 1)
-        kv(netns, "mtkv-load", port, 2)
-        digest = kv(netns, "mtkv-digest", port).stdout.strip()
-    else:
-        p = subprocess.Popen(["ip", "netns", "exec", netns, str(CHECK_BIN), *map(str, load), "--threads", "8",
-                              "--duration", "2s", "--rate", "4000", "--json"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        time.sleep(0.5)
-        rrc.dump(pid, images, leave_running=True)
-        o, e = p.communicate(timeout=60)
-        rep = json.loads(o)
-        assert rep["ok"] and rep["ops"] > 1000, (rep, e)
-    time.sleep(0.3)  # the writer's last drain
-    rrc.kill(pid)
-
-    rpid, info = replay(rrc, images, log, other_netns, tmp_path / "replay.log")
+    """Recorded under concurrent load across a checkpoint, killed after
+    the load; replayed from the checkpoint: every output checked against
+    the log, every thread live together, then the server serves what its
+    clients were told."""
+    rec = RecordedServer(rrc, name, tmp_path, netns)
+    rpid, info = replay(rrc, rec.images, rec.log, other_netns, tmp_path / "replay.log")
     r = live_state(info)
     assert r["outputs"] > 100, r
-    wait_port(other_netns, port, rpid, tmp_path / "replay.log", f"replayed {name}")
-    if name == "mtkv":
-        kv(other_netns, "mtkv-model", port, 3)
-        assert kv(other_netns, "mtkv-digest", port).stdout.strip() == digest
-    else:
-        p = netns_exec(other_netns, [CHECK_BIN, *map(str, check), "--json"], check=False, timeout=120)
-        rep = json.loads(p.stdout)
-        assert p.returncode == 0 and rep["ok"], rep
-        if name != "lighttpd":
-            assert rep["checked"] > 100, rep
+    rec.serves_what_its_clients_were_told(other_netns, rpid, tmp_path / "replay.log")

@@ -90,10 +90,10 @@ void rrc_post_restore(void)
 	/* `rrc restore --replay`: the log indexed and replay on before any
 	 * thread runs. A log that cannot be replayed leaves the threads parked
 	 * (nothing runs live that should have replayed); REPLAY_STATUS says why. */
-	int32_t replay_fd = ra->replay_fd;
+	struct rrc_replay_request replay = ra->replay;
 	ra->magic = 0;
-	if (replay_fd >= 0) {
-		if (rrc_rp_load(replay_fd, ra->image_id, ra->replay_has_end ? ra->replay_to : 0, ra->replay_timeout_ms) < 0)
+	if (replay.fd >= 0) {
+		if (rrc_rp_load(ra->image_id, &replay) < 0)
 			return; /* threads stay parked: REPLAY_STATUS reports the refusal */
 	}
 	rrc_release();

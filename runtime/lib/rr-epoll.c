@@ -25,6 +25,17 @@
  * (RRC_EPOLL_KEY in the object table), under a lock held inside the hook
  * guard: epoll_ctl's number before the call, so that a wait it woke
  * numbers after it. A replay takes them in that order.
+ *
+ * EPOLLONESHOT: an event epoll_wait returns disables its fd in the
+ * kernel's instance until the program re-arms it (EPOLL_CTL_MOD). A replay
+ * returns the recorded events without the kernel, so it disables those
+ * fds itself, or the instance would report them again once live (mtkv: a
+ * connection a worker is serving handed to a second worker). A MOD cannot
+ * disable (the kernel adds EPOLLHUP and EPOLLERR to every MOD), so the fd
+ * is removed (DEL) and marked "disarmed"; from then on, in replay and live
+ * alike, the program's calls on it behave as on a disabled registration:
+ * MOD re-arms (an ADD), DEL succeeds, ADD fails with EEXIST, until the
+ * program removes or closes it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -43,11 +54,12 @@
  * use (ordinary private memory, in every image), not in the library's
  * .bss: the pause helper inherits the library's data only while it is
  * small (pause-helper.c). */
-struct fwd { int32_t epfd, fd; uint64_t data; };
+struct fwd { int32_t epfd, fd; uint64_t data; uint32_t events, disarmed; };
 struct rev { uint64_t data; int32_t epfd, fd; };
 static struct fwd *fwd;
 static struct rev *rev;
 static volatile uint32_t lock;
+static volatile uint32_t nr_disarmed;
 
 /* Under the lock. 0 if the tables cannot be mapped (nothing is noted: a
  * replay then falls back to the recorded values). */
@@ -85,9 +97,24 @@ static uint32_t h2(uint64_t a, uint64_t b)
 	return (uint32_t)(((a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full)) >> 49) & (SLOTS - 1);
 }
 
+/* The entry of (epfd, fd), under the lock; 0 if none (or no tables). */
+static struct fwd *entry(int epfd, int fd)
+{
+	if (!fwd)
+		return 0;
+	for (uint32_t i = h2((uint64_t)epfd, (uint64_t)fd), n = 0; n < SLOTS; n++, i = (i + 1) & (SLOTS - 1)) {
+		struct fwd *f = &fwd[i];
+		if (f->epfd == 0 && f->fd == 0 && f->data == 0)
+			return 0;
+		if (f->epfd == epfd && f->fd == fd)
+			return f;
+	}
+	return 0;
+}
+
 /* +1 on EPOLL_CTL_ADD/MOD, 0 on DEL; the slot used (full table: dropped,
  * the replay then falls back to the recorded value) */
-static void note(int epfd, int fd, uint64_t data, int add)
+static void note(int epfd, int fd, uint64_t data, uint32_t events, int add)
 {
 	take();
 	if (!tables()) {
@@ -99,11 +126,15 @@ static void note(int epfd, int fd, uint64_t data, int add)
 		if (f->epfd == 0 && f->fd == 0 && f->data == 0) { /* empty (epfd 0 is never an epoll fd here) */
 			if (!add)
 				break;
-			*f = (struct fwd){ epfd, fd, data };
+			*f = (struct fwd){ epfd, fd, data, events, 0 };
 			break;
 		}
 		if (f->epfd == epfd && f->fd == fd) {
 			f->data = add ? data : ~0ull;
+			f->events = add ? events : 0;
+			if (f->disarmed)
+				__atomic_sub_fetch(&nr_disarmed, 1, __ATOMIC_RELAXED);
+			f->disarmed = 0;
 			break;
 		}
 	}
@@ -143,9 +174,64 @@ static void noted(int epfd, int op, int fd, const struct epoll_event *ev)
 	if (epfd <= 0 || fd < 0)
 		return;
 	if (op == EPOLL_CTL_DEL)
-		note(epfd, fd, 0, 0);
+		note(epfd, fd, 0, 0, 0);
 	else if (ev)
-		note(epfd, fd, ev->data.u64, 1);
+		note(epfd, fd, ev->data.u64, ev->events, 1);
+}
+
+/* epoll_ctl on the kernel's instance, a disarmed registration behaving as
+ * a disabled one (above) */
+static int ctl_real(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	if (RRC_LOAD(&nr_disarmed)) {
+		take();
+		struct fwd *f = entry(epfd, fd);
+		int disarmed = f && f->disarmed;
+		give();
+		if (disarmed && op == EPOLL_CTL_ADD) {
+			errno = EEXIST;
+			return -1;
+		}
+		if (disarmed && op == EPOLL_CTL_DEL)
+			return 0; /* noted: the entry forgotten */
+		if (disarmed && op == EPOLL_CTL_MOD)
+			op = EPOLL_CTL_ADD; /* re-armed */
+	}
+	return real_epoll_ctl(epfd, op, fd, ev);
+}
+
+void rrc_ep_replayed_wait(int epfd, const int32_t *fds, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		take();
+		struct fwd *f = entry(epfd, fds[i]);
+		int disarm = f && f->data != ~0ull && (f->events & EPOLLONESHOT) && !f->disarmed;
+		if (disarm) {
+			f->disarmed = 1;
+			__atomic_add_fetch(&nr_disarmed, 1, __ATOMIC_RELAXED);
+		}
+		give();
+		if (disarm)
+			real_epoll_ctl(epfd, EPOLL_CTL_DEL, fds[i], 0);
+	}
+}
+
+void rrc_ep_fd_closed(int fd)
+{
+	if (!RRC_LOAD(&nr_disarmed))
+		return;
+	take();
+	for (uint32_t i = 0; fwd && i < SLOTS; i++) {
+		struct fwd *f = &fwd[i];
+		if (f->fd == fd && f->disarmed) {
+			f->disarmed = 0;
+			f->data = ~0ull; /* the kernel dropped it with the file */
+			__atomic_sub_fetch(&nr_disarmed, 1, __ATOMIC_RELAXED);
+		}
+	}
+	give();
 }
 
 /* Replay: in the instance's order, made again, its outcome checked. */
@@ -161,7 +247,7 @@ static int ctl_replayed(int epfd, int op, int fd, struct epoll_event *ev, int *l
 		rrc_rp_diverge("an epoll_ctl on another fd or with another op, fd", (uint64_t)fd);
 	volatile uint64_t *c = rrc_rr_obj_counter((const void *)RRC_EPOLL_KEY(epfd), 1);
 	rrc_rp_turn(c, e->seq, "the epoll instance", (uint64_t)epfd);
-	int r = real_epoll_ctl(epfd, op, fd, ev);
+	int r = ctl_real(epfd, op, fd, ev);
 	int64_t got = r < 0 ? -(int64_t)errno : r;
 	if (r == 0)
 		noted(epfd, op, fd, ev);
@@ -182,7 +268,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			return r;
 	}
 	if (!rrc_rr_recording()) {
-		int r = real_epoll_ctl(epfd, op, fd, ev);
+		int r = ctl_real(epfd, op, fd, ev);
 		if (r == 0 && rrc_rr_mode != RRC_RR_OFF)
 			noted(epfd, op, fd, ev);
 		return r;
@@ -190,7 +276,7 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	rrc_rr_reserve(sizeof(struct rrc_log_epoll_ctl));
 	rrc_hook_enter();
 	uint64_t n = rrc_ep_order(epfd);
-	int r = real_epoll_ctl(epfd, op, fd, ev);
+	int r = ctl_real(epfd, op, fd, ev);
 	int err = errno;
 	if (r == 0)
 		noted(epfd, op, fd, ev);

@@ -17,6 +17,13 @@ int32_t rrc_ep_fd_of(int epfd, uint64_t data) RRC_HIDDEN_EP;
 /* The value registered for fd on epfd now: 1 and *data, or 0. */
 int rrc_ep_data_of(int epfd, int32_t fd, uint64_t *data) RRC_HIDDEN_EP;
 
+/* Replay: epoll_wait returned these fds (the log's): those registered
+ * with EPOLLONESHOT are disabled in the kernel's instance as the recorded
+ * call disabled them (rr-epoll.c). */
+void rrc_ep_replayed_wait(int epfd, const int32_t *fds, uint32_t n) RRC_HIDDEN_EP;
+/* fd was closed: its disarmed registrations are gone with it. */
+void rrc_ep_fd_closed(int fd) RRC_HIDDEN_EP;
+
 /* The epoll instance's next number (a return of epoll_wait while
  * recording; call it inside the hook guard with the event). */
 uint64_t rrc_ep_order(int epfd) RRC_HIDDEN_EP;

@@ -44,6 +44,7 @@
 #include "rrc/crc32c.h"
 #include "rr-log.h"
 #include "rr-fds.h"
+#include "rr-epoll.h"
 #include "rr-replay.h"
 
 enum { K_UNKNOWN = 0, K_SOCKET, K_FILE, K_OTHER };
@@ -204,6 +205,7 @@ void rrc_fdt_closed(int fd)
 	if (fdt)
 		set_kind(fd, K_UNKNOWN);
 	rrc_rp_fd_closed(fd);
+	rrc_ep_fd_closed(fd);
 }
 
 void rrc_fdt_restored(void)

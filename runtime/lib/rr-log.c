@@ -82,6 +82,16 @@ struct obj { volatile uint64_t addr, seq; };
 
 volatile int rrc_rr_mode;
 
+/* The order of system calls' returns (RRC §4.7): the last number given.
+ * Ordinary memory, so an image holds where it stood at its cut; a replay
+ * ordering returns counts on from there (rr-replay.c). */
+static volatile uint64_t returns;
+
+volatile uint64_t *rrc_rr_returns(void)
+{
+	return &returns;
+}
+
 static struct {
 	int fd;                          /* the log file (a library fd) */
 	uint8_t *region;                 /* control + rings */
@@ -301,6 +311,12 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 	}
 	struct rrc_log_event e = { .kind = kind, .flags = flags, .data_len = len, .obj = obj, .seq = seq,
 				   .result = result };
+	if (RRC_EV_IS_CALL(kind)) {
+		/* the call has returned: its place among every thread's returns,
+		 * and when (inside the hook guard, so a cut sees both or none) */
+		e.ret = __atomic_add_fetch(&returns, 1, __ATOMIC_SEQ_CST);
+		e.ret_ns = rrc_rr_now_ns();
+	}
 	rrc_memcpy(r->data + off, &e, EV_HDR);
 	uint32_t at = off + EV_HDR, left = len;
 	for (int i = 0; i < pieces && left; i++) {

@@ -98,6 +98,14 @@ struct iovec;
 void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
 		   const struct iovec *pieces, int n) RRC_HIDDEN_RR;
 
+/* The last number given in the order of system calls' returns (RRC
+ * §4.7; every RRC_EV_IS_CALL event's `ret`). A replay that orders returns
+ * waits for turns on it. */
+volatile uint64_t *rrc_rr_returns(void) RRC_HIDDEN_RR;
+/* CLOCK_MONOTONIC through libc's vDSO (tens of nanoseconds, not a system
+ * call): the returns' `ret_ns`, and a replay's pacing (rr-time.c). */
+uint64_t rrc_rr_now_ns(void) RRC_HIDDEN_RR;
+
 /* Threads (rr-sync.c's pthread_create trampoline): the creator's tid and
  * the creation's number, set in the new thread before its first event
  * (THREAD_START's obj and seq; 0 and 0 for the main thread). */

@@ -18,11 +18,6 @@ enum { RP_NONE = 0, RP_CUT, RP_BORN };
 /* rp.state (also rrc_ctl_replay.state) */
 enum { RP_OFF = 0, RP_RUNNING = 1, RP_LIVE = 2, RP_DIVERGED = 3 };
 
-/* The keys of numbered events besides objects' addresses (which are never
- * below a page) */
-#define RP_KEY_FDT       1ull   /* the fd table's sequence */
-#define RP_KEY_CREATIONS 2ull   /* pthread_create's births */
-
 /* One incarnation of a thread in the log */
 struct rp_thread {
 	uint32_t tid;                       /* in the log (a restored thread's too) */
@@ -66,6 +61,16 @@ struct rp_state {
 	volatile uint64_t debts_left;       /* bytes/counts not taken back at go-live */
 	volatile uint32_t report_taken;
 	char report[768];
+	/* `--replay-until`: the output's thread and event */
+	uint32_t until_thread, until_index;
+	/* data races (RRC §4.7): enum rrc_races; returns below the limit
+	 * return in their recorded order; the last one's recorded time and
+	 * when it was replayed (written by the turn's holder only) */
+	uint32_t races;
+	uint64_t pace_max_ns;
+	uint64_t returns_limit;
+	uint64_t last_ret_ns, last_done_ns;
+	volatile uint64_t returns_ordered, paced_ns;
 };
 
 extern struct rp_state rp RRC_HIDDEN_RP;

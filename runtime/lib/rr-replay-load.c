@@ -20,7 +20,10 @@
  *     missing. Each thread's replay ends before its first event whose
  *     number is not reachable from the image's counter through numbers the
  *     log holds; repeated until nothing changes. What is cut off is
- *     reported as dropped.
+ *     reported as dropped. With `--replay-until FD:BYTES` each thread
+ *     first ends at the least consistent cut holding that output
+ *     (rp_plan_until); with the order of returns enforced, how far it can
+ *     be (rp_plan_returns_reach).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +32,7 @@
 #include "rrc_lib.h"
 #include "rrc/crc32c.h"
 #include "rr-replay-int.h"
+#include "rr-replay-plan.h"
 
 struct rp_state rp = { .log_fd = -1 };
 
@@ -253,128 +257,44 @@ static int end_at_cut(void)
 	return 0;
 }
 
-/* ---- 5: where the log is consistent ---- */
+/* ---- 5: where the log is consistent, where it goes live (rr-replay-plan.c) ---- */
 
-/* (key, number) pairs, open addressing; key 0 is empty */
-struct pair { uint64_t key, seq; };
-static struct pair *pairs;
-static uint64_t pairs_mask;
-
-static inline uint64_t slot_of(uint64_t key, uint64_t seq)
+static struct rp_plan plan_of(void)
 {
-	return ((key * 0x9e3779b97f4a7c15ull) ^ (seq * 0xc2b2ae3d27d4eb4full)) & pairs_mask;
+	return (struct rp_plan){ .threads = rp.threads, .nr_threads = rp.nr_threads, .counter = rp_counter_now,
+				 .returns_base = RRC_LOAD(rrc_rr_returns()) };
 }
 
-/* 1 inserted, 0 present already */
-static int pair_put(uint64_t key, uint64_t seq)
+/* `--replay-until FD:BYTES`: every thread ends at the least consistent
+ * cut that holds that output */
+static int end_at_output(const struct rrc_replay_request *rq)
 {
-	for (uint64_t i = slot_of(key, seq);; i = (i + 1) & pairs_mask) {
-		if (pairs[i].key == 0) {
-			pairs[i] = (struct pair){ key, seq };
-			return 1;
-		}
-		if (pairs[i].key == key && pairs[i].seq == seq)
-			return 0;
-	}
+	struct rp_plan p = plan_of();
+	uint32_t t, i;
+	if (rp_plan_find_output(&p, rq->until_fd, rq->until_bytes, &t, &i) < 0 ||
+	    rp_plan_until(&p, t, i, rq->races != RRC_RACES_OFF) < 0)
+		return fail(p.why, ~0ull);
+	rp.until_thread = t;
+	rp.until_index = i;
+	return 0;
 }
 
-static int pair_has(uint64_t key, uint64_t seq)
+static int trim(const struct rrc_replay_request *rq)
 {
-	for (uint64_t i = slot_of(key, seq);; i = (i + 1) & pairs_mask) {
-		if (pairs[i].key == 0)
-			return 0;
-		if (pairs[i].key == key && pairs[i].seq == seq)
-			return 1;
-	}
-}
-
-/* key -> the first number of key the log does not hold, counting from
- * the image's counter; computed once per round (seq = the reach + 1, 0:
- * not yet computed). Keyed like pairs, seq ~0 marking the entry. */
-static struct pair *reaches;
-static uint64_t reaches_mask;
-
-static uint64_t reach(uint64_t key)
-{
-	uint64_t i = ((key * 0x9e3779b97f4a7c15ull) >> 7) & reaches_mask;
-	for (;; i = (i + 1) & reaches_mask) {
-		if (reaches[i].key == key)
-			return reaches[i].seq;
-		if (reaches[i].key == 0)
-			break;
-	}
-	uint64_t s = rp_counter_now(key);
-	while (pair_has(key, s))
-		s++;
-	reaches[i] = (struct pair){ key, s };
-	return s;
-}
-
-static int trim(void)
-{
-	uint64_t numbered = 0;
-	for (uint32_t k = 0; k < rp.nr_threads; k++) {
-		struct rp_thread *t = &rp.threads[k];
-		t->end = t->role == RP_NONE ? t->start : t->n_end;
-		if (t->end < t->start)
-			t->end = t->start;
-		for (uint32_t i = t->start; i < t->end; i++)
-			numbered += rrc_rp_numbered(t->ev[i], 0, 0);
-	}
-	uint64_t cap = 16;
-	while (cap < 2 * numbered + 16)
-		cap <<= 1;
-	pairs = map_zero(cap * sizeof *pairs);
-	reaches = map_zero(cap * sizeof *reaches);
-	if (!pairs || !reaches)
-		return fail("no memory to index the log's numbers", ~0ull);
-	pairs_mask = cap - 1;
-	reaches_mask = cap - 1;
-	for (int changed = 1; changed;) {
-		changed = 0;
-		rrc_memset(pairs, 0, cap * sizeof *pairs);
-		rrc_memset(reaches, 0, cap * sizeof *reaches);
-		for (uint32_t k = 0; k < rp.nr_threads; k++) {
-			struct rp_thread *t = &rp.threads[k];
-			for (uint32_t i = t->start; i < t->end; i++) {
-				uint64_t key, seq;
-				if (rrc_rp_numbered(t->ev[i], &key, &seq) && !pair_put(key, seq))
-					return fail("two events of the log carry the same number of one object", ~0ull);
-			}
-		}
-		for (uint32_t k = 0; k < rp.nr_threads; k++) {
-			struct rp_thread *t = &rp.threads[k];
-			if (t->role == RP_BORN && t->end > t->start &&
-			    !(t->birth < reach(RP_KEY_CREATIONS))) {
-				t->end = t->start; /* its creation is not in the consistent log */
-				changed = 1;
-				continue;
-			}
-			for (uint32_t i = t->start; i < t->end; i++) {
-				uint64_t key, seq;
-				if (!rrc_rp_numbered(t->ev[i], &key, &seq))
-					continue;
-				if (seq < rp_counter_now(key))
-					return fail("an event's number is below the image's counter of its object "
-						    "(the log does not continue this image)", ~0ull);
-				if (seq >= reach(key)) {
-					t->end = i;
-					changed = 1;
-					break;
-				}
-			}
-		}
-	}
-	rrc_sys_munmap(pairs, cap * sizeof *pairs);
-	rrc_sys_munmap(reaches, cap * sizeof *reaches);
-	pairs = reaches = 0;
+	struct rp_plan p = plan_of();
+	if (rp_plan_trim(&p) < 0)
+		return fail(p.why, ~0ull);
+	if (rq->until_fd >= 0 && rp.threads[rp.until_thread].end <= rp.until_index)
+		return fail("the output to go live at depends on events the log does not hold", ~0ull);
+	rp.returns_limit = rq->races == RRC_RACES_OFF ? 0 : rp_plan_returns_reach(&p);
 	return 0;
 }
 
 /* ---- the whole ---- */
 
-int rrc_rp_load(int fd, const uint8_t id[16], const uint8_t *end_id, uint32_t timeout_ms)
+int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 {
+	int fd = rq->fd;
 	uint64_t t0 = rrc_mono_ns();
 	struct stat st;
 	/* an image taken after an earlier replay holds that replay's state */
@@ -384,12 +304,16 @@ int rrc_rp_load(int fd, const uint8_t id[16], const uint8_t *end_id, uint32_t ti
 	rp.log_fd = -1;
 	rp_debts_reset();
 	rrc_memcpy(rp.image_id, id, 16);
-	if (end_id) {
-		rrc_memcpy(rp.end_id, end_id, 16);
+	if (rq->has_end) {
+		rrc_memcpy(rp.end_id, rq->to, 16);
 		rp.has_end = 1;
 	}
 	rp.log_fd = fd;
-	rp.timeout_ns = (uint64_t)(timeout_ms ? timeout_ms : 5000) * 1000000ull;
+	rp.timeout_ns = (uint64_t)(rq->timeout_ms ? rq->timeout_ms : 5000) * 1000000ull;
+	rp.races = rq->races;
+	rp.pace_max_ns = (uint64_t)(rq->pace_max_us ? rq->pace_max_us : 10000) * 1000ull;
+	if (rq->has_end && rq->until_fd >= 0)
+		return fail("a replay goes live at an image's cut or at an output, not both", ~0ull);
 	if (rrc_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return fail("the log handed over is not a regular file", ~0ull);
 	uint64_t size = (uint64_t)st.st_size;
@@ -427,7 +351,8 @@ int rrc_rp_load(int fd, const uint8_t id[16], const uint8_t *end_id, uint32_t ti
 	index_batches(base, size, 1);
 	for (uint32_t k = 0; k < rp.nr_threads; k++)
 		rp.threads[k].n_end = rp.threads[k].n;
-	if (choose() < 0 || (rp.end_cut && end_at_cut() < 0) || trim() < 0)
+	if (choose() < 0 || (rp.end_cut && end_at_cut() < 0) || (rq->until_fd >= 0 && end_at_output(rq) < 0) ||
+	    trim(rq) < 0)
 		return -1;
 	for (uint32_t k = 0; k < rp.nr_threads; k++) {
 		struct rp_thread *t = &rp.threads[k];

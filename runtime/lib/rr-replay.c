@@ -26,6 +26,7 @@
 #include "rrc_lib.h"
 #include "rrc/control.h"
 #include "rr-replay-int.h"
+#include "rr-replay-plan.h"
 #include "rr-fds.h"
 
 static __thread struct rp_thread *rp_me __attribute__((tls_model("initial-exec")));
@@ -48,6 +49,9 @@ static const char *kind_name(uint16_t k)
 	case RRC_EV_THREAD_EXIT: return "thread_exit";
 	case RRC_EV_THREAD_JOIN: return "thread_join";
 	case RRC_EV_MUTEX_LOCK: return "mutex_lock";
+	case RRC_EV_MUTEX_UNLOCK: return "mutex_unlock";
+	case RRC_EV_RWLOCK_UNLOCK: return "rwlock_unlock";
+	case RRC_EV_SPIN_UNLOCK: return "spin_unlock";
 	case RRC_EV_COND_WAIT: return "cond_wait";
 	case RRC_EV_RWLOCK_RD: return "rwlock_rd";
 	case RRC_EV_RWLOCK_WR: return "rwlock_wr";
@@ -74,42 +78,6 @@ static const char *kind_name(uint16_t k)
 }
 
 /* ---- numbers and counters ---- */
-
-int rrc_rp_numbered(const struct rrc_log_event *e, uint64_t *key, uint64_t *seq)
-{
-	uint64_t k = 0;
-	switch (e->kind) {
-	case RRC_EV_MUTEX_LOCK: case RRC_EV_RWLOCK_RD: case RRC_EV_RWLOCK_WR:
-	case RRC_EV_SPIN_LOCK: case RRC_EV_SEM_WAIT:
-		if (e->result == 0)
-			k = e->obj;
-		break;
-	case RRC_EV_BARRIER: /* the serial thread's -1 is a success too */
-		if (e->result == 0 || e->result == -1)
-			k = e->obj;
-		break;
-	case RRC_EV_COND_WAIT:
-		if (e->data_len == 8)
-			rrc_memcpy(&k, e + 1, 8);
-		break;
-	case RRC_EV_FD: case RRC_EV_ACCEPT:
-		k = RP_KEY_FDT;
-		break;
-	case RRC_EV_THREAD_CREATE:
-		k = RP_KEY_CREATIONS;
-		break;
-	case RRC_EV_EPOLL_WAIT: case RRC_EV_EPOLL_CTL:
-		k = RRC_EPOLL_KEY(e->obj);
-		break;
-	}
-	if (!k)
-		return 0;
-	if (key)
-		*key = k;
-	if (seq)
-		*seq = e->seq;
-	return 1;
-}
 
 static volatile uint64_t *counter_of(uint64_t key, int create)
 {
@@ -306,11 +274,48 @@ const struct rrc_log_event *rrc_rp_next(uint16_t kind, uint64_t obj)
 	return e;
 }
 
+/* RRC §4.7: a system call returns in its recorded place among every
+ * thread's returns (a turn on the count of returns, which the image holds
+ * as its cut left it) and, pacing, no sooner after the previous return
+ * than it came in the recording (at most pace_max). Here, once the call's
+ * own turns are taken, as the recording numbered it once they were. */
+static void return_in_order(const struct rrc_log_event *e)
+{
+	if (rp.races == RRC_RACES_OFF || !e->ret || e->ret >= rp.returns_limit)
+		return;
+	volatile uint64_t *count = rrc_rr_returns();
+	rrc_rp_turn(count, e->ret - 1, "the order of returns", e->ret);
+	uint64_t now = rrc_rr_now_ns();
+	if (rp.races == RRC_RACES_PACE && rp.last_ret_ns && e->ret_ns > rp.last_ret_ns) {
+		uint64_t gap = e->ret_ns - rp.last_ret_ns;
+		uint64_t until = rp.last_done_ns + (gap < rp.pace_max_ns ? gap : rp.pace_max_ns);
+		uint64_t t0 = now;
+		while (now < until) {
+			/* sleep what the timer slack allows, spin (yielding) the rest */
+			if (until - now > 200000) {
+				struct rrc_ts ts = { 0, (long)(until - now - 100000) };
+				uint32_t never = 0;
+				rrc_sys_futex(&never, RRC_FUTEX_WAIT, 0, &ts);
+			} else {
+				rrc_sys_sched_yield();
+			}
+			now = rrc_rr_now_ns();
+		}
+		rp.paced_ns += now - t0;
+	}
+	rp.last_ret_ns = e->ret_ns;
+	rp.last_done_ns = now;
+	rp.returns_ordered++;
+	rrc_rp_advance(count);
+}
+
 void rrc_rp_done(void)
 {
 	struct rp_thread *t = rp_me;
 	if (!t || t == &nobody || rp_me_generation != rp.generation)
 		return;
+	if (t->pos < t->end)
+		return_in_order(t->ev[t->pos]);
 	t->pos++;
 	__atomic_add_fetch(&rp.progress, 1, __ATOMIC_RELAXED);
 	if (__atomic_sub_fetch(&rp.remaining, 1, __ATOMIC_SEQ_CST) == 0)
@@ -568,6 +573,8 @@ void rrc_rp_status(struct rrc_ctl_replay *o, char *msg, uint32_t cap, uint32_t *
 	o->load_ns = rp.load_ns;
 	o->replay_ns = o->state == RP_LIVE ? rp.live_ns : rp.started_ns ? now - rp.started_ns : 0;
 	o->debts_left = rp.debts_left;
+	o->returns_ordered = RRC_LOAD(&rp.returns_ordered);
+	o->paced_ns = RRC_LOAD(&rp.paced_ns);
 	uint32_t n = 0;
 	if (RRC_LOAD(&rp.report_taken))
 		while (n < cap && rp.report[n])

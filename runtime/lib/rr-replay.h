@@ -46,13 +46,15 @@ static inline int rrc_rr_replaying(void)
 	return __atomic_load_n(&rrc_rr_mode, __ATOMIC_RELAXED) == RRC_RR_REPLAY && !rrc_rr_library_thread_flag;
 }
 
-/* Post-restore (ASYNC-SIGNAL-SAFE, threads parked): maps the log on `fd`,
- * finds the cut of image `id`, indexes each thread's events from it (up
- * to the cut of image `end_id` if given: every thread goes live in that
- * image's state) and turns replay on. 0, or -1 after logging why (the
- * process then stays parked for good: a restore asked to replay must not
- * run live without). */
-int rrc_rp_load(int fd, const uint8_t id[16], const uint8_t *end_id, uint32_t timeout_ms) RRC_HIDDEN_RP;
+/* Post-restore (ASYNC-SIGNAL-SAFE, threads parked): maps the log on
+ * rq->fd, finds the cut of image `id`, indexes each thread's events from
+ * it (up to the cut of image rq->to, or the output rq->until_fd /
+ * until_bytes: every thread goes live in that state) and turns replay on,
+ * with rq->races (RRC §4.7). 0, or -1 after logging why (the process then
+ * stays parked for good: a restore asked to replay must not run live
+ * without). */
+struct rrc_replay_request;
+int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq) RRC_HIDDEN_RP;
 
 /* The log's fd while a restored process keeps it (a library fd), or -1. */
 int rrc_rp_log_fd(void) RRC_HIDDEN_RP;

@@ -11,10 +11,15 @@
  * the object (rr-log.c's table), so the numbers are the acquisition order:
  * a replay lets a thread acquire only when its number is the object's next.
  * A failed trylock or a timeout is recorded without a number (RRC: in
- * replay it fails at once, without trying). Unlocks carry no order of
- * their own and are not recorded; a condition variable's wait is recorded
- * as the acquisition of its mutex on the way out (Castor replays it as
- * unlock, wait for the turn, lock).
+ * replay it fails at once, without trying). A release (unlock) takes no
+ * number of its own: it is recorded, while the object is still held, with
+ * the number of the object's last acquisition, which places it in the
+ * thread's events before the next acquisition (a replay that goes live at
+ * a cut other than a checkpoint's must not stop a thread inside a
+ * critical section another thread's acquisition in the cut needs left:
+ * rr-replay-plan.c). A condition variable's wait is recorded as that
+ * release before it waits, then as the acquisition of its mutex on the way
+ * out (Castor replays it as unlock, wait for the turn, lock).
  *
  * The real functions: glibc exports __pthread_mutex_lock & co. under a
  * public version, bound below with .symver, so the wrappers call them without dlsym (jemalloc locks
@@ -30,9 +35,9 @@
  *   pthread_join tryjoin_np timedjoin_np clockjoin_np  THREAD_JOIN (obj: the pthread_t; flags TRY/TIMED)
  *
  * Readers of an rwlock are numbered too, in the order they took it: a
- * replay in that order is one the program could have run. Releases
- * (unlock, sem_post, cond_signal, broadcast) are not recorded: the order
- * of the acquisitions they allow is. glibc-internal locks are out of any
+ * replay in that order is one the program could have run. sem_post,
+ * cond_signal and broadcast are not recorded: the order of the
+ * acquisitions they allow is. glibc-internal locks are out of any
  * preload's reach (README).
  */
 #include <dlfcn.h>
@@ -48,8 +53,12 @@
  * default versions, so a plain reference would not link) */
 extern int real_mutex_lock(pthread_mutex_t *);
 extern int real_mutex_trylock(pthread_mutex_t *);
+extern int real_mutex_unlock(pthread_mutex_t *);
+extern int real_rwlock_unlock(pthread_rwlock_t *);
 __asm__(".symver real_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
 __asm__(".symver real_mutex_trylock, __pthread_mutex_trylock@GLIBC_2.2.5");
+__asm__(".symver real_mutex_unlock, __pthread_mutex_unlock@GLIBC_2.2.5");
+__asm__(".symver real_rwlock_unlock, __pthread_rwlock_unlock@GLIBC_2.2.5");
 
 static int (*real_timedlock)(pthread_mutex_t *, const struct timespec *);
 static int (*real_clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *);
@@ -64,6 +73,7 @@ static int (*real_timedwrlock)(pthread_rwlock_t *, const struct timespec *);
 static int (*real_clockrdlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
 static int (*real_clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
 static int (*real_spin_lock)(pthread_spinlock_t *), (*real_spin_trylock)(pthread_spinlock_t *);
+static int (*real_spin_unlock)(pthread_spinlock_t *);
 static int (*real_sem_wait)(sem_t *), (*real_sem_trywait)(sem_t *);
 static int (*real_sem_timedwait)(sem_t *, const struct timespec *);
 static int (*real_sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
@@ -94,6 +104,7 @@ void rrc_sync_resolve(void)
 	real_clockwrlock = dlsym(RTLD_NEXT, "pthread_rwlock_clockwrlock");
 	real_spin_lock = dlsym(RTLD_NEXT, "pthread_spin_lock");
 	real_spin_trylock = dlsym(RTLD_NEXT, "pthread_spin_trylock");
+	real_spin_unlock = dlsym(RTLD_NEXT, "pthread_spin_unlock");
 	real_sem_wait = dlsym(RTLD_NEXT, "sem_wait");
 	real_sem_trywait = dlsym(RTLD_NEXT, "sem_trywait");
 	real_sem_timedwait = dlsym(RTLD_NEXT, "sem_timedwait");
@@ -127,6 +138,28 @@ static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *o
 	rrc_hook_leave();
 }
 
+/* The number of the object's last acquisition (a release's seq). */
+static uint64_t last_number(const void *obj)
+{
+	volatile uint64_t *c = rrc_rr_obj_counter(obj, 0);
+	uint64_t n = c ? RRC_LOAD(c) : 0;
+	return n ? n - 1 : RRC_SEQ_NONE;
+}
+
+/* A release's event, logged while the object is still held. 1: logged,
+ * inside the hook guard (the caller releases, then leaves it); 0: not
+ * recording any more (parked, restored into replay: the caller replays). */
+static int release_logged(uint16_t kind, const void *obj)
+{
+	rrc_hook_enter();
+	if (!rrc_rr_recording()) {
+		rrc_hook_leave();
+		return 0;
+	}
+	rrc_rr_event(kind, 0, (uint64_t)obj, last_number(obj), 0, 0, 0);
+	return 1;
+}
+
 /* ---- replay (rr-replay.h) ---- */
 
 /* The real acquisitions a replay makes once it is the thread's turn (a
@@ -136,12 +169,20 @@ static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *o
  * its turn). */
 typedef int (*op_fn)(void *);
 static int lock_m(void *o) { return real_mutex_lock(o); }
-static int unlock_m(void *o) { return pthread_mutex_unlock(o); }
+static int unlock_m(void *o) { return real_mutex_unlock(o); }
 static int rd_l(void *o) { return real_rdlock(o); }
 static int wr_l(void *o) { return real_wrlock(o); }
-static int unlock_l(void *o) { return pthread_rwlock_unlock(o); }
+static int unlock_l(void *o) { return real_rwlock_unlock(o); }
 static int spin_l(void *o) { return real_spin_lock(o); }
-static int unlock_s(void *o) { return pthread_spin_unlock(o); }
+/* glibc's pthread_spin_unlock has no alias to bind by version (a
+ * versioned reference to pthread_spin_unlock binds to the wrapper below):
+ * looked up like the others */
+static int unlock_s(void *o)
+{
+	if (!real_spin_unlock)
+		rrc_sync_resolve();
+	return real_spin_unlock(o);
+}
 static int sem_w(void *o) { return real_sem_wait(o) ? errno : 0; }
 static int sem_p(void *o) { return sem_post(o); }
 
@@ -169,14 +210,40 @@ static int64_t replay_acquire(uint16_t kind, void *obj, op_fn acquire, int *live
 	return res;
 }
 
-/* A condition wait: its mutex given up, taken again in its turn; the
+/* A release: its event (checked: after the same acquisition) consumed,
+ * the object released for real. At the end of the thread's log it does
+ * not wait for go-live (a thread holding a lock would keep the others
+ * from their turns): it releases. */
+static void release_event(uint16_t kind, const void *obj)
+{
+	const struct rrc_log_event *e = rrc_rp_peek(kind, (uint64_t)obj);
+	if (!e)
+		return;
+	/* a mutex or spinlock is released before the next acquisition in
+	 * every run; an rwlock's reader may release before or after another
+	 * reader's acquisition, which the log does not order */
+	if (kind != RRC_EV_RWLOCK_UNLOCK && e->seq != last_number(obj))
+		rrc_rp_diverge("a release after the object's acquisition number", last_number(obj));
+	rrc_rp_done();
+}
+
+static int replay_release(uint16_t kind, void *obj, op_fn release)
+{
+	release_event(kind, obj);
+	return release(obj);
+}
+
+/* A condition wait: its mutex given up (its release event consumed
+ * unless the wait began while recording), taken again in its turn; the
  * condition variable itself is not waited on (a spurious wakeup in the
  * program's eyes, which POSIX allows, at the recorded point). */
-static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int *live)
+static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int released, int *live)
 {
+	if (!released)
+		release_event(RRC_EV_MUTEX_UNLOCK, m);
 	const struct rrc_log_event *e = rrc_rp_peek(RRC_EV_COND_WAIT, (uint64_t)c);
 	*live = 0;
-	pthread_mutex_unlock(m);
+	real_mutex_unlock(m);
 	if (!e) {
 		/* the log ends inside this wait: it lasts, the mutex given up as
 		 * the wait does, until every thread goes live, then returns as a
@@ -236,21 +303,49 @@ static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int *live)
 		return r_; \
 	} while (0)
 
-/* A condition wait: its mutex is held again whatever it returns. */
+/* A condition wait: its mutex's release logged first (while held), then
+ * the wait; the mutex is held again whatever it returns. */
 #define COND_WAIT(resolved, flags, c, m, call) do { \
 		if (!(resolved)) \
 			rrc_sync_resolve(); \
-		REPLAY_OR_LIVE(replay_cond((c), (m), &live_), (int)-res_); \
-		UNRECORDED_OR_RESERVE(1, call, 8); \
+		REPLAY_OR_LIVE(replay_cond((c), (m), 0, &live_), (int)-res_); \
+		UNRECORDED_OR_RESERVE(1, call, 0); \
+		if (!release_logged(RRC_EV_MUTEX_UNLOCK, (m))) { \
+			REPLAY_OR_LIVE(replay_cond((c), (m), 0, &live_), (int)-res_); \
+			return (call); \
+		} \
+		rrc_hook_leave(); \
+		rrc_rr_reserve(8); \
+		/* parked since the release was logged, restored into replay */ \
+		REPLAY_OR_LIVE(replay_cond((c), (m), 1, &live_), (int)-res_); \
 		int r_ = (call); \
 		if (rrc_rr_replaying()) { \
 			/* the mutex held again: replay_cond gives it up for the turn */ \
-			REPLAY_OR_LIVE(replay_cond((c), (m), &live_), (int)-res_); \
+			REPLAY_OR_LIVE(replay_cond((c), (m), 1, &live_), (int)-res_); \
 			return r_; \
 		} \
 		logged(RRC_EV_COND_WAIT, (flags), (c), (m), 1, -(int64_t)r_); \
 		return r_; \
 	} while (0)
+
+/* A release: its event logged while the object is held, then released. */
+#define RELEASE(kind, obj, release) do { \
+		if (rrc_rr_replaying()) \
+			return replay_release((kind), (void *)(obj), (release)); \
+		if (!rrc_rr_recording()) \
+			return (release)((void *)(obj)); \
+		rrc_rr_reserve(0); \
+		if (!release_logged((kind), (obj))) \
+			return rrc_rr_replaying() ? replay_release((kind), (void *)(obj), (release)) \
+						  : (release)((void *)(obj)); \
+		int r_ = (release)((void *)(obj)); \
+		rrc_hook_leave(); \
+		return r_; \
+	} while (0)
+
+int pthread_mutex_unlock(pthread_mutex_t *m) { RELEASE(RRC_EV_MUTEX_UNLOCK, m, unlock_m); }
+int pthread_rwlock_unlock(pthread_rwlock_t *l) { RELEASE(RRC_EV_RWLOCK_UNLOCK, l, unlock_l); }
+int pthread_spin_unlock(pthread_spinlock_t *l) { RELEASE(RRC_EV_SPIN_UNLOCK, (const void *)l, unlock_s); }
 
 /* real_mutex_lock and real_mutex_trylock are bound at link time */
 int pthread_mutex_lock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, 0, m, real_mutex_lock(m), lock_m, unlock_m); }

@@ -49,6 +49,14 @@ void rrc_time_resolve(void)
 	RESOLVE(arc4random_uniform);
 }
 
+uint64_t rrc_rr_now_ns(void)
+{
+	struct timespec ts;
+	if (!real_clock_gettime || real_clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+		return rrc_mono_ns();
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Replay: this thread's next event, of this kind on this obj (NULL: not
  * replaying, or live); its data copied out (at most cap bytes). */
 static const struct rrc_log_event *replayed(uint16_t kind, uint64_t obj, void *out, size_t cap)

@@ -247,13 +247,17 @@ static int replay_events(const struct rrc_log_event *e, int ep, struct epoll_eve
 		uint32_t n = (uint32_t)e->result;
 		const uint8_t *d = rrc_rp_data(e);
 		rrc_memcpy(ev, d, n * sizeof *ev);
-		for (uint32_t i = 0; e->data_len == n * EV_REC && i < n; i++) {
+		int32_t fds[EV_MAX_REC];
+		for (uint32_t i = 0; e->data_len == n * EV_REC && i < n && i < EV_MAX_REC; i++) {
 			int32_t fd;
 			uint64_t now;
 			rrc_memcpy(&fd, d + n * sizeof *ev + i * sizeof fd, sizeof fd);
+			fds[i] = fd;
 			if (fd >= 0 && rrc_ep_data_of(ep, fd, &now))
 				ev[i].data.u64 = now; /* the program's own value for that fd */
 		}
+		if (e->data_len == n * EV_REC)
+			rrc_ep_replayed_wait(ep, fds, n < EV_MAX_REC ? n : EV_MAX_REC);
 	}
 	return (int)rrc_rp_result(e);
 }

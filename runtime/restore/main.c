@@ -42,7 +42,8 @@
 static void usage(void)
 {
 	rst_fail(RRC_RST_USAGE, 0, 0,
-		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] [--replay-fd L [--replay-timeout-ms T] [--replay-to IMAGE_ID]] "
+		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] [--replay-fd L [--replay-timeout-ms T] [--replay-to IMAGE_ID] "
+		 "[--replay-until FD:BYTES] [--replay-races off|order|pace] [--replay-pace-max-us U]] "
 		 "{IMAGE... | --image-stream FD}");
 }
 
@@ -94,8 +95,8 @@ int main(int argc, char **argv)
 	struct fd_ctx x;
 	struct blob_plan_in in;
 	int nimg, *own, nr_own = 0, i, repaired_fd = -1, stream_fd = -1, replay_fd = -1;
-	uint32_t replay_timeout_ms = 0;
-	const char *replay_to_hex = 0;
+	struct rrc_replay_request rq = { .fd = -1, .until_fd = -1 };
+	const char *replay_to_hex = 0, *replay_until = 0, *replay_races = 0;
 	const char *control;
 
 	rst_t0_ns = rrc_mono_ns();
@@ -111,9 +112,15 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--replay-fd") && i + 1 < argc)
 			replay_fd = parse_fd(argv[++i]);
 		else if (!strcmp(argv[i], "--replay-timeout-ms") && i + 1 < argc)
-			replay_timeout_ms = (uint32_t)strtoul(argv[++i], 0, 10);
+			rq.timeout_ms = (uint32_t)strtoul(argv[++i], 0, 10);
 		else if (!strcmp(argv[i], "--replay-to") && i + 1 < argc)
 			replay_to_hex = argv[++i];
+		else if (!strcmp(argv[i], "--replay-until") && i + 1 < argc)
+			replay_until = argv[++i];
+		else if (!strcmp(argv[i], "--replay-races") && i + 1 < argc)
+			replay_races = argv[++i];
+		else if (!strcmp(argv[i], "--replay-pace-max-us") && i + 1 < argc)
+			rq.pace_max_us = (uint32_t)strtoul(argv[++i], 0, 10);
 		else if (!strcmp(argv[i], "--"))
 			{ i++; break; }
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -201,8 +208,27 @@ int main(int argc, char **argv)
 				 c.proc->exe_path, rst_strerror(errno));
 		in.exe_fd = fd_high(&x, fd);
 	}
-	in.replay_fd = replay_fd;
-	in.replay_timeout_ms = replay_timeout_ms;
+	rq.fd = replay_fd;
+	if (replay_races) {
+		if (!strcmp(replay_races, "off"))
+			rq.races = RRC_RACES_OFF;
+		else if (!strcmp(replay_races, "order"))
+			rq.races = RRC_RACES_ORDER;
+		else if (!strcmp(replay_races, "pace"))
+			rq.races = RRC_RACES_PACE;
+		else
+			rst_fail(RRC_RST_USAGE, 0, 0, "--replay-races %s: not off, order or pace", replay_races);
+	}
+	if (replay_until) {
+		char *end = 0;
+		long fd = strtol(replay_until, &end, 10);
+		if (fd < 0 || fd > 0x7fffffff || *end != ':' || !end[1])
+			rst_fail(RRC_RST_USAGE, 0, 0, "--replay-until %s: not FD:BYTES", replay_until);
+		rq.until_fd = (int32_t)fd;
+		rq.until_bytes = strtoull(end + 1, &end, 10);
+		if (*end)
+			rst_fail(RRC_RST_USAGE, 0, 0, "--replay-until %s: not FD:BYTES", replay_until);
+	}
 	if (replay_to_hex) {
 		if (strlen(replay_to_hex) != 32)
 			rst_fail(RRC_RST_USAGE, 0, 0, "--replay-to %s: not an image id (32 hex digits)", replay_to_hex);
@@ -210,10 +236,11 @@ int main(int argc, char **argv)
 			unsigned v;
 			if (sscanf(replay_to_hex + 2 * k, "%2x", &v) != 1)
 				rst_fail(RRC_RST_USAGE, 0, 0, "--replay-to %s: not an image id (32 hex digits)", replay_to_hex);
-			in.replay_to[k] = (uint8_t)v;
+			rq.to[k] = (uint8_t)v;
 		}
-		in.replay_has_end = 1;
+		rq.has_end = 1;
 	}
+	in.replay = rq;
 	in.image_fds = xcalloc((size_t)nimg, sizeof(int));
 	for (int k = 0; k < nimg; k++)
 		in.image_fds[k] = c.imgs[k].fd;

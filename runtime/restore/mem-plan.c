@@ -434,10 +434,7 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 	memcpy(a->sigs, c->sigs, sizeof(a->sigs));
 	a->restore_area_addr = c->proc->restore_area_addr;
 	memcpy(a->image_id, c->newest->hdr.image_id, 16);
-	a->replay_fd = in->replay_fd;
-	a->replay_timeout_ms = in->replay_timeout_ms;
-	a->replay_has_end = (uint32_t)in->replay_has_end;
-	memcpy(a->replay_to, in->replay_to, 16);
+	a->replay = in->replay;
 
 	{
 		char *stk = p + code_len + args_len;

@@ -146,10 +146,7 @@ struct blob_plan_in {
 	struct chain *c;
 	int status_fd, log_fd, exe_fd;
 	int *image_fds;
-	int replay_fd;            /* the record log, moved high; -1: none */
-	uint32_t replay_timeout_ms;
-	int replay_has_end;       /* --replay-to: go live at that image's cut */
-	uint8_t replay_to[16];
+	struct rrc_replay_request replay; /* fd: the record log, moved high; -1: none */
 };
 void mem_check_vmas(struct chain *c);
 void mem_check_vdso(struct chain *c);

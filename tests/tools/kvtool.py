@@ -16,6 +16,8 @@ mtkv (runtime/tests/zdtm/mtkv.c, the project's own multithreaded server)
   mtkv-load PORT PHASE [CONNS] PHASE's SETs and DELs, pipelined over CONNS connections
   mtkv-model PORT PHASES       every key the phases left must hold its exact value
   mtkv-digest PORT             prints "COUNT DIGEST" (compare before/after)
+  mtkv-seq PORT N              SETs seq:0 .. seq:N-1 in order on one connection
+  mtkv-seq-prefix PORT K N     seq:0 .. seq:K-1 hold their values, seq:K .. seq:N-1 none
 
 Phase 0 loads a base data set; each later phase overwrites a window of it,
 adds new keys and deletes some, so increments differ from the full image.
@@ -309,6 +311,27 @@ def mtkv_model(port: int, phases: int):
     print(f"mtkv model: {len(m)} keys verified after {phases} phases")
 
 
+def seq_value(i: int) -> bytes:
+    return b"v%d" % (i * 7919)
+
+
+def mtkv_seq(port: int, n: int):
+    replies = mtkv_pipeline(port, [b"SET seq:%d %s" % (i, seq_value(i)) for i in range(n)])
+    bad = [r for r in replies if r != b"OK"]
+    if bad:
+        fail(f"mtkv seq: {len(bad)} bad replies, e.g. {bad[:3]}")
+    print(f"mtkv seq: {n} sets in order on one connection")
+
+
+def mtkv_seq_prefix(port: int, k: int, n: int):
+    replies = mtkv_pipeline(port, [b"GET seq:%d" % i for i in range(n)])
+    for i, r in enumerate(replies):
+        want = b"VALUE " + seq_value(i) if i < k else b"NIL"
+        if r != want:
+            fail(f"mtkv seq:{i}: {r!r}, expected {want!r} (the first {k} of {n} sets applied)")
+    print(f"mtkv seq: exactly the first {k} of {n} sets applied")
+
+
 def mtkv_digest(port: int):
     c, d = mtkv_pipeline(port, [b"COUNT", b"DIGEST"])
     print(f"{c.decode()} {d.decode()}")
@@ -338,6 +361,10 @@ def main():
         mtkv_model(int(args[0]), int(args[1]))
     elif cmd == "mtkv-digest":
         mtkv_digest(int(args[0]))
+    elif cmd == "mtkv-seq":
+        mtkv_seq(int(args[0]), int(args[1]))
+    elif cmd == "mtkv-seq-prefix":
+        mtkv_seq_prefix(int(args[0]), int(args[1]), int(args[2]))
     else:
         sys.exit(f"unknown command {cmd}")
 

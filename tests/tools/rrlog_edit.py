@@ -7,7 +7,7 @@ Also the one CRC32C of the Python tests.
 """
 import struct
 
-HEADER_SIZE, BATCH_SIZE, EVENT_SIZE = 48, 40, 32
+HEADER_SIZE, BATCH_SIZE, EVENT_SIZE = 48, 40, 48
 BATCH_MAGIC = 0x424C5252
 
 _TABLE = []
@@ -27,13 +27,14 @@ def crc32c(data: bytes) -> int:
 
 
 class Event:
-    def __init__(self, kind, flags, obj, seq, result, data):
+    def __init__(self, kind, flags, obj, seq, result, data, ret=0, ret_ns=0):
         self.kind, self.flags, self.obj, self.seq, self.result, self.data = kind, flags, obj, seq, result, data
+        self.ret, self.ret_ns = ret, ret_ns  # a system call's place in the order of returns, and when
 
     def encode(self) -> bytes:
         pad = (-len(self.data)) % 8
-        return struct.pack("<HHIQQq", self.kind, self.flags, len(self.data), self.obj, self.seq,
-                           self.result) + self.data + b"\0" * pad
+        return struct.pack("<HHIQQqQQ", self.kind, self.flags, len(self.data), self.obj, self.seq,
+                           self.result, self.ret, self.ret_ns) + self.data + b"\0" * pad
 
 
 class Batch:
@@ -57,8 +58,8 @@ def read(path):
         assert magic == BATCH_MAGIC, f"batch at {off}"
         p, o, evs = b[off + BATCH_SIZE:off + BATCH_SIZE + plen], 0, []
         for _ in range(n):
-            kind, flags, dlen, obj, s, res = struct.unpack_from("<HHIQQq", p, o)
-            evs.append(Event(kind, flags, obj, s, res, p[o + EVENT_SIZE:o + EVENT_SIZE + dlen]))
+            kind, flags, dlen, obj, s, res, ret, ret_ns = struct.unpack_from("<HHIQQqQQ", p, o)
+            evs.append(Event(kind, flags, obj, s, res, p[o + EVENT_SIZE:o + EVENT_SIZE + dlen], ret, ret_ns))
             o += EVENT_SIZE + dlen + (-dlen) % 8
         batches.append(Batch(tid, seq, first, evs))
         off += BATCH_SIZE + plen

@@ -160,7 +160,7 @@ pub struct Resumed {
 }
 
 /// `struct rrc_ctl_replay`'s size; the divergence report follows it.
-pub const REPLAY_STATE_SIZE: usize = 72;
+pub const REPLAY_STATE_SIZE: usize = 88;
 
 /// `rrc_ctl_replay.state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -190,6 +190,10 @@ pub struct ReplayState {
     pub replay_ns: u64,
     /// Bytes/counts reads took in the log that pipes/eventfds did not hold at go-live.
     pub debts_left: u64,
+    /// System calls that returned in their recorded order (RRC §4.7).
+    pub returns_ordered: u64,
+    /// Time returns waited to keep their recorded gaps.
+    pub paced_ns: u64,
     pub report: String,
 }
 
@@ -394,7 +398,7 @@ impl Message {
                 };
                 p.extend_from_slice(&phase.to_le_bytes());
                 p.extend_from_slice(&m.threads.to_le_bytes());
-                for v in [m.events_total, m.events_done, m.events_dropped, m.outputs, m.output_bytes, m.load_ns, m.replay_ns, m.debts_left] {
+                for v in [m.events_total, m.events_done, m.events_dropped, m.outputs, m.output_bytes, m.load_ns, m.replay_ns, m.debts_left, m.returns_ordered, m.paced_ns] {
                     p.extend_from_slice(&v.to_le_bytes());
                 }
                 p.extend_from_slice(m.report.as_bytes());
@@ -572,6 +576,8 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
                 load_ns: u64_at(p, 48),
                 replay_ns: u64_at(p, 56),
                 debts_left: u64_at(p, 64),
+                returns_ordered: u64_at(p, 72),
+                paced_ns: u64_at(p, 80),
                 report: String::from_utf8_lossy(&p[REPLAY_STATE_SIZE..]).into_owned(),
             })
         }

@@ -82,8 +82,8 @@ fn every_vector_decodes_and_reencodes_identically() {
                 assert_eq!(r.phase, ReplayPhase::Diverged);
                 assert_eq!(u(&e["state"]), 3);
                 assert_eq!(
-                    [r.threads.into(), r.events_total, r.events_done, r.events_dropped, r.outputs, r.output_bytes, r.load_ns, r.replay_ns, r.debts_left],
-                    ["threads", "events_total", "events_done", "events_dropped", "outputs", "output_bytes", "load_ns", "replay_ns", "debts_left"].map(|k| u(&e[k]))
+                    [r.threads.into(), r.events_total, r.events_done, r.events_dropped, r.outputs, r.output_bytes, r.load_ns, r.replay_ns, r.debts_left, r.returns_ordered, r.paced_ns],
+                    ["threads", "events_total", "events_done", "events_dropped", "outputs", "output_bytes", "load_ns", "replay_ns", "debts_left", "returns_ordered", "paced_ns"].map(|k| u(&e[k]))
                 );
                 assert_eq!(r.report, e["report"].as_str().unwrap());
             }

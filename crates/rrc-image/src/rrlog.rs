@@ -16,10 +16,10 @@ use crate::le::*;
 use crate::ImageId;
 
 pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
-pub const LOG_VERSION: u32 = 2;
+pub const LOG_VERSION: u32 = 3;
 pub const LOG_HEADER_SIZE: usize = 48;
 pub const BATCH_HEADER_SIZE: usize = 40;
-pub const EVENT_HEADER_SIZE: usize = 32;
+pub const EVENT_HEADER_SIZE: usize = 48;
 /// `RRC_LOG_BATCH_MAGIC`
 pub const BATCH_MAGIC: u32 = 0x424c_5252;
 /// `RRC_LOG_MAX_PAYLOAD`
@@ -183,6 +183,12 @@ impl EventKind {
         }
     }
 
+    /// System calls carry their place in the process-wide order of
+    /// returns and its time (`RRC_EV_IS_CALL`; RRC §4.7).
+    pub fn is_call(self) -> bool {
+        (EventKind::Read as u16..=EventKind::Output as u16).contains(&(self as u16))
+    }
+
     /// Process-wide records travel in tid-0 batches, everything else in
     /// a thread's own.
     pub fn process_wide(self) -> bool {
@@ -220,12 +226,21 @@ pub struct Event {
     pub obj: u64,
     pub seq: u64,
     pub result: i64,
+    /// a system call's place in the order of returns (1, 2, ...), 0 for other kinds
+    pub ret: u64,
+    /// a system call's CLOCK_MONOTONIC at its return, 0 for other kinds
+    pub ret_ns: u64,
     pub data: Vec<u8>,
 }
 
 impl Event {
     pub fn new(kind: EventKind, obj: u64, seq: u64, result: i64, data: Vec<u8>) -> Event {
-        Event { kind, flags: 0, obj, seq, result, data }
+        Event { kind, flags: 0, obj, seq, result, ret: 0, ret_ns: 0, data }
+    }
+
+    /// The same event, stamped as the `ret`-th return at `ret_ns`.
+    pub fn returned(self, ret: u64, ret_ns: u64) -> Event {
+        Event { ret, ret_ns, ..self }
     }
 
     fn encoded_len(&self) -> usize {
@@ -239,6 +254,8 @@ impl Event {
         out.extend_from_slice(&self.obj.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&self.result.to_le_bytes());
+        out.extend_from_slice(&self.ret.to_le_bytes());
+        out.extend_from_slice(&self.ret_ns.to_le_bytes());
         out.extend_from_slice(&self.data);
         out.resize(out.len() + (pad8(self.data.len() as u64) as usize - self.data.len()), 0);
     }
@@ -348,6 +365,8 @@ pub struct LogReader<R: Read> {
     offset: u64,
     next_batch: u64,
     next_event: BTreeMap<u32, u64>,
+    /// per thread: the last place in the order of returns it took
+    last_return: BTreeMap<u32, u64>,
 }
 
 impl<R: Read> LogReader<R> {
@@ -380,7 +399,7 @@ impl<R: Read> LogReader<R> {
             return Err(LogError::HeaderFlags { source_name: src, flags });
         }
         let header = LogHeader { log_id: ImageId(id_at(&b, 16)), created_ns: u64_at(&b, 32), pid: u32_at(&b, 40) };
-        Ok(LogReader { r, source_name: src, header, offset: LOG_HEADER_SIZE as u64, next_batch: 0, next_event: BTreeMap::new() })
+        Ok(LogReader { r, source_name: src, header, offset: LOG_HEADER_SIZE as u64, next_batch: 0, next_event: BTreeMap::new(), last_return: BTreeMap::new() })
     }
 
     pub fn header(&self) -> &LogHeader {
@@ -452,6 +471,23 @@ impl<R: Read> LogReader<R> {
         if tid != 0 && first_event == 0 && events.first().map(|e| e.kind) != Some(EventKind::ThreadStart) {
             return Err(LogError::EventGap { source_name: src(), offset: at, tid, expected: expected_first, found: first_event });
         }
+        // one thread's calls return one after the other: their places in
+        // the process-wide order of returns only grow (across the
+        // incarnations of a tid too: the order is the process's)
+        let mut last = self.last_return.get(&tid).copied().unwrap_or(0);
+        for (i, e) in events.iter().enumerate().filter(|(_, e)| e.kind.is_call()) {
+            if e.ret <= last {
+                return Err(LogError::BadEvent {
+                    source_name: src(),
+                    offset: at,
+                    tid,
+                    index: first_event + i as u64,
+                    why: format!("{} returned {}th, not after the thread's previous call ({}th)", e.kind.name(), e.ret, last),
+                });
+            }
+            last = e.ret;
+        }
+        self.last_return.insert(tid, last);
         self.offset = at + (BATCH_HEADER_SIZE + payload.len()) as u64;
         self.next_batch += 1;
         if tid != 0 {
@@ -512,7 +548,14 @@ impl<R: Read> LogReader<R> {
                 }
                 _ => {}
             }
-            events.push(Event { kind, flags, obj: u64_at(e, 8), seq: u64_at(e, 16), result: i64_at(e, 24), data });
+            let (ret, ret_ns) = (u64_at(e, 32), u64_at(e, 40));
+            if kind.is_call() && ret == 0 {
+                return Err(bad(format!("{}, a system call, without its place in the order of returns", kind.name())));
+            }
+            if !kind.is_call() && (ret, ret_ns) != (0, 0) {
+                return Err(bad(format!("{}, not a system call, with a place in the order of returns", kind.name())));
+            }
+            events.push(Event { kind, flags, obj: u64_at(e, 8), seq: u64_at(e, 16), result: i64_at(e, 24), ret, ret_ns, data });
             o += EVENT_HEADER_SIZE + padded;
         }
         if o != p.len() {

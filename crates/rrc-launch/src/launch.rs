@@ -114,6 +114,65 @@ pub struct ReplaySpec {
     /// Go live at the cut of this image (a later checkpoint of the same
     /// recording) instead of the log's end.
     pub to: Option<[u8; 16]>,
+    /// Or go live right after this output (and what it depends on).
+    pub until: Option<OutputPos>,
+    /// The data-race mitigation (RRC §4.7).
+    pub races: Races,
+    /// With [`Races::Pace`]: the longest wait before one return.
+    pub pace_max_us: u32,
+}
+
+/// How a replay treats what the recording did not order (RRC §4.7;
+/// `enum rrc_races` in rrc/image.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Races {
+    /// Turns only where the recording numbered (locks, the fd table, epoll).
+    #[default]
+    Off,
+    /// And system calls return in their recorded order.
+    Order,
+    /// And no sooner after the previous return than they did.
+    Pace,
+}
+
+impl Races {
+    pub fn name(self) -> &'static str {
+        match self {
+            Races::Off => "off",
+            Races::Order => "order",
+            Races::Pace => "pace",
+        }
+    }
+}
+
+impl std::str::FromStr for Races {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Races, String> {
+        [Races::Off, Races::Order, Races::Pace]
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| format!("{s:?}: expected off, order (system calls return in their recorded order) or pace (and with their recorded gaps)"))
+    }
+}
+
+/// A position in an output stream: the output that brings fd's stream to
+/// `bytes` bytes sent (`FD:BYTES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct OutputPos {
+    pub fd: i32,
+    pub bytes: u64,
+}
+
+impl std::str::FromStr for OutputPos {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OutputPos, String> {
+        let bad = || format!("{s:?}: expected FD:BYTES (the output that brings fd FD's stream to BYTES bytes sent)");
+        let (fd, bytes) = s.split_once(':').ok_or_else(bad)?;
+        let fd = fd.parse::<i32>().ok().filter(|&f| f >= 0).ok_or_else(bad)?;
+        let bytes = bytes.parse::<u64>().ok().filter(|&b| b > 0).ok_or_else(bad)?;
+        Ok(OutputPos { fd, bytes })
+    }
 }
 
 /// Where the time went, for the failover timeline.
@@ -258,6 +317,11 @@ pub fn start(l: LaunchSpec) -> Result<Started> {
             let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
             argv.extend(["--replay-to".into(), hex.into()]);
         }
+        if let Some(o) = r.until {
+            argv.extend(["--replay-until".into(), format!("{}:{}", o.fd, o.bytes).into()]);
+        }
+        argv.extend(["--replay-races".into(), r.races.name().into()]);
+        argv.extend(["--replay-pace-max-us".into(), r.pace_max_us.to_string().into()]);
     }
     argv.extend(image_args);
     let env: Vec<(OsString, OsString)> = vec![

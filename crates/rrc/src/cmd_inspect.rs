@@ -160,6 +160,10 @@ fn dump_events(path: &std::path::Path, all_data: bool) -> Result<ExitCode> {
                 "tid": b.tid, "index": b.first_event + i as u64, "kind": e.kind.name(), "flags": e.flags,
                 "obj": e.obj, "seq": e.seq, "result": e.result, "data_len": e.data.len(),
             });
+            if e.kind.is_call() {
+                line["ret"] = e.ret.into();
+                line["ret_ns"] = e.ret_ns.into();
+            }
             if all_data || e.data.len() <= 64 {
                 line["data"] = e.data.iter().map(|x| format!("{x:02x}")).collect::<String>().into();
             }

@@ -54,8 +54,26 @@ pub struct RestoreArgs {
     /// one of the same recording) instead of the log's end: every thread
     /// stops where that checkpoint found it, so the process goes live in
     /// that checkpoint's state (a replay of one epoch).
-    #[arg(long, value_name = "DIR", requires = "replay")]
+    #[arg(long, value_name = "DIR", requires = "replay", conflicts_with = "replay_until")]
     pub replay_to: Option<PathBuf>,
+    /// With --replay: go live right after the output that brings fd FD's
+    /// stream to BYTES bytes sent (`rrc inspect --log LOG --events` lists
+    /// outputs: obj is the fd, offset + length the bytes), and the events
+    /// it depends on: every thread stops at the least consistent cut that
+    /// holds it (RRC §4.4: replay up to the last released output).
+    #[arg(long, value_name = "FD:BYTES", requires = "replay")]
+    pub replay_until: Option<rrc_launch::OutputPos>,
+    /// With --replay: data-race mitigation (RRC §4.7). `order`: system
+    /// calls return in the order they returned in the recording; `pace`:
+    /// and each no sooner after the previous one than it did (at most
+    /// --replay-pace-max). What a race changes then plays out as recorded
+    /// more often, at the cost of replay time.
+    #[arg(long, value_name = "off|order|pace", default_value = "off", requires = "replay")]
+    pub replay_races: rrc_launch::Races,
+    /// With --replay-races pace: the longest wait before one return (an
+    /// idle gap in the recording is not waited out).
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = crate::cmd_service::parse_duration, requires = "replay")]
+    pub replay_pace_max: std::time::Duration,
     /// With --replay: no progress for this long is a divergence.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = crate::cmd_service::parse_duration, requires = "replay")]
     pub replay_timeout: std::time::Duration,
@@ -148,6 +166,9 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
                 log: r.file.into(),
                 timeout_ms: a.replay_timeout.as_millis().min(u32::MAX as u128) as u32,
                 to: replay_to.map(|id| id.0),
+                until: a.replay_until,
+                races: a.replay_races,
+                pace_max_us: a.replay_pace_max.as_micros().clamp(1, u32::MAX as u128) as u32,
             }),
         },
         repaired,
@@ -176,10 +197,12 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
         tracing::info!(events = st.events_done, "replayed");
         replayed = serde_json::to_value(&st)?;
         // where every thread went live: the log's (consistent) end, or a later checkpoint's cut
-        replayed["live_at"] = match &replay_to {
-            Some(id) => serde_json::json!({ "cut_of_image": id.to_string() }),
-            None => serde_json::json!("end of the log"),
+        replayed["live_at"] = match (&replay_to, &a.replay_until) {
+            (Some(id), _) => serde_json::json!({ "cut_of_image": id.to_string() }),
+            (None, Some(o)) => serde_json::json!({ "output": o }),
+            (None, None) => serde_json::json!("end of the log"),
         };
+        replayed["races"] = serde_json::to_value(a.replay_races)?;
         if !a.json.json {
             eprintln!(
                 "rrc restore: replayed {} events of {} threads in {:.1} ms ({} outputs checked, {} dropped after the log's consistent end); live",

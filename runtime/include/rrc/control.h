@@ -161,7 +161,9 @@ struct rrc_ctl_replay {
 	uint64_t load_ns;         /* mapping and indexing the log */
 	uint64_t replay_ns;       /* first event .. live (or now) */
 	uint64_t debts_left;      /* bytes read in the log that pipes/eventfds no longer held at go-live */
-};                                /* 72 bytes */
+	uint64_t returns_ordered; /* system calls that returned in their recorded order (RRC §4.7) */
+	uint64_t paced_ns;        /* time returns waited to keep their recorded gaps */
+};                                /* 88 bytes */
 
 /* rrc_ctl_error.code */
 enum rrc_ctl_error_code {

@@ -344,6 +344,25 @@ struct rrc_tcp_stream {
 
 #define RRC_RESTORE_AREA_MAGIC 0x52524352455354ull /* "RRCREST" */
 
+/* `rrc restore --replay`: what the restored library is asked to replay
+ * and how (lib/rr-replay.h). */
+enum rrc_races {
+	RRC_RACES_OFF   = 0,      /* turns only where the recording numbered (locks, fds, epoll) */
+	RRC_RACES_ORDER = 1,      /* and system calls return in their recorded order (RRC §4.7) */
+	RRC_RACES_PACE  = 2,      /* and no sooner after the previous return than they did */
+};
+struct rrc_replay_request {
+	int32_t  fd;              /* the record log (an fd of the restored process),
+				   * replayed from the image's cut; -1: none */
+	uint32_t timeout_ms;      /* no progress this long is a divergence (0: 5000) */
+	uint32_t races;           /* enum rrc_races */
+	uint32_t pace_max_us;     /* RRC_RACES_PACE: the longest wait before one return (0: 10 ms) */
+	uint32_t has_end;         /* 1: go live at the cut of image `to` */
+	int32_t  until_fd;        /* >= 0: go live right after the output that brings this fd's */
+	uint64_t until_bytes;     /* stream to until_bytes (and what it depends on) */
+	uint8_t  to[16];
+};                                /* 48 bytes */
+
 /* Lives in librrc.so's memory at rrc_process.restore_area_addr. The
  * restorer writes it before resuming any thread; the control thread's
  * post-restore path reads it. */
@@ -353,11 +372,8 @@ struct rrc_restore_area {
 	uint8_t  image_id[16];    /* the image restored (next dump may use it as parent) */
 	uint32_t nr_threads;      /* threads resumed, control thread included */
 	volatile uint32_t threads_back; /* incremented by each thread in the library */
-	int32_t  replay_fd;       /* `rrc restore --replay`: the record log (an fd of the
-				   * restored process), replayed from the image's cut; -1: none */
-	uint32_t replay_timeout_ms; /* no progress this long is a divergence (0: 5000) */
-	uint32_t replay_has_end;  /* 1: go live at the cut of image replay_to */
-	uint8_t  replay_to[16];
+	uint32_t reserved;
+	struct rrc_replay_request replay;
 };
 
 #ifdef __cplusplus
@@ -366,6 +382,7 @@ struct rrc_restore_area {
 #define RRC_STATIC_ASSERT _Static_assert
 #endif
 RRC_STATIC_ASSERT(sizeof(struct rrc_image_header) == 72, "image header layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_replay_request) == 48, "replay request layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_section_header) == 24, "section header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_end) == 16, "end layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_vma) == 40, "vma layout");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  *
- * The rrc record log, version 2 (issue 13; RRC §4.1, HyCoR §4.1).
+ * The rrc record log, version 3 (issue 13; RRC §4.1, §4.7, HyCoR §4.1).
  *
  * This header is the single definition of the format. The Rust module
  * rrc_image::rrlog mirrors it; tests/vectors/rrlog-* are written from it
@@ -23,7 +23,10 @@
  * An event is rrc_log_event followed by data_len bytes, padded to 8. The
  * order between threads is not the stream's: it is carried by the events
  * themselves (RRC's per-lock sequence numbers in `seq` for synchronization;
- * one process-wide sequence in `seq` for calls that change the fd table).
+ * one process-wide sequence in `seq` for calls that change the fd table),
+ * and for every system call by `ret`, the process-wide order in which the
+ * calls returned, with `ret_ns`, when (RRC §4.7: a replay may enforce that
+ * order and those gaps to make data races play out as they did).
  *
  * Everything is little-endian, fields fixed-width, padding explicit.
  */
@@ -33,7 +36,7 @@
 #include <stdint.h>
 
 #define RRC_LOG_MAGIC         "RRCLOG\0\0" /* 8 bytes */
-#define RRC_LOG_VERSION       2u
+#define RRC_LOG_VERSION       3u
 #define RRC_LOG_BATCH_MAGIC   0x424c5252u  /* "RRLB" little-endian */
 /* A batch's payload is at most this long: a reader refuses a longer one
  * before reading it (one thread's batch is flushed well before). */
@@ -45,7 +48,7 @@
 struct rrc_log_header {
 	char     magic[8];        /* RRC_LOG_MAGIC */
 	uint32_t version;         /* RRC_LOG_VERSION */
-	uint32_t flags;           /* zero in version 2 */
+	uint32_t flags;           /* zero in version 3 */
 	uint8_t  log_id[16];      /* random, unique per recording */
 	uint64_t created_ns;      /* CLOCK_REALTIME when recording began */
 	uint32_t pid;             /* the recorded process, as it sees itself */
@@ -75,15 +78,17 @@ enum rrc_log_kind {
 	/* synchronization: obj = the object's address, seq = its per-object
 	 * order (the n-th successful operation on that object) */
 	RRC_EV_MUTEX_LOCK    = 10,  /* flags: RRC_EVF_TRY / RRC_EVF_TIMED; a failure has no seq */
-	RRC_EV_MUTEX_UNLOCK  = 11,
+	RRC_EV_MUTEX_UNLOCK  = 11,  /* a release (also a condition wait's, before it waits):
+				     * seq = the number of the object's last acquisition, so that
+				     * acquisition seq + 1 comes after it (RRC_SEQ_NONE: none numbered) */
 	RRC_EV_COND_WAIT     = 12,  /* the mutex reacquired: seq on the mutex (data: u64 mutex) */
 	RRC_EV_COND_SIGNAL   = 13,
 	RRC_EV_COND_BROADCAST = 14,
 	RRC_EV_RWLOCK_RD     = 15,
 	RRC_EV_RWLOCK_WR     = 16,
-	RRC_EV_RWLOCK_UNLOCK = 17,
+	RRC_EV_RWLOCK_UNLOCK = 17,  /* a release, as MUTEX_UNLOCK */
 	RRC_EV_SPIN_LOCK     = 18,
-	RRC_EV_SPIN_UNLOCK   = 19,
+	RRC_EV_SPIN_UNLOCK   = 19,  /* a release, as MUTEX_UNLOCK */
 	RRC_EV_SEM_WAIT      = 20,
 	RRC_EV_SEM_POST      = 21,
 	RRC_EV_ONCE          = 22,
@@ -116,6 +121,9 @@ enum rrc_log_kind {
 	/* process-wide (tid 0) records */
 	RRC_EV_CUT           = 90,  /* data = struct rrc_log_cut + rrc_log_cut_thread[] */
 };
+
+/* A release's seq when no acquisition of the object was numbered */
+#define RRC_SEQ_NONE (~0ull)
 
 /* rrc_log_event.flags */
 #define RRC_EVF_TRY    (1u << 0)  /* trylock-like: may fail at once */
@@ -165,7 +173,13 @@ struct rrc_log_event {
 	uint64_t obj;
 	uint64_t seq;
 	int64_t  result;
-};                                /* 32 bytes */
+	uint64_t ret;             /* a system call's (RRC_EV_IS_CALL): its place in the process-wide
+				   * order of returns, 1, 2, 3...; 0 for every other kind */
+	uint64_t ret_ns;          /* a system call's: CLOCK_MONOTONIC at that return; 0 otherwise */
+};                                /* 48 bytes */
+
+/* The kinds that are system calls: they carry `ret` and `ret_ns`. */
+#define RRC_EV_IS_CALL(kind) ((kind) >= RRC_EV_READ && (kind) <= RRC_EV_OUTPUT)
 
 struct rrc_log_output {
 	uint64_t offset;          /* bytes this fd had sent before */

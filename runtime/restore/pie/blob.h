@@ -92,10 +92,7 @@ struct blob_args {
 
 	uint64_t restore_area_addr;
 	uint8_t  image_id[16];
-	int32_t  replay_fd;       /* -1: no replay */
-	uint32_t replay_timeout_ms;
-	uint32_t replay_has_end;
-	uint8_t  replay_to[16];
+	struct rrc_replay_request replay; /* fd -1: no replay */
 
 	uint32_t nr_threads;                   /* including the main thread */
 	uint32_t main_index;

@@ -407,10 +407,7 @@ static void fill_restore_area(struct blob_args *a)
 	memcpy(ra->image_id, a->image_id, 16);
 	ra->nr_threads = a->nr_threads;
 	ra->threads_back = 0;
-	ra->replay_fd = a->replay_fd;
-	ra->replay_timeout_ms = a->replay_timeout_ms;
-	ra->replay_has_end = a->replay_has_end;
-	memcpy(ra->replay_to, a->replay_to, 16);
+	ra->replay = a->replay;
 	__atomic_store_n(&ra->magic, RRC_RESTORE_AREA_MAGIC, __ATOMIC_RELEASE);
 }
 

@@ -31,7 +31,9 @@ PIN(rrc_log_event, data_len, 4);
 PIN(rrc_log_event, obj, 8);
 PIN(rrc_log_event, seq, 16);
 PIN(rrc_log_event, result, 24);
-_Static_assert(sizeof(struct rrc_log_event) == 32, "rrc_log_event size");
+PIN(rrc_log_event, ret, 32);
+PIN(rrc_log_event, ret_ns, 40);
+_Static_assert(sizeof(struct rrc_log_event) == 48, "rrc_log_event size");
 _Static_assert(sizeof(struct rrc_log_output) == 24, "rrc_log_output size");
 _Static_assert(sizeof(struct rrc_log_cut) == 32, "rrc_log_cut size");
 _Static_assert(sizeof(struct rrc_log_cut_thread) == 16, "rrc_log_cut_thread size");
@@ -56,10 +58,17 @@ struct batch {
 	struct buf payload;
 };
 
+/* the order of returns the sample's calls take */
+static uint64_t returns;
+
 static void event(struct batch *bt, uint16_t kind, uint64_t obj, uint64_t seq, int64_t result,
 		  const void *data, uint32_t len)
 {
 	struct rrc_log_event e = { .kind = kind, .data_len = len, .obj = obj, .seq = seq, .result = result };
+	if (RRC_EV_IS_CALL(kind)) {
+		e.ret = ++returns;
+		e.ret_ns = 1000 * e.ret;
+	}
 	put(&bt->payload, &e, sizeof e);
 	put(&bt->payload, data, len);
 	pad8(&bt->payload);
@@ -84,6 +93,7 @@ static void out(struct buf *b, struct batch *bt)
 static size_t good(struct buf *b, uint32_t version)
 {
 	header(b, version);
+	returns = 0;
 	struct batch bt = { .tid = 1, .seq = 0, .first = 0 };
 	const int64_t ts[2] = { 1, 2 };
 	event(&bt, RRC_EV_THREAD_START, 0, 0, 0, NULL, 0);
