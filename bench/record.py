@@ -7,10 +7,14 @@ noisy).
 Per server and round: throughput at saturation for a fixed amount of work
 (rrc-check, closed loop, 8 connections, every reply checked), then latency
 at half load (open loop, the same absolute rate for both: half of an
-unrecorded calibration run's saturation); for the recorded one also the log's bytes per second and
-events per 100 ms over the whole run of the server (`rrc inspect --log`).
-Replay time and divergences need replay, which is not built yet: not
-measured.
+unrecorded calibration run's saturation); the server's CPU time per
+operation during the saturation run (every thread of it, the library's
+writer too: less sensitive than throughput to the client and the other
+tenants sharing the two CPUs); for the recorded one also the log's bytes
+per second and events per 100 ms over the whole run of the server
+(`rrc inspect --log`). --log-dir puts the logs elsewhere (a tmpfs: the
+recording without this machine's disk). Replay time and divergences:
+bench/replay.py.
 
 Everything runs in one network namespace of its own (client and server on
 its loopback): what is measured is the library's recording, not a network.
@@ -72,22 +76,32 @@ def check(client, extra, timeout):
     return rep
 
 
+def cpu_seconds(pid):
+    """The process's CPU time so far, every thread (the library's writer
+    too): utime + stime of /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one(spec, config, workdir, args, rate, tag):
     """Start, saturate, half load, stop: one configuration's round."""
     logf = workdir / f"{tag}.log"
-    rec = workdir / f"{tag}.rec"
+    rec = (Path(args.log_dir) if args.log_dir else workdir) / f"{tag}.rec"
     extra = ["--record", rec] if config == "recorded" else []
     out = run([str(RRC), "exec", "--netns", NS, "--log", str(workdir / f"{tag}.out"), *map(str, extra), "--", *spec["argv"]], 60)
     pid = int(out.strip().splitlines()[-1])
     t0 = time.monotonic()
     try:
         wait_port(NS, spec["port"], pid)
+        cpu0 = cpu_seconds(pid)
         sat = check(spec["client"], ["--ops", args.ops], 600)
+        sat_cpu = cpu_seconds(pid) - cpu0
         half = check(spec["client"], ["--duration", f"{args.half_s}s", "--rate", f"{rate:.1f}"], args.half_s + 120)
         lived = time.monotonic() - t0
     finally:
         kill_container(RRC, pid)
     res = {"saturation_ops_s": sat["throughput_ops_s"], "ops": sat.get("ops"),
+           "cpu_us_per_op": sat_cpu * 1e6 / max(1, sat.get("ops") or args.ops),
            "half_rate_ops_s": half["throughput_ops_s"],
            "half_latency_us": {k: half["latency_us"].get(k) for k in ("mean", "p50", "p99")}}
     if config == "recorded":
@@ -107,12 +121,14 @@ def plot(path, res):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = list(res["servers"])
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a1, a3, a2) = plt.subplots(1, 3, figsize=(15, 4))
     for i, n in enumerate(names):
         r = res["servers"][n]["ratios"]
         a1.boxplot([r["throughput"]], positions=[i], widths=0.5)
+        a3.boxplot([r["cpu_per_op"]], positions=[i], widths=0.5)
         a2.boxplot([r["half_load_latency_mean"]], positions=[i], widths=0.5)
-    for a, t in ((a1, "saturation throughput, recorded / not"), (a2, "mean latency at half load, recorded / not")):
+    for a, t in ((a1, "saturation throughput, recorded / not"), (a3, "server CPU per operation, recorded / not"),
+                 (a2, "mean latency at half load, recorded / not")):
         a.set_xticks(range(len(names)))
         a.set_xticklabels(names)
         a.axhline(1.0, color="grey", lw=0.8)
@@ -129,6 +145,8 @@ def main():
     ap.add_argument("--half-s", type=int, default=5, help="seconds of the half-load run")
     ap.add_argument("--servers", default="redis,memcached,lighttpd")
     ap.add_argument("--file-size", type=int, default=4096, help="lighttpd's file")
+    ap.add_argument("--log-dir", default=None,
+                    help="where the recorded logs go (default: the work directory, on /tmp's disk)")
     ap.add_argument("--out", default=str(HERE / "results" / "record"))
     args = ap.parse_args()
     for b in (RRC, CHECK):
@@ -155,26 +173,33 @@ def main():
                 for c in (CONFIGS if r % 2 == 0 else CONFIGS[::-1]):
                     runs[c].append(one(spec, c, workdir, args, half_rate, f"{name}-{r}-{c}"))
                 got = {c: runs[c][-1] for c in CONFIGS}
-                log(f"{name} round {r + 1}: plain {got['plain']['saturation_ops_s']:.0f} ops/s, "
-                    f"recorded {got['recorded']['saturation_ops_s']:.0f} ops/s, "
+                log(f"{name} round {r + 1}: plain {got['plain']['saturation_ops_s']:.0f} ops/s "
+                    f"({got['plain']['cpu_us_per_op']:.1f} µs CPU/op), "
+                    f"recorded {got['recorded']['saturation_ops_s']:.0f} ops/s "
+                    f"({got['recorded']['cpu_us_per_op']:.1f} µs CPU/op), "
                     f"log {got['recorded']['log']['bytes_per_s'] / 1e6:.1f} MB/s, "
                     f"{got['recorded']['log']['events_per_100ms']:.0f} events/100 ms")
             out["servers"][name] = {"half_load_rate_ops_s": half_rate}
             tp = [b["saturation_ops_s"] / a["saturation_ops_s"] for a, b in zip(runs["plain"], runs["recorded"])]
             lat = [b["half_latency_us"]["mean"] / a["half_latency_us"]["mean"]
                    for a, b in zip(runs["plain"], runs["recorded"])]
+            cpu = [b["cpu_us_per_op"] / a["cpu_us_per_op"] for a, b in zip(runs["plain"], runs["recorded"])]
             out["servers"][name].update({
                 "runs": runs,
-                "ratios": {"throughput": tp, "half_load_latency_mean": lat},
+                "ratios": {"throughput": tp, "half_load_latency_mean": lat, "cpu_per_op": cpu},
                 "summary": {
                     "throughput_ratio_median": statistics.median(tp), "throughput_ratio_min": min(tp),
                     "throughput_ratio_max": max(tp), "latency_ratio_median": statistics.median(lat),
+                    "cpu_per_op_ratio_median": statistics.median(cpu), "cpu_per_op_ratio_min": min(cpu),
+                    "cpu_per_op_ratio_max": max(cpu),
                     "log_bytes_per_s_median": statistics.median(x["log"]["bytes_per_s"] for x in runs["recorded"]),
                     "events_per_100ms_median": statistics.median(x["log"]["events_per_100ms"] for x in runs["recorded"]),
                 },
             })
             log(f"{name}: throughput recorded/plain median {statistics.median(tp):.3f} "
-                f"[{min(tp):.3f}, {max(tp):.3f}], half-load latency ratio median {statistics.median(lat):.3f}")
+                f"[{min(tp):.3f}, {max(tp):.3f}], server CPU per operation recorded/plain median "
+                f"{statistics.median(cpu):.3f} [{min(cpu):.3f}, {max(cpu):.3f}], "
+                f"half-load latency ratio median {statistics.median(lat):.3f}")
         write_results(args.out, out, plot)
     finally:
         cleanup.run_all()

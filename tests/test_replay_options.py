@@ -8,18 +8,20 @@ data-race mitigation.
   (the project's multithreaded server) fed SETs in order on one
   connection: going live right after the reply that acknowledged the k-th
   SET, the server holds exactly the first k keys, not one more.
+- The plan's decisions, apart from any process: runtime/build/rp_plan_check.
 - `--replay-races order|pace` (RRC §4.7): system calls return in the order
   they returned in the recording, and (pace) no sooner after the previous
   return than they did. Checked on a zdtm program (the same digest; every
   call of the replay ordered, counted by the library) and on a real server
   under load (every output checked, then live and verified).
 """
+import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import pid_alive, read_text, wait_for_file, zdtm_bin
+from conftest import RUNTIME_BUILD, need, pid_alive, read_text, wait_for_file, zdtm_bin
 from test_replay import KVTOOL, PROGRAMS, Recorded, RecordedServer, after_cut, kv, live_state, replay, \
     replay_fails, wait_port
 
@@ -27,6 +29,14 @@ sys.path.insert(0, str(KVTOOL.parent))
 import rrlog_edit  # noqa: E402
 
 OUTPUT, CALLS = 70, range(40, 71)
+
+
+def test_the_replay_plan_passes_its_unit_checks():
+    """runtime/build/rp_plan_check: the decisions of lib/rr-replay-plan.c
+    (numbered events, the consistent end of a crash's log, the cut for an
+    output, how far returns can be ordered) on logs built in memory."""
+    p = subprocess.run([str(need(RUNTIME_BUILD / "rp_plan_check"))], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "all checks passed" in p.stdout, f"{p.stdout}\n{p.stderr}"
 
 
 def test_a_replay_goes_live_right_after_a_given_output(rrc, tmp_path, netns, other_netns):

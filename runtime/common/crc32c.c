@@ -6,7 +6,9 @@
  * One crc32 instruction depends on the previous one's result (3 cycles of
  * latency, one issued per cycle), so a single stream runs at a third of
  * what the unit can do. Blocks of 3 × STRIPE bytes are therefore done as
- * three independent streams, whose registers are then joined: the
+ * three independent streams, whose registers are then joined (and what is
+ * left, or a buffer under 12 KiB such as a 4 KiB page or a reply, in
+ * blocks of 3 × SMALL bytes the same way): the
  * register after A‖B is the one after A moved past |B| zero bytes, xor the
  * one of B alone; moving a register past n zero bytes is a multiplication
  * by x^(8n) mod P, done as one carry-less multiply by the constant
@@ -19,14 +21,17 @@
 #include <wmmintrin.h>
 
 #define STRIPE 4096
-/* x^(8·STRIPE−33) mod P, bit-reflected (derived once, checked by the test) */
+#define SMALL  256
+/* x^(8·n−33) mod P for n = STRIPE, SMALL, bit-reflected (derived once,
+ * checked by the test) */
 #define SHIFT_STRIPE 0x82f89c77u
+#define SHIFT_SMALL  0xb9e02b86u
 
-/* the register moved past STRIPE zero bytes */
-static inline uint64_t past_stripe(uint64_t c)
+/* the register moved past the zero bytes `shift` stands for */
+static inline uint64_t past(uint64_t c, uint32_t shift)
 {
 	__m128i p = _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)(uint32_t)c),
-					 _mm_cvtsi64_si128(SHIFT_STRIPE), 0);
+					 _mm_cvtsi64_si128(shift), 0);
 
 	return _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(p));
 }
@@ -56,10 +61,23 @@ uint32_t rrc_crc32c_extend(uint32_t crc, const void *data, size_t len)
 			c1 = _mm_crc32_u64(c1, load64(p + STRIPE + i));
 			c2 = _mm_crc32_u64(c2, load64(p + 2 * STRIPE + i));
 		}
-		c = past_stripe(c) ^ c1;
-		c = past_stripe(c) ^ c2;
+		c = past(c, SHIFT_STRIPE) ^ c1;
+		c = past(c, SHIFT_STRIPE) ^ c2;
 		p += 3 * STRIPE;
 		len -= 3 * STRIPE;
+	}
+	while (len >= 3 * SMALL) {
+		uint64_t c1 = 0, c2 = 0;
+
+		for (size_t i = 0; i < SMALL; i += 8) {
+			c = _mm_crc32_u64(c, load64(p + i));
+			c1 = _mm_crc32_u64(c1, load64(p + SMALL + i));
+			c2 = _mm_crc32_u64(c2, load64(p + 2 * SMALL + i));
+		}
+		c = past(c, SHIFT_SMALL) ^ c1;
+		c = past(c, SHIFT_SMALL) ^ c2;
+		p += 3 * SMALL;
+		len -= 3 * SMALL;
 	}
 	while (len >= 8) {
 		c = _mm_crc32_u64(c, load64(p));

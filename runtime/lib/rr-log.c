@@ -103,6 +103,7 @@ static struct {
 	volatile uint32_t kick;          /* futex: producers wake the writer */
 	volatile uint32_t writer_sleeping;
 	volatile uint32_t broken;
+	volatile uint32_t slots_used;    /* rings ever taken: 0 .. slots_used - 1 (the writer looks no further) */
 } rr = { .fd = -1 };
 
 static __thread struct ring *my_ring __attribute__((tls_model("initial-exec")));
@@ -236,6 +237,8 @@ static struct ring *ring_take(void)
 		if (RRC_LOAD(&r->state) != SLOT_FREE ||
 		    !__atomic_compare_exchange_n(&r->state, &free_, SLOT_LIVE, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 			continue;
+		if (i >= RRC_LOAD(&rr.slots_used))
+			__atomic_store_n(&rr.slots_used, i + 1, __ATOMIC_RELEASE);
 		/* the writer left it empty: head == tail */
 		r->events = 0;
 		r->drained_events = 0;
@@ -545,12 +548,13 @@ static void *writer_main(void *arg)
 	 * park waits until the step is over; after a restore the mode is off
 	 * and the loop ends before touching a ring again. */
 	while (rrc_rr_mode_on()) {
-		int busy = 0, d = 0;
+		int d = 0;
 		rrc_hook_enter();
 		if (rrc_rr_mode_on())
 			write_cuts();
 		rrc_hook_leave();
-		for (uint32_t i = 0; i < RING_SLOTS && d >= 0; i++) {
+		uint32_t used = __atomic_load_n(&rr.slots_used, __ATOMIC_ACQUIRE);
+		for (uint32_t i = 0; i < used && d >= 0; i++) {
 			rrc_hook_enter();
 			if (!rrc_rr_mode_on()) {
 				rrc_hook_leave();
@@ -560,7 +564,7 @@ static void *writer_main(void *arg)
 			uint32_t st = RRC_LOAD(&r->state);
 			if (st != SLOT_FREE) {
 				while ((d = drain_one(r)) > 0)
-					busy = 1;
+					;
 				if (d >= 0 && st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) &&
 				    rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
 					RRC_STORE(&r->state, SLOT_FREE);
@@ -569,8 +573,12 @@ static void *writer_main(void *arg)
 		}
 		if (!rrc_rr_mode_on())
 			break;
-		if (busy)
-			continue;
+		/* a pass drained every ring: sleep a tick, or until a ring is
+		 * half full (or the library exits) and its thread kicks, so that
+		 * batches are large and the writer does not take a CPU from the
+		 * application on a small machine (it used to loop again at once
+		 * while it found anything: a thousand small writes a second and
+		 * a wakeup each) */
 		uint32_t k = RRC_LOAD(&rr.kick);
 		RRC_STORE(&rr.writer_sleeping, 1);
 		struct rrc_ts ts = { 0, WRITER_TICK_NS };

@@ -2,7 +2,8 @@
  *
  * runtime/build/crc32c_check: common/crc32c.c (three interleaved streams
  * joined with carry-less multiplies) against the textbook table CRC32C,
- * for every length near the first four 3-stripe block boundaries at every
+ * for every length near the first four 3-stripe block boundaries (and the
+ * small blocks' in between) at every
  * alignment class, for random lengths and split points
  * (rrc_crc32c_extend chains), and on the standard check value. Exit 0 when all agree; prints the throughput of
  * both for information. Run by tests/test_crc32c.py.
@@ -36,12 +37,13 @@ static uint32_t reference(uint32_t crc, const unsigned char *p, size_t n)
 	return ~crc;
 }
 
-/* every length near a multiple of the 3-stripe block (12 KiB) */
+/* every length near a multiple of the 3-stripe block (12 KiB) or of the
+ * small one (768 bytes) */
 static int near_block(size_t len)
 {
-	size_t r = len % (3 * 4096);
+	size_t r = len % (3 * 4096), s = len % (3 * 256);
 
-	return len < 512 || r < 64 || r > 3 * 4096 - 64;
+	return len < 512 || r < 64 || r > 3 * 4096 - 64 || s < 24 || s > 3 * 256 - 24;
 }
 
 static double now(void)

@@ -4,7 +4,8 @@
  * built in memory: which events are numbered, where a log cut short is
  * consistent, the least consistent cut holding an output, how far the
  * order of returns can be enforced. No process, no restore: run by
- * tests/test_replay.py (test_replay_plan_unit_checks), exit 0 when all pass.
+ * tests/test_replay_options.py (test_the_replay_plan_passes_its_unit_checks),
+ * exit 0 when all pass.
  */
 #include <stdio.h>
 #include <stdlib.h>
