@@ -32,7 +32,21 @@ fn exec_sleep(dir: &Path) -> Container {
     let log = dir.join("log");
     let out = rrc().args(["exec", "--log"]).arg(&log).args(["--", "sleep", "1000"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    Container { pid: exec_pid(&out), dir: dir.to_path_buf() }
+    let pid = exec_pid(&out);
+    // `rrc exec` returns once the library answers, before main() ran:
+    // wait until sleep is in its sleep (its setlocale() maps files first,
+    // which a dump taken meanwhile would miss and the next one not)
+    let asleep = || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .map(|s| matches!(s.split_whitespace().next(), Some("35") | Some("230")))
+            .unwrap_or(false)
+    };
+    let t0 = std::time::Instant::now();
+    while !asleep() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "sleep {pid} never reached nanosleep");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Container { pid, dir: dir.to_path_buf() }
 }
 
 fn pipe() -> (File, OwnedFd) {
