@@ -293,7 +293,8 @@ static void return_in_order(const struct rrc_log_event *e)
 		while (now < until) {
 			/* sleep what the timer slack allows, spin (yielding) the rest */
 			if (until - now > 200000) {
-				struct rrc_ts ts = { 0, (long)(until - now - 100000) };
+				uint64_t nap = until - now - 100000;
+				struct rrc_ts ts = { (long)(nap / 1000000000ull), (long)(nap % 1000000000ull) };
 				uint32_t never = 0;
 				rrc_sys_futex(&never, RRC_FUTEX_WAIT, 0, &ts);
 			} else {

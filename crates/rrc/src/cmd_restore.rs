@@ -129,6 +129,13 @@ fn newest_image_id(dir: &std::path::Path) -> Result<rrc_image::ImageId> {
 }
 
 pub fn run(a: RestoreArgs) -> Result<ExitCode> {
+    if a.replay_pace_max >= a.replay_timeout {
+        bail!(
+            "--replay-pace-max {:?} is not below --replay-timeout {:?}: one paced return would stall the replay's watchdog",
+            a.replay_pace_max,
+            a.replay_timeout
+        );
+    }
     let repaired = take_inherited(&a.repaired_fd)?;
     let replay_to = a.replay_to.as_deref().map(newest_image_id).transpose()?;
     let replay = match (&a.replay, &a.images) {
