@@ -44,6 +44,21 @@ static inline uint64_t load64(const unsigned char *p)
 	return w;
 }
 
+/* register c moved past 3 × stripe bytes at p, as three streams joined
+ * (inlined with constant arguments: one loop per size) */
+static inline uint64_t three_stripes(uint64_t c, const unsigned char *p, size_t stripe, uint32_t shift)
+{
+	uint64_t c1 = 0, c2 = 0;
+
+	for (size_t i = 0; i < stripe; i += 8) {
+		c = _mm_crc32_u64(c, load64(p + i));
+		c1 = _mm_crc32_u64(c1, load64(p + stripe + i));
+		c2 = _mm_crc32_u64(c2, load64(p + 2 * stripe + i));
+	}
+	c = past(c, shift) ^ c1;
+	return past(c, shift) ^ c2;
+}
+
 uint32_t rrc_crc32c_extend(uint32_t crc, const void *data, size_t len)
 {
 	const unsigned char *p = data;
@@ -54,28 +69,12 @@ uint32_t rrc_crc32c_extend(uint32_t crc, const void *data, size_t len)
 		len--;
 	}
 	while (len >= 3 * STRIPE) {
-		uint64_t c1 = 0, c2 = 0;
-
-		for (size_t i = 0; i < STRIPE; i += 8) {
-			c = _mm_crc32_u64(c, load64(p + i));
-			c1 = _mm_crc32_u64(c1, load64(p + STRIPE + i));
-			c2 = _mm_crc32_u64(c2, load64(p + 2 * STRIPE + i));
-		}
-		c = past(c, SHIFT_STRIPE) ^ c1;
-		c = past(c, SHIFT_STRIPE) ^ c2;
+		c = three_stripes(c, p, STRIPE, SHIFT_STRIPE);
 		p += 3 * STRIPE;
 		len -= 3 * STRIPE;
 	}
 	while (len >= 3 * SMALL) {
-		uint64_t c1 = 0, c2 = 0;
-
-		for (size_t i = 0; i < SMALL; i += 8) {
-			c = _mm_crc32_u64(c, load64(p + i));
-			c1 = _mm_crc32_u64(c1, load64(p + SMALL + i));
-			c2 = _mm_crc32_u64(c2, load64(p + 2 * SMALL + i));
-		}
-		c = past(c, SHIFT_SMALL) ^ c1;
-		c = past(c, SHIFT_SMALL) ^ c2;
+		c = three_stripes(c, p, SMALL, SHIFT_SMALL);
 		p += 3 * SMALL;
 		len -= 3 * SMALL;
 	}

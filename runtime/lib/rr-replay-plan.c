@@ -131,6 +131,11 @@ static struct slot *release_at(struct map *m, uint64_t key, uint64_t seq, uint64
 	return j < RELEASES_MAX ? map_find(m, key | RELEASED, seq * RELEASES_MAX + j) : 0;
 }
 
+static int replayed(const struct rp_thread *t)
+{
+	return t->role != RP_NONE;
+}
+
 #define VAL(thread, index) (((uint64_t)(thread) << 32) | (index))
 
 /* Every replayed thread's numbered events and releases from its start to
@@ -140,7 +145,7 @@ static int index_events(struct rp_plan *p, struct map *m, int whole)
 	uint64_t entries = 0;
 	for (uint32_t k = 0; k < p->nr_threads; k++) {
 		struct rp_thread *t = &p->threads[k];
-		if (t->role != RP_NONE)
+		if (replayed(t))
 			entries += (whole ? t->n : t->end) - t->start;
 	}
 	if (!m->s && map_init(m, entries) < 0)
@@ -148,7 +153,7 @@ static int index_events(struct rp_plan *p, struct map *m, int whole)
 	map_clear(m);
 	for (uint32_t k = 0; k < p->nr_threads; k++) {
 		struct rp_thread *t = &p->threads[k];
-		if (t->role == RP_NONE)
+		if (!replayed(t))
 			continue;
 		for (uint32_t i = t->start; i < (whole ? t->n : t->end); i++) {
 			const struct rrc_log_event *e = t->ev[i];
@@ -168,11 +173,6 @@ static int refuse(struct rp_plan *p, const char *why)
 {
 	p->why = why;
 	return -1;
-}
-
-static int replayed(const struct rp_thread *t)
-{
-	return t->role != RP_NONE;
 }
 
 /* ---- where a log cut short is consistent ---- */
