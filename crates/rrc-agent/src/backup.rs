@@ -22,8 +22,9 @@ use rrc_gate::{Gate, GateConfig};
 use rrc_store::Store;
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec};
 use rrc_wire::{Frame, FrameKind, FrameReader, FrameWriter, WireError};
-use serde::Serialize;
+use rrc_wire::reply::{BackupStats, Exported, FaultSet, Role, RoleStats, ServiceStatus};
 
+use crate::intake::{Intake, IntakeLimits, Received, Step};
 use crate::net::BackupRoute;
 use crate::peer::PeerConn;
 use crate::{lock, Agent, Service};
@@ -39,29 +40,6 @@ const MAX_CARRIED: usize = 4 << 30;
 const MAX_PENDING: usize = 8;
 /// NFQUEUE numbers used by gates: base + agent-wide index.
 const QUEUE_BASE: u16 = 100;
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct BackupStats {
-    pub state: String,
-    pub checkpoints_committed: u64,
-    pub checkpoints_rejected: u64,
-    pub last_committed_epoch: u64,
-    pub last_apply_us: u64,
-    pub last_error: Option<String>,
-    pub pending: usize,
-    pub stalled: bool,
-    pub store_bytes: u64,
-    pub received_bytes: u64,
-}
-
-struct Received {
-    begin: CheckpointBegin,
-    image: Vec<u8>,
-    /// Data-directory operations sent ahead of this checkpoint (initial
-    /// content, or those of a rejected checkpoint): applied, in order,
-    /// before the checkpoint's own, and only if it commits.
-    carried: Vec<Vec<u8>>,
-}
 
 struct Shared {
     stats: BackupStats,
@@ -104,7 +82,7 @@ pub struct Backup {
 }
 
 fn refuse(w: &Mutex<FrameWriter<TcpStream>>, e: &anyhow::Error) {
-    let _ = lock(w).send_json(FrameKind::Response, &Response::err(format!("{e:#}")));
+    let _ = lock(w).send_json(FrameKind::Response, &Response::<()>::err(format!("{e:#}")));
 }
 
 /// A replication session was opened with `first` (a Replicate frame).
@@ -213,14 +191,11 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let queue_num = QUEUE_BASE + (agent.next_index() % 60000) as u16;
     let gate = Gate::open(GateConfig::new(queue_num, svc)).context("opening the gate")?;
-    let seeds: Vec<rrc_gate::StreamSeed> = rep.seeds.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    let seeds: Vec<rrc_gate::StreamSeed> = rep.seeds.iter().map(|s| s.stream.clone()).collect();
     let bases = rep
         .seeds
         .iter()
-        .filter_map(|v| {
-            let key = (serde_json::from_value(v["client"].clone()).ok()?, serde_json::from_value(v["server"].clone()).ok()?);
-            Some((key, (v["write_base"].as_u64().unwrap_or(0) as u32, v["read_base"].as_u64().unwrap_or(0) as u32)))
-        })
+        .map(|s| ((s.stream.client, s.stream.server), (s.write_base, s.read_base)))
         .filter(|(_, b)| *b != (0, 0))
         .collect();
     if !seeds.is_empty() {
@@ -396,7 +371,7 @@ impl Backup {
         sh.stats.last_error = Some(why);
     }
 
-    pub fn status(&self) -> serde_json::Value {
+    pub fn status(&self) -> ServiceStatus {
         let mut st = {
             let sh = lock(&self.shared);
             let mut st = sh.stats.clone();
@@ -405,45 +380,36 @@ impl Backup {
             st
         };
         st.store_bytes = lock(&self.store).bytes_held();
-        let heartbeat_port = Some(self.hb_port.load(Ordering::Relaxed)).filter(|p| *p != 0);
-        serde_json::json!({
-            "name": self.spec.name,
-            "role": "backup",
-            "host": self.host,
-            "service_ip": self.spec.service_ip,
-            "primary": self.spec.primary,
-            "backup": self.spec.backup,
-            "mode": self.spec.mode.as_str(),
-            "epoch_ms": self.spec.epoch_ms,
-            "primary_addr": self.primary_addr,
-            "queue_num": self.queue_num,
-            "heartbeat_port": heartbeat_port,
-            "primary_heartbeat_port": self.primary_hb_port,
-            "checkpoints_committed": st.checkpoints_committed,
-            "stats": st,
-            "gate": self.gate.stats(),
-        })
+        ServiceStatus {
+            checkpoints_committed: st.checkpoints_committed,
+            primary_addr: Some(self.primary_addr.clone()),
+            queue_num: Some(self.queue_num),
+            heartbeat_port: Some(self.hb_port.load(Ordering::Relaxed)).filter(|p| *p != 0),
+            primary_heartbeat_port: Some(self.primary_hb_port),
+            gate: Some(self.gate.stats()),
+            ..ServiceStatus::of(&self.spec, Role::Backup, &self.host, RoleStats::Backup(st))
+        }
     }
 
-    pub fn fault(&self, f: Fault) -> Result<serde_json::Value> {
+    pub fn fault(&self, f: Fault) -> Result<FaultSet> {
         match f {
             Fault::StallCommits => {
                 lock(&self.shared).stalled = true;
                 self.gate.set_release_enabled(false).context("stopping the gate's releases")?;
-                Ok(serde_json::json!({"stalled": true}))
+                Ok(FaultSet { stalled: Some(true), ..Default::default() })
             }
             Fault::ResumeCommits => {
                 lock(&self.shared).stalled = false;
                 self.gate.set_release_enabled(true).context("resuming the gate's releases")?;
                 self.wake.notify_all();
-                Ok(serde_json::json!({"stalled": false}))
+                Ok(FaultSet { stalled: Some(false), ..Default::default() })
             }
             other => bail!("fault {other:?} is injected at the primary, not the backup"),
         }
     }
 
     /// Writes the committed state as DIR/checkpoint.rrc.
-    pub fn export(&self, dir: &Path) -> Result<serde_json::Value> {
+    pub fn export(&self, dir: &Path) -> Result<Exported> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(rrc_image::IMAGE_FILE_NAME);
         let store = lock(&self.store);
@@ -459,14 +425,19 @@ impl Backup {
             data_dir = Some(to);
         }
         let epoch = lock(&self.shared).stats.last_committed_epoch;
-        Ok(serde_json::json!({"image": path, "data_dir": data_dir, "image_id": id.to_string(), "epoch": epoch, "bytes": std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)}))
+        Ok(Exported {
+            bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+            image: path.display().to_string(),
+            data_dir: data_dir.map(|d| d.display().to_string()),
+            image_id: id.to_string(),
+            epoch,
+        })
     }
 
     /// Reads the replication connection until it ends. True when the
     /// primary ended it with Stop.
     fn receive(&self, agent: &Agent, mut c: FrameReader<TcpStream>) -> bool {
-        let mut cur: Option<Received> = None;
-        let mut carried: Vec<Vec<u8>> = Vec::new();
+        let mut intake = Intake::new(IntakeLimits { max_checkpoint_bytes: max_checkpoint_bytes(), max_carried_bytes: MAX_CARRIED, max_pending: MAX_PENDING });
         loop {
             let f = match c.recv() {
                 Ok(f) => f,
@@ -486,74 +457,42 @@ impl Backup {
                     return false;
                 }
             };
-            match f.kind {
+            let steps = match f.kind {
                 FrameKind::CheckpointBegin => match f.parse::<CheckpointBegin>() {
-                    Ok(b) => {
-                        let limit = max_checkpoint_bytes();
-                        if b.bytes > limit {
-                            // Refused at once, so that the primary hears why
-                            // (its data frames are then ignored).
-                            self.reject(b.epoch, format!("a checkpoint of {} bytes announced; this backup holds at most {limit} (its memory)", b.bytes));
-                            cur = None;
-                            continue;
-                        }
-                        // Memory follows the data that arrives, not the
-                        // announcement (a peer's number).
-                        let reserve = (b.bytes as usize).min(64 << 20);
-                        cur = Some(Received { image: Vec::with_capacity(reserve), begin: b, carried: std::mem::take(&mut carried) });
-                    }
-                    Err(e) => tracing::error!(service = %self.spec.name, "{e}"),
+                    Ok(b) => intake.begin(b),
+                    Err(e) => vec![intake.malformed(format!("{e}"))],
                 },
-                FrameKind::CheckpointData => match cur.as_mut() {
-                    Some(r) if (r.image.len() + f.payload.len()) as u64 <= r.begin.bytes => r.image.extend_from_slice(&f.payload),
-                    Some(r) => {
-                        let e = r.begin.epoch;
-                        self.reject(e, format!("checkpoint data beyond the {} bytes announced", r.begin.bytes));
-                        cur = None;
-                    }
-                    None => tracing::warn!(service = %self.spec.name, "checkpoint data outside a checkpoint; ignored"),
+                FrameKind::CheckpointData => vec![intake.data(&f.payload)],
+                FrameKind::CheckpointEnd => match f.parse::<CheckpointEnd>() {
+                    Ok(end) => vec![intake.end(end, lock(&self.shared).queue.len())],
+                    Err(e) => vec![intake.malformed(format!("{e}"))],
                 },
-                FrameKind::CheckpointEnd => {
-                    let end: CheckpointEnd = match f.parse() {
-                        Ok(e) => e,
-                        Err(e) => {
-                            tracing::error!(service = %self.spec.name, "{e}");
-                            cur = None;
-                            continue;
-                        }
-                    };
-                    let Some(r) = cur.take() else { continue };
-                    if r.begin.epoch != end.epoch || r.image.len() as u64 != end.bytes || crc32c::crc32c(&r.image) != end.crc32c {
-                        self.reject(end.epoch, format!("checkpoint stream incomplete or damaged ({} of {} bytes, epoch {} vs {})", r.image.len(), end.bytes, r.begin.epoch, end.epoch));
-                        continue;
-                    }
-                    let mut sh = lock(&self.shared);
-                    if sh.queue.len() >= MAX_PENDING {
-                        let n = sh.queue.len();
-                        drop(sh);
-                        self.reject(end.epoch, format!("{n} checkpoints already wait to be committed"));
-                        continue;
-                    }
-                    sh.stats.received_bytes += r.image.len() as u64;
-                    sh.queue.push_back(r);
-                    sh.stats.pending = sh.queue.len();
-                    drop(sh);
-                    self.wake.notify_all();
-                }
-                FrameKind::DataDirInit => {
-                    let held: usize = carried.iter().map(Vec::len).sum();
-                    if held + f.payload.len() > MAX_CARRIED {
-                        tracing::error!(service = %self.spec.name, "data-directory content beyond {MAX_CARRIED} bytes ahead of a checkpoint; ending the replication");
+                FrameKind::DataDirInit => vec![intake.data_dir(f.payload)],
+                FrameKind::Stop => return true,
+                FrameKind::Heartbeat => continue,
+                k => vec![Step::Ignore(format!("unexpected {k:?} frame on the replication connection"))],
+            };
+            for step in steps {
+                match step {
+                    Step::Continue => {}
+                    Step::Reject { epoch, why } => self.reject(epoch, why),
+                    Step::Queue(r) => {
                         let mut sh = lock(&self.shared);
-                        sh.primary_lost = Some("the primary sent more data-directory content than the backup holds".into());
+                        sh.stats.received_bytes += r.image.len() as u64;
+                        sh.queue.push_back(r);
+                        sh.stats.pending = sh.queue.len();
+                        drop(sh);
+                        self.wake.notify_all();
+                    }
+                    Step::Ignore(why) => tracing::warn!(service = %self.spec.name, "{why}"),
+                    Step::End(why) => {
+                        tracing::error!(service = %self.spec.name, "{why}; ending the replication");
+                        let mut sh = lock(&self.shared);
+                        sh.primary_lost = Some(why);
                         sh.stats.last_error = sh.primary_lost.clone();
                         return false;
                     }
-                    carried.push(f.payload)
                 }
-                FrameKind::Stop => return true,
-                FrameKind::Heartbeat => {}
-                k => tracing::warn!(service = %self.spec.name, "unexpected {k:?} frame on the replication connection"),
             }
         }
     }
@@ -683,7 +622,7 @@ impl Backup {
     }
 
     /// Seeds of the connections the primary has not been told about yet.
-    fn new_streams(&self) -> Vec<serde_json::Value> {
+    fn new_streams(&self) -> Vec<rrc_gate::StreamSeed> {
         let mut reported = lock(&self.reported);
         let mut v = Vec::new();
         for snap in self.gate.streams() {
@@ -692,10 +631,8 @@ impl Backup {
                 continue;
             }
             if let Some(seed) = rrc_gate::StreamSeed::of(&snap) {
-                if let Ok(j) = serde_json::to_value(&seed) {
-                    reported.insert(key);
-                    v.push(j);
-                }
+                reported.insert(key);
+                v.push(seed);
             }
         }
         v
@@ -703,8 +640,8 @@ impl Backup {
 
     /// The seeds of every connection the gate knows (failover: the new
     /// primary hands them to its next backup).
-    pub fn all_seeds(&self) -> Vec<serde_json::Value> {
-        self.gate.streams().iter().filter_map(rrc_gate::StreamSeed::of).filter_map(|s| serde_json::to_value(s).ok()).collect()
+    pub fn all_seeds(&self) -> Vec<rrc_gate::StreamSeed> {
+        self.gate.streams().iter().filter_map(rrc_gate::StreamSeed::of).collect()
     }
 
     fn heartbeats(&self) {

@@ -13,7 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use rrc_wire::msg::{Fault, Request, Response};
+use rrc_wire::msg::{Fault, Reply, Request, Response};
+use rrc_wire::reply::{FaultSet, Pong};
 use rrc_wire::{read_frame, write_frame, Frame, FrameKind, Rejection, WireError};
 
 use crate::{primary, Agent};
@@ -86,7 +87,7 @@ pub fn serve_listener(agent: Arc<Agent>, l: UnixListener) {
             Ok(uid) if uid == 0 || uid == me => {}
             Ok(uid) => {
                 agent.security.reject(Rejection::CliPeerNotRoot, &format!("uid {uid}"), "a CLI client that is not root");
-                let e = Response::err(format!("the rrc agent serves root only (this client runs as uid {uid})"));
+                let e = Response::<()>::err(format!("the rrc agent serves root only (this client runs as uid {uid})"));
                 let _ = write_frame(&mut c, FrameKind::Response, &Frame::json(FrameKind::Response, &e).payload);
                 continue;
             }
@@ -111,7 +112,7 @@ pub fn serve<S: Read + Write>(agent: &Arc<Agent>, mut c: S) {
             Err(WireError::Closed) => return,
             Err(e) => {
                 tracing::warn!("CLI connection: {e}");
-                let _ = write_frame(&mut c, FrameKind::Response, &Frame::json(FrameKind::Response, &Response::err(e)).payload);
+                let _ = write_frame(&mut c, FrameKind::Response, &Frame::json(FrameKind::Response, &Response::<()>::err(e)).payload);
                 return;
             }
         }
@@ -135,21 +136,21 @@ fn answer<S: Write>(agent: &Arc<Agent>, c: &mut S, f: Frame) -> bool {
     write_frame(c, FrameKind::Response, &Frame::json(FrameKind::Response, &resp).payload).is_ok()
 }
 
-fn handle(agent: &Arc<Agent>, req: Request) -> Result<serde_json::Value> {
-    match req {
-        Request::Ping => Ok(serde_json::json!({"host": agent.cfg.name, "pid": std::process::id()})),
-        Request::Run { spec } => primary::start(agent, spec),
-        Request::Status { name } => Ok(agent.status(name.as_deref())),
-        Request::Stop { name } => agent.stop(&name, "rrc stop"),
-        Request::Fault { name, fault } => fault_request(agent, &name, fault),
+fn handle(agent: &Arc<Agent>, req: Request) -> Result<Reply> {
+    Ok(match req {
+        Request::Ping => Reply::Pong(Pong { host: agent.cfg.name.clone(), pid: std::process::id() }),
+        Request::Run { spec } => Reply::Service(Box::new(primary::start(agent, spec)?)),
+        Request::Status { name } => Reply::Agent(Box::new(agent.status(name.as_deref()))),
+        Request::Stop { name } => Reply::Stopped(agent.stop(&name, "rrc stop")?),
+        Request::Fault { name, fault } => Reply::Fault(fault_request(agent, &name, fault)?),
         Request::Export { name, dir } => match agent.backup(&name) {
-            Some(b) => b.export(Path::new(&dir)),
+            Some(b) => Reply::Exported(b.export(Path::new(&dir))?),
             None => bail!("host {} is not the backup of a service named {name:?}", agent.cfg.name),
         },
-    }
+    })
 }
 
-fn fault_request(agent: &Arc<Agent>, name: &str, fault: Fault) -> Result<serde_json::Value> {
+fn fault_request(agent: &Arc<Agent>, name: &str, fault: Fault) -> Result<FaultSet> {
     if let Some(p) = agent.primary(name) {
         return p.fault(fault);
     }

@@ -20,30 +20,20 @@
 //!  5. live: the service IP is routed to the local container and the gate
 //!     is unhooked; leaving repair mode sent each client a window probe.
 
+use std::net::SocketAddrV4;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rrc_image::sections::{FdDetail, FdKind, TcpStream};
-use serde::Serialize;
+use rrc_wire::msg::ConnSeed;
+use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
 use crate::heartbeat::Silence;
 use crate::net::ContainerNet;
 use crate::{Agent, Service};
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ConnOutcome {
-    pub fd: i32,
-    pub client: String,
-    pub repaired: bool,
-    pub reason: Option<String>,
-    /// Not yet accepted by the application at the checkpoint (in the
-    /// kernel's accept queue of the listener at `fd`): handed to its next
-    /// accept() (runtime/lib/accept-queue.c).
-    pub accept_queue: bool,
-}
 
 /// A service that runs on this host after a failover, with no backup.
 pub struct Live {
@@ -56,32 +46,27 @@ pub struct Live {
     front_if: String,
     /// The service's directory on this host (data directory copy, image).
     dir: std::path::PathBuf,
-    timeline: serde_json::Value,
+    timeline: FailoverReport,
     /// ISNs and SYN options of the connections (for a new backup's gate).
-    seeds: Vec<serde_json::Value>,
+    seeds: Vec<ConnSeed>,
     /// The data directory as restored (kept aside for re-protection).
     data_at_restore: Option<std::path::PathBuf>,
 }
 
 impl Live {
-    pub fn status(&self) -> serde_json::Value {
-        serde_json::json!({
-            "name": self.spec.name,
-            "role": "primary",
-            "host": self.host,
-            "service_ip": self.spec.service_ip,
-            "primary": self.host,
-            "backup": null,
-            "mode": self.spec.mode.as_str(),
-            "epoch_ms": self.spec.epoch_ms,
-            "command": self.spec.argv,
-            "pid": self.pid,
-            "netns": self.net.netns,
-            "checkpoints_committed": 0,
-            "protected": false,
-            "failovers": [self.timeline],
-            "stats": {"state": "unprotected: live after failover", "protected": false},
-        })
+    pub fn status(&self) -> ServiceStatus {
+        let stats = RoleStats::Primary(PrimaryStats { state: "unprotected: live after failover".into(), protected: false, ..Default::default() });
+        ServiceStatus {
+            primary: self.host.clone(),
+            backup: None,
+            command: Some(self.spec.argv.clone()),
+            data_dir: self.spec.data_dir.clone(),
+            pid: Some(self.pid),
+            netns: Some(self.net.netns.clone()),
+            protected: Some(false),
+            failovers: Some(vec![self.timeline.clone()]),
+            ..ServiceStatus::of(&self.spec, Role::Primary, &self.host, stats)
+        }
     }
 
     pub fn stop(&self, reason: &str) {
@@ -161,17 +146,23 @@ fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'stat
 /// Rebuilds one connection in `netns`; returns the socket and where its
 /// byte counts start (a repaired socket's kernel counters start at zero at
 /// the repair: the next checkpoint's TCP table counts from there).
-fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream) -> Result<(OwnedFd, serde_json::Value)> {
+fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream) -> Result<(OwnedFd, RepairBase)> {
     let spec = rrc_repair::spec_from_gate(d, t)?;
     let (cisn, sisn) = (d.snapshot.client_isn.unwrap_or(0), d.snapshot.server_isn.unwrap_or(0));
-    let base = serde_json::json!({
-        "client": d.snapshot.client,
-        "server": d.snapshot.server,
-        "write_base": spec.send_seq.wrapping_sub(sisn.wrapping_add(1)),
-        "read_base": spec.recv_seq.wrapping_sub(cisn.wrapping_add(1)),
-    });
+    let base = RepairBase {
+        conn: (d.snapshot.client, d.snapshot.server),
+        write_base: spec.send_seq.wrapping_sub(sisn.wrapping_add(1)),
+        read_base: spec.recv_seq.wrapping_sub(cisn.wrapping_add(1)),
+    };
     let sock = in_netns(netns, move || rrc_repair::repair(&spec))??;
     Ok((sock, base))
+}
+
+/// Where a repaired connection's byte counts start, relative to its ISNs.
+struct RepairBase {
+    conn: (SocketAddrV4, SocketAddrV4),
+    write_base: u32,
+    read_base: u32,
 }
 
 /// What a backup makes in advance for its failover, so that none of it is
@@ -310,7 +301,7 @@ pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
             }
             let live = Arc::new(live);
             agent.replace(&name, Service::Live(live.clone()));
-            tracing::info!(service = %name, timeline = %live.timeline, "service live on this host, UNPROTECTED");
+            tracing::info!(service = %name, timeline = ?live.timeline, "service live on this host, UNPROTECTED");
         }
         Err(e) => {
             tracing::error!(service = %name, "failover FAILED: {e:#}");
@@ -443,7 +434,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let mut outcomes = Vec::new();
     let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
     let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
-    let mut bases: Vec<serde_json::Value> = Vec::new();
+    let mut bases: Vec<RepairBase> = Vec::new();
     for (fd, peer, accept_queue, r) in established.chain(queued) {
         let reason = match r {
             Ok((sock, base)) => {
@@ -504,15 +495,12 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // The new backup of a re-protection joins these connections; the
     // repaired sockets count bytes from their repair on, so their seeds
     // carry where each one started (see Backup::corrected_table).
-    let seeds: Vec<serde_json::Value> = b
+    let seeds: Vec<ConnSeed> = b
         .all_seeds()
         .into_iter()
-        .map(|mut sd| {
-            if let Some(base) = bases.iter().find(|x| x["client"] == sd["client"] && x["server"] == sd["server"]) {
-                sd["write_base"] = base["write_base"].clone();
-                sd["read_base"] = base["read_base"].clone();
-            }
-            sd
+        .map(|stream| {
+            let base = bases.iter().find(|x| x.conn == (stream.client, stream.server));
+            ConnSeed { write_base: base.map_or(0, |x| x.write_base), read_base: base.map_or(0, |x| x.read_base), stream }
         })
         .collect();
     step(&mut steps, &b.spec.name, "live: traffic to the local container", t0);
@@ -530,16 +518,18 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     if outcomes.iter().any(|o| !o.repaired) && outcomes.iter().all(|o| !o.repaired) && !outcomes.is_empty() {
         tracing::warn!(service = %b.spec.name, "no connection could be repaired");
     }
-    let timeline = serde_json::json!({
-        "kind": "primary failure",
-        "failed_host": b.spec.primary,
-        "at": crate::now_rfc3339(),
-        "epoch_restored": epoch,
-        "detection_ms": ms(s.silent_for),
-        "steps": steps.iter().map(|(n, t)| serde_json::json!({"step": n, "at_ms": t})).collect::<Vec<_>>(),
-        "total_ms": total,
-        "connections": outcomes,
-    });
+    let timeline = FailoverReport {
+        kind: FailoverKind::PrimaryFailure,
+        failed_host: b.spec.primary.clone(),
+        at: crate::now_rfc3339(),
+        epoch_restored: Some(epoch),
+        detection_ms: ms(s.silent_for),
+        steps: steps.iter().map(|(n, t)| FailoverStep { step: n.to_string(), at_ms: *t }).collect(),
+        total_ms: total,
+        connections: Some(outcomes),
+        error: None,
+        reprotected: None,
+    };
     Ok(Live {
         spec: b.spec.clone(),
         host: agent.cfg.name.clone(),

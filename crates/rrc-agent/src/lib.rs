@@ -12,6 +12,7 @@ pub mod backup;
 mod cli;
 pub mod failover;
 pub mod heartbeat;
+pub mod intake;
 pub mod net;
 pub mod peer;
 pub mod primary;
@@ -27,6 +28,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rrc_wire::auth::{PeerAuth, SeenNonces};
+use rrc_wire::reply::{AgentStatus, Role, Stopped};
 
 /// A poisoned lock still guards consistent data here (every critical
 /// section only assigns fields): take it rather than propagate the panic.
@@ -185,29 +187,26 @@ impl Agent {
     }
 
     /// Status of every service (or one) this agent has a part in.
-    pub fn status(&self, name: Option<&str>) -> serde_json::Value {
-        let entries: Vec<(String, serde_json::Value)> = {
+    pub fn status(&self, name: Option<&str>) -> AgentStatus {
+        let services = {
             let m = self.lock();
             m.iter()
                 .filter(|(n, _)| name.map(|x| x == n.as_str()).unwrap_or(true))
-                .map(|(n, s)| {
-                    let v = match s {
-                        Service::Primary(p) => p.status(),
-                        Service::Backup(b) => b.status(),
-                        Service::Live(l) => l.status(),
-                    };
-                    (n.clone(), v)
+                .map(|(_, s)| match s {
+                    Service::Primary(p) => p.status(),
+                    Service::Backup(b) => b.status(),
+                    Service::Live(l) => l.status(),
                 })
                 .collect()
         };
-        serde_json::json!({
-            "host": self.cfg.name,
-            "agent_pid": std::process::id(),
-            "agent_cpu_ms": self.cpu_ms(),
-            "agent_uptime_ms": self.started.elapsed().as_millis() as u64,
-            "security": self.security.status(&self.cfg.auth, self.cfg.key_file.as_ref(), &self.cfg.listen.to_string(), &self.cfg.socket.display().to_string()),
-            "services": entries.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
-        })
+        AgentStatus {
+            host: self.cfg.name.clone(),
+            agent_pid: std::process::id(),
+            agent_cpu_ms: self.cpu_ms(),
+            agent_uptime_ms: self.started.elapsed().as_millis() as u64,
+            security: self.security.status(&self.cfg.auth, self.cfg.key_file.as_ref(), &self.cfg.listen.to_string(), &self.cfg.socket.display().to_string()),
+            services,
+        }
     }
 
     /// Ends every service (agent shutdown).
@@ -218,22 +217,23 @@ impl Agent {
     }
 
     /// Ends this agent's part of a service.
-    pub fn stop(&self, name: &str, reason: &str) -> Result<serde_json::Value> {
-        match self.remove(name) {
+    pub fn stop(&self, name: &str, reason: &str) -> Result<Stopped> {
+        let role = match self.remove(name) {
             Some(Service::Primary(p)) => {
                 p.stop(reason);
-                Ok(serde_json::json!({"host": self.cfg.name, "role": "primary", "stopped": name}))
+                Some(Role::Primary)
             }
             Some(Service::Backup(b)) => {
                 b.stop(reason);
-                Ok(serde_json::json!({"host": self.cfg.name, "role": "backup", "stopped": name}))
+                Some(Role::Backup)
             }
             Some(Service::Live(l)) => {
                 l.stop(reason);
-                Ok(serde_json::json!({"host": self.cfg.name, "role": "primary", "stopped": name}))
+                Some(Role::Primary)
             }
-            None => Ok(serde_json::json!({"host": self.cfg.name, "role": null, "stopped": null})),
-        }
+            None => None,
+        };
+        Ok(Stopped { host: self.cfg.name.clone(), role, stopped: role.map(|_| name.to_string()) })
     }
 }
 

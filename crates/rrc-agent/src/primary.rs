@@ -9,8 +9,9 @@
 //! acks and heartbeats (which carry the gate's arrival number, echoed back
 //! as the next checkpoint's `arrival_bound`).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::net::TcpStream;
+use std::net::{SocketAddrV4, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -20,7 +21,8 @@ use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, 
 use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, ServiceSpec, Stop};
 use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
-use serde::Serialize;
+use rrc_wire::msg::ConnSeed;
+use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
 
 use crate::net::ContainerNet;
 use crate::peer::PeerConn;
@@ -35,30 +37,6 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 /// Checkpoint data frames.
 const CHUNK: usize = 1 << 20;
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// What `rrc status` shows of a primary.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PrimaryStats {
-    pub state: String,
-    pub protected: bool,
-    pub checkpoints_committed: u64,
-    pub checkpoints_rejected: u64,
-    pub full_checkpoints: u64,
-    pub last_epoch: u64,
-    pub last_pause_us: u64,
-    pub last_checkpoint_bytes: u64,
-    pub last_checkpoint_pages: u64,
-    /// Snapshot taken -> backup's ack received, for the last commit.
-    pub replication_lag_ms: f64,
-    /// The same for the last full checkpoint, and its size.
-    pub last_full_lag_ms: f64,
-    pub last_full_bytes: u64,
-    /// Time since the last commit.
-    pub since_last_commit_ms: Option<u64>,
-    pub last_error: Option<String>,
-    pub pause_us_p50: u64,
-    pub pause_us_p99: u64,
-}
 
 struct Shared {
     stats: PrimaryStats,
@@ -76,10 +54,11 @@ struct Shared {
     /// commits (docs/protocol.md).
     carried_ops: Vec<Vec<u8>>,
     /// Failovers this service went through (timelines for `rrc status`).
-    failovers: Vec<serde_json::Value>,
-    /// ISNs and SYN options of the service's connections, from the
-    /// backup's acks: a later backup joins them with these.
-    seeds: std::collections::HashMap<String, serde_json::Value>,
+    failovers: Vec<FailoverReport>,
+    /// ISNs and SYN options of the service's connections (those it was
+    /// re-protected with, then the backup's acks'): a later backup joins
+    /// them with these.
+    seeds: BTreeMap<(SocketAddrV4, SocketAddrV4), ConnSeed>,
 }
 
 pub struct Primary {
@@ -123,7 +102,7 @@ type HeartbeatSlot = (Option<HeartbeatStart>, Option<crate::heartbeat::Heartbeat
 type HeartbeatStart = (std::net::UdpSocket, std::net::SocketAddr, (rrc_wire::datagram::HeartbeatSealer, rrc_wire::datagram::HeartbeatOpener));
 
 /// `rrc run` arrives here, at the primary's agent.
-pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<serde_json::Value> {
+pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<ServiceStatus> {
     validate(agent, &spec)?;
     // Reserve the name before anything is built.
     let p = build(agent, spec.clone())?;
@@ -155,7 +134,7 @@ fn validate(agent: &Agent, spec: &ServiceSpec) -> Result<()> {
 /// The replication connection to `spec.backup`'s agent, ready: the
 /// session is authenticated (peer::PeerConn) and the backup has its gate,
 /// rules and routes in place.
-fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<serde_json::Value>) -> Result<(PeerConn, ReplicateReady, std::net::UdpSocket)> {
+fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) -> Result<(PeerConn, ReplicateReady, std::net::UdpSocket)> {
     let mut conn = PeerConn::connect(agent, &spec.backup)?;
     let my_ip = conn.local_addr.ip();
     let hb_sock = crate::heartbeat::bind(my_ip)?;
@@ -166,7 +145,7 @@ fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<serde_json:
     let ready: ReplicateReady = match f.kind {
         FrameKind::ReplicateReady => f.parse()?,
         FrameKind::Response => {
-            let r: rrc_wire::msg::Response = f.parse()?;
+            let r: rrc_wire::msg::Response<serde::de::IgnoredAny> = f.parse()?;
             bail!("backup {} refused: {}", spec.backup, r.error.unwrap_or_default());
         }
         k => bail!("backup {} answered with a {k:?} frame", spec.backup),
@@ -251,7 +230,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         abort(&mut conn, "the service did not start");
         return Err(e);
     }
-    assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, Vec::new())
+    assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, Vec::new(), Vec::new())
 }
 
 /// The Primary of a running container with a ready backup connection.
@@ -265,7 +244,8 @@ fn assemble(
     record: Record,
     ccfg: ContainerConfig,
     net: ContainerNet,
-    failovers: Vec<serde_json::Value>,
+    failovers: Vec<FailoverReport>,
+    seeds: Vec<ConnSeed>,
 ) -> Result<Primary> {
     let hb_peer = std::net::SocketAddr::new(ready.backup_addr.parse().context("the backup's address")?, ready.backup_hb_port);
     Ok(Primary {
@@ -290,7 +270,7 @@ fn assemble(
             pauses: Vec::new(),
             carried_ops: Vec::new(),
             failovers,
-            seeds: std::collections::HashMap::new(),
+            seeds: seeds.into_iter().map(|s| ((s.stream.client, s.stream.server), s)).collect(),
         }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
@@ -314,8 +294,8 @@ pub fn reprotect(
     record: Record,
     ccfg: ContainerConfig,
     net: ContainerNet,
-    seeds: Vec<serde_json::Value>,
-    mut failovers: Vec<serde_json::Value>,
+    seeds: Vec<ConnSeed>,
+    mut failovers: Vec<FailoverReport>,
     data_at_restore: Option<&std::path::Path>,
 ) -> Result<Arc<Primary>> {
     let t0 = Instant::now();
@@ -328,7 +308,7 @@ pub fn reprotect(
     // every change since, which the restored library journalled from its
     // first instruction on. After a backup failure there is no such copy:
     // one is made now, with the service held for the copy's duration.
-    let mut data_copy: Option<(std::path::PathBuf, serde_json::Value)> = None;
+    let mut data_copy: Option<(std::path::PathBuf, DataCopyReport)> = None;
     let data_init = match (&old.data_dir, data_at_restore) {
         (None, _) => None,
         (Some(_), Some(dir)) => Some(
@@ -354,12 +334,13 @@ pub fn reprotect(
     };
     // Whatever fails from here on, the copy goes; once re-protected it
     // stays with the service until it stops.
-    let remove_copy = |c: &Option<(std::path::PathBuf, serde_json::Value)>| {
+    let remove_copy = |c: &Option<(std::path::PathBuf, DataCopyReport)>| {
         if let Some((dir, _)) = c {
             let _ = std::fs::remove_dir_all(dir);
         }
     };
     let spec = spec_for_spare(agent, old, &spare);
+    let kept_seeds = seeds.clone();
     let (mut conn, ready, hb_sock) = match connect_backup(agent, &spec, seeds) {
         Ok(c) => c,
         Err(e) => {
@@ -381,15 +362,14 @@ pub fn reprotect(
     }
     crate::net::unadvertise(&spec.service_ip, &agent.cfg.front_if);
     if let Some(last) = failovers.last_mut() {
-        let mut r = serde_json::json!({"new_backup": spare, "at": crate::now_rfc3339(), "ms": t0.elapsed().as_secs_f64() * 1000.0});
-        if let Some((_, report)) = &data_copy {
-            if let (Some(r), Some(c)) = (r.as_object_mut(), report.as_object()) {
-                r.extend(c.clone());
-            }
-        }
-        last["reprotected"] = r;
+        last.reprotected = Some(Reprotection {
+            new_backup: Some(spare.clone()),
+            at: crate::now_rfc3339(),
+            ms: t0.elapsed().as_secs_f64() * 1000.0,
+            data_copy: data_copy.as_ref().map(|(_, report)| report.clone()),
+        });
     }
-    let p = match assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers) {
+    let p = match assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers, kept_seeds) {
         Ok(p) => Arc::new(p),
         Err(e) => {
             remove_copy(&data_copy);
@@ -473,7 +453,7 @@ const DATA_COPY_HOLD_MS: u32 = rrc_control::HOLD_MAX_MS;
 /// is in the journal, so the spare's copy plus the first checkpoint's
 /// FILEOPS is the service's directory at that checkpoint. Returns the copy
 /// and its report for the failover timeline (the pause, its size).
-fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Result<(std::path::PathBuf, serde_json::Value)> {
+fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Result<(std::path::PathBuf, DataCopyReport)> {
     // The directory as the service sees it (its bind mount), through its
     // mount namespace: the same path however this host got it.
     let src = std::path::PathBuf::from(format!("/proc/{pid}/root{}", data_dir.trim_end_matches('/')));
@@ -504,16 +484,16 @@ fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Re
     }
     let (files, bytes) = tree_size(&dst);
     let pause_ms = resumed.held_ns as f64 / 1e6;
-    let report = serde_json::json!({
-        "data_copy_pause_ms": pause_ms,
-        "data_copy_ms": copy_ms,
-        "data_copy_quiesce_ms": held.quiesce_ns as f64 / 1e6,
-        "data_copy_bytes": bytes,
-        "data_copy_files": files,
-        "data_copy_threads": resumed.threads,
-        "data_copy_discarded_ops": held.discarded_ops,
-        "data_copy_hold_rtt_ms": parked.as_secs_f64() * 1000.0,
-    });
+    let report = DataCopyReport {
+        data_copy_pause_ms: pause_ms,
+        data_copy_ms: copy_ms,
+        data_copy_quiesce_ms: held.quiesce_ns as f64 / 1e6,
+        data_copy_bytes: bytes,
+        data_copy_files: files,
+        data_copy_threads: resumed.threads as u64,
+        data_copy_discarded_ops: held.discarded_ops,
+        data_copy_hold_rtt_ms: parked.as_secs_f64() * 1000.0,
+    };
     tracing::info!(service = name, pause_ms, copy_ms, bytes, files, threads = resumed.threads, copy = %dst.display(),
         "data directory copied while the service was held");
     Ok((dst, report))
@@ -563,7 +543,7 @@ fn percentile(v: &[u64], p: f64) -> u64 {
 }
 
 impl Primary {
-    pub fn status(&self) -> serde_json::Value {
+    pub fn status(&self) -> ServiceStatus {
         let sh = lock(&self.shared);
         let mut st = sh.stats.clone();
         st.since_last_commit_ms = sh.last_commit_at.map(|t| t.elapsed().as_millis() as u64);
@@ -571,28 +551,19 @@ impl Primary {
         st.pause_us_p99 = percentile(&sh.pauses, 0.99);
         let failovers = sh.failovers.clone();
         drop(sh);
-        let heartbeat_port = Some(self.hb_port.load(Ordering::Relaxed)).filter(|p| *p != 0);
-        serde_json::json!({
-            "name": self.spec.name,
-            "role": "primary",
-            "host": self.host,
-            "service_ip": self.spec.service_ip,
-            "primary": self.spec.primary,
-            "backup": self.spec.backup,
-            "mode": self.spec.mode.as_str(),
-            "epoch_ms": self.spec.epoch_ms,
-            "command": self.spec.argv,
-            "data_dir": self.spec.data_dir,
-            "pid": self.pid,
-            "netns": self.net.netns,
-            "backup_addr": self.backup_addr,
-            "queue_num": self.queue_num,
-            "heartbeat_port": heartbeat_port,
-            "checkpoints_committed": st.checkpoints_committed,
-            "protected": st.protected,
-            "failovers": failovers,
-            "stats": st,
-        })
+        ServiceStatus {
+            checkpoints_committed: st.checkpoints_committed,
+            command: Some(self.spec.argv.clone()),
+            data_dir: self.spec.data_dir.clone(),
+            pid: Some(self.pid),
+            netns: Some(self.net.netns.clone()),
+            protected: Some(st.protected),
+            backup_addr: Some(self.backup_addr.clone()),
+            queue_num: Some(self.queue_num),
+            heartbeat_port: Some(self.hb_port.load(Ordering::Relaxed)).filter(|p| *p != 0),
+            failovers: Some(failovers),
+            ..ServiceStatus::of(&self.spec, Role::Primary, &self.host, RoleStats::Primary(st))
+        }
     }
 
     /// The epoch loop, the backup reader and the heartbeat.
@@ -647,16 +618,19 @@ impl Primary {
         }
         steps.push(("service IP advertised here", detected.elapsed()));
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let timeline = serde_json::json!({
-            "kind": "backup failure",
-            "failed_host": self.spec.backup,
-            "at": crate::now_rfc3339(),
-            "detection_ms": ms(s.silent_for),
-            "steps": steps.iter().map(|(n, d)| serde_json::json!({"step": n, "at_ms": ms(*d)})).collect::<Vec<_>>(),
-            "total_ms": ms(s.silent_for) + ms(detected.elapsed()),
-            "error": err,
-        });
-        tracing::info!(service = %self.spec.name, %timeline, "serving clients directly, UNPROTECTED");
+        let timeline = FailoverReport {
+            kind: FailoverKind::BackupFailure,
+            failed_host: self.spec.backup.clone(),
+            at: crate::now_rfc3339(),
+            epoch_restored: None,
+            detection_ms: ms(s.silent_for),
+            steps: steps.iter().map(|(n, d)| FailoverStep { step: n.to_string(), at_ms: ms(*d) }).collect(),
+            total_ms: ms(s.silent_for) + ms(detected.elapsed()),
+            connections: None,
+            error: err,
+            reprotected: None,
+        };
+        tracing::info!(service = %self.spec.name, timeline = ?timeline, "serving clients directly, UNPROTECTED");
         let mut sh = lock(&self.shared);
         sh.stats.state = "unprotected: backup failed, serving directly".into();
         sh.stats.protected = false;
@@ -735,11 +709,11 @@ impl Primary {
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
     }
 
-    pub fn fault(&self, f: Fault) -> Result<serde_json::Value> {
+    pub fn fault(&self, f: Fault) -> Result<FaultSet> {
         match f {
             Fault::CorruptNextCheckpoint => {
                 lock(&self.shared).corrupt_next = true;
-                Ok(serde_json::json!({"armed": "corrupt-next-checkpoint"}))
+                Ok(FaultSet { armed: Some("corrupt-next-checkpoint".into()), ..Default::default() })
             }
             other => bail!("fault {other:?} is injected at the backup, not the primary"),
         }
@@ -814,8 +788,9 @@ impl Primary {
                         let mut sh = lock(&self.shared);
                         sh.arrival = sh.arrival.max(a.arrival);
                         for seed in &a.new_streams {
-                            let key = format!("{}-{}", seed["client"], seed["server"]);
-                            sh.seeds.insert(key, seed.clone());
+                            // a connection the primary re-protected with
+                            // keeps its byte bases
+                            sh.seeds.entry((seed.client, seed.server)).or_insert_with(|| ConnSeed { stream: seed.clone(), write_base: 0, read_base: 0 });
                         }
                         sh.acks.push(a);
                         drop(sh);

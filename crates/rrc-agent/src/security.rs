@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use rrc_wire::auth::{AuthMode, PeerAuth};
 use rrc_wire::Rejection;
-use serde::Serialize;
+use rrc_wire::reply::{RejectionRecord, SecurityStatus};
 
 use crate::lock;
 
@@ -17,16 +17,6 @@ use crate::lock;
 const LOG_FIRST: u64 = 20;
 const LOG_EVERY: u64 = 1000;
 const RECENT: usize = 16;
-
-/// One refusal, for `rrc status`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RejectionRecord {
-    pub at: String,
-    pub cause: Rejection,
-    /// Who: a peer's address, a service, a CLI client's uid.
-    pub from: String,
-    pub detail: String,
-}
 
 #[derive(Default)]
 pub struct SecurityStats {
@@ -97,19 +87,3 @@ impl SecurityStats {
     }
 }
 
-/// The agent's security, as `rrc status --json` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct SecurityStatus {
-    pub authentication: AuthMode,
-    /// A hash naming the key (the same on agents that share it).
-    pub key_fingerprint: Option<String>,
-    pub key_file: Option<String>,
-    /// Set when peers are not authenticated: what that exposes.
-    pub warning: Option<String>,
-    pub peer_listener: String,
-    pub cli_socket: String,
-    pub sessions_opened: u64,
-    pub rejected_total: u64,
-    pub rejected: BTreeMap<Rejection, u64>,
-    pub recent: Vec<RejectionRecord>,
-}

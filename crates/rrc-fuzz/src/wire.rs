@@ -7,6 +7,7 @@ use std::io::{Cursor, Read, Write};
 use rrc_wire::auth::{client_handshake_with, server_handshake_with, Hello, Key, PeerAuth, SeenNonces};
 use rrc_wire::datagram::{HeartbeatOpener, HeartbeatSealer};
 use rrc_wire::frame::{read_raw, HEADER_SIZE};
+use rrc_wire::reply::{AgentStatus, Exported};
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Heartbeat, Replicate, ReplicateReady, Request, Response, ServiceSpec, Stop};
 use rrc_wire::session::FrameOpener;
 use rrc_wire::{read_frame, Frame, FrameKind, FrameReader, MAX_PAYLOAD};
@@ -121,9 +122,8 @@ pub fn json(data: &[u8]) {
     let mut b = Bytes::new(data);
     let kind = b.u8();
     let p = b.rest();
-    // Types without free-form JSON (serde_json::Value may hold floats,
-    // which need not survive a round trip bit for bit) must come back
-    // equal from what they serialize to.
+    // Types without floats (which need not survive a round trip bit for
+    // bit) must come back equal from what they serialize to.
     fn again<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(p: &[u8]) -> Option<T> {
         let v: T = serde_json::from_slice(p).ok()?;
         let back: T = serde_json::from_slice(&serde_json::to_vec(&v).expect("our types serialize")).expect("what we wrote parses");
@@ -135,7 +135,7 @@ pub fn json(data: &[u8]) {
     }
     match kind % 10 {
         0 => {
-            if let Some(r) = parses::<Replicate>(p) {
+            if let Some(r) = again::<Replicate>(p) {
                 let _ = r.spec.validate();
             }
         }
@@ -147,10 +147,10 @@ pub fn json(data: &[u8]) {
         2 => drop(again::<CheckpointBegin>(p)),
         3 => drop(again::<CheckpointEnd>(p)),
         4 => {
-            if let Some(a) = parses::<Ack>(p) {
+            if let Some(a) = again::<Ack>(p) {
                 // the primary keys the seeds by these fields
                 for s in &a.new_streams {
-                    let _ = format!("{}-{}", s["client"], s["server"]);
+                    let _ = format!("{}-{}", s.client, s.server);
                 }
             }
         }
@@ -160,7 +160,8 @@ pub fn json(data: &[u8]) {
         8 => drop(again::<Hello>(p)),
         _ => {
             drop(again::<ReplicateReady>(p));
-            drop(parses::<Response>(p));
+            drop(parses::<Response<AgentStatus>>(p));
+            drop(again::<Response<Exported>>(p));
         }
     }
 }
@@ -176,7 +177,7 @@ fn payloads(f: &Frame) {
         FrameKind::Heartbeat => f.parse::<Heartbeat>().map(drop),
         FrameKind::Stop => f.parse::<Stop>().map(drop),
         FrameKind::Request => f.parse::<Request>().map(drop),
-        FrameKind::Response => f.parse::<Response>().map(drop),
+        FrameKind::Response => f.parse::<Response<AgentStatus>>().map(drop),
         FrameKind::Hello => f.parse::<Hello>().map(drop),
         FrameKind::CheckpointData | FrameKind::DataDirInit | FrameKind::Auth => Ok(()),
     };
@@ -203,10 +204,14 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         failure_ms: 90,
         spare: Some("c".into()),
     };
-    let replicate = Replicate { spec: spec.clone(), primary_addr: "198.19.0.1".into(), primary_hb_port: 40000, seeds: vec![serde_json::json!({"client": "198.18.0.10:4000", "server": "198.18.0.100:6379", "client_isn": 1, "server_isn": 2})] };
+    let replicate = Replicate { spec: spec.clone(), primary_addr: "198.19.0.1".into(), primary_hb_port: 40000, seeds: vec![rrc_wire::msg::ConnSeed {
+            stream: rrc_gate::StreamSeed { client: "198.18.0.10:4000".parse().expect("an address"), server: "198.18.0.100:6379".parse().expect("an address"), client_isn: 1, server_isn: 2, client_syn: None, server_syn: None },
+            write_base: 5,
+            read_base: 0,
+        }] };
     let begin = CheckpointBegin { epoch: 3, image_id: "00".repeat(16), full: false, bytes: 4096, arrival_bound: 7, pause_us: 800 };
     let end = CheckpointEnd { epoch: 3, bytes: 4096, crc32c: 0x1234_5678 };
-    let ack = Ack { epoch: 3, committed: true, error: None, arrival: 9, apply_us: 100, new_streams: replicate.seeds.clone() };
+    let ack = Ack { epoch: 3, committed: true, error: None, arrival: 9, apply_us: 100, new_streams: replicate.seeds.iter().map(|s| s.stream.clone()).collect() };
     let payloads: Vec<(FrameKind, Vec<u8>)> = vec![
         (FrameKind::Replicate, Frame::json(FrameKind::Replicate, &replicate).payload),
         (FrameKind::ReplicateReady, Frame::json(FrameKind::ReplicateReady, &ReplicateReady { backup: "b".into(), backup_addr: "198.19.0.2".into(), queue_num: 100, backup_hb_port: 40001 }).payload),

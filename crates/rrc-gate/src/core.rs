@@ -93,7 +93,7 @@ impl Default for GateLimits {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateStats {
     pub streams: u64,
     pub held_packets: u64,

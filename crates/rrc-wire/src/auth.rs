@@ -548,7 +548,7 @@ fn read_hello<S: Read>(s: &mut S, first: bool) -> Result<(Hello, Vec<u8>), Hands
     match kind {
         FrameKind::Hello => {}
         FrameKind::Response if !first => {
-            let r: crate::msg::Response = raw.into_frame().parse()?;
+            let r: crate::msg::Response<serde::de::IgnoredAny> = raw.into_frame().parse()?;
             return Err(HandshakeError::Refused(r.error.unwrap_or_else(|| "no reason given".into())));
         }
         k => return Err(HandshakeError::NotHello(k)),
@@ -569,7 +569,7 @@ fn read_auth<S: Read>(s: &mut S) -> Result<[u8; MAC_LEN], HandshakeError> {
         }
         FrameKind::Auth => Err(HandshakeError::BadHello(format!("an Auth frame of {} bytes, expected {MAC_LEN}", raw.payload.len()))),
         FrameKind::Response => {
-            let r: crate::msg::Response = raw.into_frame().parse()?;
+            let r: crate::msg::Response<serde::de::IgnoredAny> = raw.into_frame().parse()?;
             Err(HandshakeError::Refused(r.error.unwrap_or_else(|| "no reason given".into())))
         }
         k => Err(HandshakeError::NotAuth(k)),
@@ -589,7 +589,7 @@ fn agree<'k>(auth: &'k PeerAuth, theirs: AuthMode, peer: &str) -> Result<Option<
 
 /// Tells the other side why (best effort: it may be gone or hostile).
 fn refuse<S: Write>(s: &mut S, why: &HandshakeError) {
-    let payload = Frame::json(FrameKind::Response, &crate::msg::Response::err(why)).payload;
+    let payload = Frame::json(FrameKind::Response, &crate::msg::Response::<()>::err(why)).payload;
     let _ = write_frame(s, FrameKind::Response, &payload);
 }
 

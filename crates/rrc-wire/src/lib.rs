@@ -29,6 +29,7 @@ pub mod auth;
 pub mod datagram;
 pub mod frame;
 pub mod msg;
+pub mod reply;
 pub mod session;
 
 pub use auth::{HandshakeError, Key, PeerAuth, Rejection, Session};

@@ -2,7 +2,10 @@
 //! protocol (docs/protocol.md); add fields with `#[serde(default)]` so an
 //! older peer's message still parses, bump `frame::VERSION` otherwise.
 
+use rrc_gate::StreamSeed;
 use serde::{Deserialize, Serialize};
+
+use crate::reply::{AgentStatus, Exported, FaultSet, Pong, ServiceStatus, Stopped};
 
 /// Replication mode. Only checkpoint-only exists so far (NiLiCon/Remus
 /// semantics, issue 3); record/replay (RRC) comes later.
@@ -132,22 +135,51 @@ pub enum Request {
     Export { name: String, dir: String },
 }
 
+/// Agent -> CLI: the answer to one [`Request`], whose reply type
+/// ([`crate::reply`]) the CLI names when it reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Response {
+pub struct Response<T> {
     pub ok: bool,
     #[serde(default)]
     pub error: Option<String>,
-    #[serde(default)]
-    pub data: serde_json::Value,
+    #[serde(default = "Option::default")]
+    pub data: Option<T>,
 }
 
-impl Response {
-    pub fn ok(data: serde_json::Value) -> Response {
-        Response { ok: true, error: None, data }
+impl<T> Response<T> {
+    pub fn ok(data: T) -> Response<T> {
+        Response { ok: true, error: None, data: Some(data) }
     }
-    pub fn err(e: impl std::fmt::Display) -> Response {
-        Response { ok: false, error: Some(e.to_string()), data: serde_json::Value::Null }
+    pub fn err(e: impl std::fmt::Display) -> Response<T> {
+        Response { ok: false, error: Some(e.to_string()), data: None }
     }
+}
+
+/// What an agent sends back, whatever the request (serialized only: the
+/// CLI reads the one type its request gets, see [`crate::reply`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Pong(Pong),
+    Service(Box<ServiceStatus>),
+    Agent(Box<AgentStatus>),
+    Stopped(Stopped),
+    Fault(FaultSet),
+    Exported(Exported),
+}
+
+/// A connection a new backup's gate joins (re-protection): what the gate
+/// needs, and where the connection's byte counts start when its socket was
+/// rebuilt by a failover (a repaired socket counts from its repair on, see
+/// the backup's corrected TCP table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnSeed {
+    #[serde(flatten)]
+    pub stream: StreamSeed,
+    #[serde(default)]
+    pub write_base: u32,
+    #[serde(default)]
+    pub read_base: u32,
 }
 
 /// Primary -> backup: first frame of a service's replication connection.
@@ -160,10 +192,9 @@ pub struct Replicate {
     /// UDP port of the primary's heartbeats (on `primary_addr`).
     #[serde(default)]
     pub primary_hb_port: u16,
-    /// Established connections the new backup's gate joins (re-protection):
-    /// `rrc_gate::StreamSeed` objects.
+    /// Established connections the new backup's gate joins (re-protection).
     #[serde(default)]
-    pub seeds: Vec<serde_json::Value>,
+    pub seeds: Vec<ConnSeed>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,11 +239,11 @@ pub struct Ack {
     /// The gate's newest arrival number when the ack was sent.
     pub arrival: u64,
     pub apply_us: u64,
-    /// Connections whose start the gate saw since the last ack
-    /// (`rrc_gate::StreamSeed`): the primary keeps them, so that a new
-    /// backup can join them after this one fails.
+    /// Connections whose start the gate saw since the last ack: the
+    /// primary keeps them, so that a new backup can join them after this
+    /// one fails.
     #[serde(default)]
-    pub new_streams: Vec<serde_json::Value>,
+    pub new_streams: Vec<StreamSeed>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,7 +260,7 @@ pub struct Stop {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -242,7 +273,8 @@ mod tests {
         assert_eq!(back, Request::Ping);
     }
 
-    fn spec() -> ServiceSpec {
+    /// A valid spec (the other modules' tests use it too).
+    pub(crate) fn spec() -> ServiceSpec {
         ServiceSpec {
             name: "kv".into(),
             service_ip: "198.18.0.100".into(),

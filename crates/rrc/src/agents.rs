@@ -70,17 +70,18 @@ pub fn for_host(explicit: Option<&Path>, host: &str) -> AgentRef {
     resolve(explicit).remove(0)
 }
 
-/// Sends one request and returns the data of a successful response.
-pub fn request(a: &AgentRef, req: &Request) -> Result<serde_json::Value> {
+/// Sends one request and returns the data of a successful response, as
+/// the reply type of that request (rrc_wire::reply).
+pub fn request<T: serde::de::DeserializeOwned>(a: &AgentRef, req: &Request) -> Result<T> {
     let mut c = UnixStream::connect(&a.socket).with_context(|| {
         format!("connecting to the agent of {} at {} (is `rrc agent` running there? in the lab: `rrc lab up`)", a.host, a.socket.display())
     })?;
     c.set_read_timeout(Some(TIMEOUT))?;
     write_frame(&mut c, FrameKind::Request, &Frame::json(FrameKind::Request, req).payload).context("sending the request")?;
     let f = read_frame(&mut c).with_context(|| format!("reading the answer of the agent of {}", a.host))?;
-    let r: Response = f.expect(FrameKind::Response)?.parse()?;
+    let r: Response<T> = f.expect(FrameKind::Response)?.parse().with_context(|| format!("the answer of the agent of {}", a.host))?;
     if !r.ok {
         bail!("agent of {}: {}", a.host, r.error.unwrap_or_else(|| "failed without a reason".into()));
     }
-    Ok(r.data)
+    r.data.with_context(|| format!("the agent of {} answered without data", a.host))
 }

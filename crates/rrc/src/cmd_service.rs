@@ -10,7 +10,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rrc_wire::msg::{Fault, Mode, Request, ServiceSpec};
-use serde_json::{json, Value};
+use rrc_wire::reply::{AgentStatus, Exported, FaultSet, Role, RoleStats, SecurityStatus, ServiceStatus, Stopped};
+use serde::Serialize;
+use serde_json::json;
 
 use crate::agents::{for_host, request, resolve, AgentRef};
 use crate::JsonFlag;
@@ -145,56 +147,109 @@ pub struct ExportArgs {
     pub json: JsonFlag,
 }
 
+/// One agent as `rrc status` lists it.
+#[derive(Serialize)]
+struct HostView {
+    host: String,
+    reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_cpu_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_uptime_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security: Option<SecurityStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
 /// Every agent's status; unreachable agents are reported, not fatal.
-fn gather(agents: &[AgentRef], name: Option<&str>) -> (Vec<Value>, Vec<Value>) {
+fn gather(agents: &[AgentRef], name: Option<&str>) -> (Vec<AgentStatus>, Vec<HostView>) {
     let mut reports = Vec::new();
     let mut hosts = Vec::new();
     for a in agents {
-        match request(a, &Request::Status { name: name.map(String::from) }) {
+        match request::<AgentStatus>(a, &Request::Status { name: name.map(String::from) }) {
             Ok(v) => {
-                hosts.push(json!({"host": v["host"], "reachable": true, "agent_pid": v["agent_pid"], "agent_cpu_ms": v["agent_cpu_ms"], "agent_uptime_ms": v["agent_uptime_ms"], "security": v["security"]}));
+                hosts.push(HostView {
+                    host: v.host.clone(),
+                    reachable: true,
+                    agent_pid: Some(v.agent_pid),
+                    agent_cpu_ms: Some(v.agent_cpu_ms),
+                    agent_uptime_ms: Some(v.agent_uptime_ms),
+                    security: Some(v.security.clone()),
+                    error: None,
+                });
                 reports.push(v);
             }
-            Err(e) => hosts.push(json!({"host": a.host, "reachable": false, "error": format!("{e:#}")})),
+            Err(e) => hosts.push(HostView {
+                host: a.host.clone(),
+                reachable: false,
+                agent_pid: None,
+                agent_cpu_ms: None,
+                agent_uptime_ms: None,
+                security: None,
+                error: Some(format!("{e:#}")),
+            }),
         }
     }
     (reports, hosts)
 }
 
-/// One entry per service: the primary's view, with the backup's attached.
-fn merge(reports: &[Value]) -> Vec<Value> {
-    let mut by_name: BTreeMap<String, (Option<Value>, Option<Value>)> = BTreeMap::new();
-    for r in reports {
-        for s in r["services"].as_array().into_iter().flatten() {
-            let n = s["name"].as_str().unwrap_or_default().to_string();
-            let e = by_name.entry(n).or_default();
-            match s["role"].as_str() {
-                Some("primary") => e.0 = Some(s.clone()),
-                _ => e.1 = Some(s.clone()),
-            }
+/// One service as `rrc status` shows it: the primary's view, with the
+/// backup's attached.
+#[derive(Serialize)]
+struct ServiceView {
+    name: String,
+    service_ip: String,
+    primary: String,
+    backup: Option<String>,
+    mode: Mode,
+    epoch_ms: u64,
+    state: Option<String>,
+    protected: bool,
+    checkpoints_committed: u64,
+    last_pause_us: Option<u64>,
+    last_checkpoint_bytes: Option<u64>,
+    replication_lag_ms: Option<f64>,
+    pid: Option<i32>,
+    primary_view: Option<ServiceStatus>,
+    backup_view: Option<ServiceStatus>,
+}
+
+fn merge(reports: &[AgentStatus]) -> Vec<ServiceView> {
+    let mut by_name: BTreeMap<String, (Option<ServiceStatus>, Option<ServiceStatus>)> = BTreeMap::new();
+    for s in reports.iter().flat_map(|r| &r.services) {
+        let e = by_name.entry(s.name.clone()).or_default();
+        match s.role {
+            Role::Primary => e.0 = Some(s.clone()),
+            Role::Backup => e.1 = Some(s.clone()),
         }
     }
     by_name
         .into_iter()
-        .map(|(name, (p, b))| {
-            let base = p.clone().or_else(|| b.clone()).unwrap_or(Value::Null);
-            let st = &p.as_ref().map(|p| p["stats"].clone()).unwrap_or(Value::Null);
-            json!({
-                "name": name,
-                "service_ip": base["service_ip"],
-                "primary": base["primary"],
-                "backup": base["backup"],
-                "mode": base["mode"],
-                "epoch_ms": base["epoch_ms"],
-                "state": st["state"],
-                "protected": p.as_ref().map(|p| p["protected"].clone()).unwrap_or(Value::Bool(false)),
-                "checkpoints_committed": p.as_ref().map(|p| p["checkpoints_committed"].clone()).unwrap_or_else(|| base["checkpoints_committed"].clone()),
-                "last_pause_us": st["last_pause_us"],
-                "last_checkpoint_bytes": st["last_checkpoint_bytes"],
-                "replication_lag_ms": st["replication_lag_ms"],
-                "pid": base["pid"],
-                "primary_view": p,
-                "backup_view": b,
+        .filter_map(|(name, (p, b))| {
+            let base = p.as_ref().or(b.as_ref())?.clone();
+            let st = p.as_ref().and_then(|p| match &p.stats {
+                RoleStats::Primary(st) => Some(st.clone()),
+                RoleStats::Backup(_) => None,
+            });
+            Some(ServiceView {
+                name,
+                service_ip: base.service_ip,
+                primary: base.primary,
+                backup: base.backup,
+                mode: base.mode,
+                epoch_ms: base.epoch_ms,
+                state: st.as_ref().map(|s| s.state.clone()),
+                protected: p.as_ref().and_then(|p| p.protected).unwrap_or(false),
+                checkpoints_committed: p.as_ref().map_or(base.checkpoints_committed, |p| p.checkpoints_committed),
+                last_pause_us: st.as_ref().map(|s| s.last_pause_us),
+                last_checkpoint_bytes: st.as_ref().map(|s| s.last_checkpoint_bytes),
+                replication_lag_ms: st.as_ref().map(|s| s.replication_lag_ms),
+                pid: base.pid,
+                primary_view: p,
+                backup_view: b,
             })
         })
         .collect()
@@ -202,7 +257,7 @@ fn merge(reports: &[Value]) -> Vec<Value> {
 
 fn free_service_ip(agents: &[AgentRef]) -> Result<Ipv4Addr> {
     let (reports, _) = gather(agents, None);
-    let used: Vec<String> = merge(&reports).iter().filter_map(|s| s["service_ip"].as_str().map(String::from)).collect();
+    let used: Vec<String> = merge(&reports).into_iter().map(|s| s.service_ip).collect();
     let (lo, hi) = rrc_lab::SERVICE_IP_RANGE;
     let (lo, hi): (Ipv4Addr, Ipv4Addr) = (lo.parse()?, hi.parse()?);
     for n in u32::from(lo)..=u32::from(hi) {
@@ -245,19 +300,19 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     if spec.failure_ms <= spec.heartbeat_ms {
         bail!("--failure-timeout ({} ms) must be longer than --heartbeat ({} ms)", spec.failure_ms, spec.heartbeat_ms);
     }
-    let v = request(&primary, &Request::Run { spec })?;
+    let v: ServiceStatus = request(&primary, &Request::Run { spec })?;
     if a.json.json {
         println!("{}", serde_json::to_string(&v)?);
     } else {
         println!(
             "service {} running on {} (pid {}), backup {}, service IP {}, {} mode, epoch {} ms",
-            v["name"].as_str().unwrap_or_default(),
-            v["primary"].as_str().unwrap_or_default(),
-            v["pid"],
-            v["backup"].as_str().unwrap_or_default(),
-            v["service_ip"].as_str().unwrap_or_default(),
-            v["mode"].as_str().unwrap_or_default(),
-            v["epoch_ms"]
+            v.name,
+            v.primary,
+            v.pid.map_or("?".into(), |p| p.to_string()),
+            v.backup.as_deref().unwrap_or_default(),
+            v.service_ip,
+            v.mode.as_str(),
+            v.epoch_ms
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -286,104 +341,90 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
         println!("no services");
     }
     for s in &services {
-        let g = &s["backup_view"]["gate"];
         println!(
             "{}  {}  primary {}  backup {}  {} mode, epoch {} ms  {}",
-            s["name"].as_str().unwrap_or_default(),
-            s["service_ip"].as_str().unwrap_or_default(),
-            s["primary"].as_str().unwrap_or_default(),
-            s["backup"].as_str().unwrap_or("none"),
-            s["mode"].as_str().unwrap_or_default(),
-            s["epoch_ms"],
-            if s["protected"].as_bool().unwrap_or(false) { "PROTECTED" } else { "UNPROTECTED" },
+            s.name,
+            s.service_ip,
+            s.primary,
+            s.backup.as_deref().unwrap_or("none"),
+            s.mode.as_str(),
+            s.epoch_ms,
+            if s.protected { "PROTECTED" } else { "UNPROTECTED" },
         );
-        if s["backup"].is_null() {
-            println!("    state {}", s["state"].as_str().unwrap_or("?"));
+        let state = s.state.as_deref().unwrap_or("?");
+        if s.backup.is_none() {
+            println!("    state {state}");
         } else {
             println!(
-                "    state {}  checkpoints committed {}  last pause {} us  last checkpoint {} bytes  replication lag {:.1} ms",
-                s["state"].as_str().unwrap_or("?"),
-                s["checkpoints_committed"],
-                s["last_pause_us"],
-                s["last_checkpoint_bytes"],
-                s["replication_lag_ms"].as_f64().unwrap_or(0.0),
+                "    state {state}  checkpoints committed {}  last pause {} us  last checkpoint {} bytes  replication lag {:.1} ms",
+                s.checkpoints_committed,
+                s.last_pause_us.map_or("?".into(), |x| x.to_string()),
+                s.last_checkpoint_bytes.map_or("?".into(), |x| x.to_string()),
+                s.replication_lag_ms.unwrap_or(0.0),
             );
         }
-        if !g.is_null() {
-            println!("    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded", g["streams"], g["held_packets"], g["held_bytes"], g["packets_released"], g["recorded_client_bytes"]);
+        if let Some(g) = s.backup_view.as_ref().and_then(|b| b.gate.as_ref()) {
+            println!(
+                "    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded",
+                g.streams, g.held_packets, g.held_bytes, g.packets_released, g.recorded_client_bytes
+            );
         }
-        for f in s["primary_view"]["failovers"].as_array().into_iter().flatten() {
+        for f in s.primary_view.iter().flat_map(|p| p.failovers.iter().flatten()) {
             println!(
                 "    failover ({}) at {}: {} failed, detected after {:.0} ms, live {:.0} ms after the failure",
-                f["kind"].as_str().unwrap_or("?"),
-                f["at"].as_str().unwrap_or("?"),
-                f["failed_host"].as_str().unwrap_or("?"),
-                f["detection_ms"].as_f64().unwrap_or(0.0),
-                f["total_ms"].as_f64().unwrap_or(0.0)
+                f.kind.as_str(),
+                f.at,
+                f.failed_host,
+                f.detection_ms,
+                f.total_ms
             );
-            for st in f["steps"].as_array().into_iter().flatten() {
-                println!("        +{:>7.1} ms  {}", st["at_ms"].as_f64().unwrap_or(0.0), st["step"].as_str().unwrap_or("?"));
+            for st in &f.steps {
+                println!("        +{:>7.1} ms  {}", st.at_ms, st.step);
             }
-            if let Some(c) = f["connections"].as_array() {
-                let ok = c.iter().filter(|x| x["repaired"].as_bool() == Some(true)).count();
+            if let Some(c) = &f.connections {
+                let ok = c.iter().filter(|x| x.repaired).count();
                 println!("        connections repaired: {ok} of {}", c.len());
             }
         }
-        for v in [&s["primary_view"], &s["backup_view"]] {
-            if let Some(e) = v["stats"]["last_error"].as_str() {
-                println!("    last error at {} ({}): {e}", v["host"].as_str().unwrap_or("?"), v["role"].as_str().unwrap_or("?"));
+        for v in [&s.primary_view, &s.backup_view].into_iter().flatten() {
+            if let Some(e) = v.stats.last_error() {
+                println!("    last error at {} ({}): {e}", v.host, v.role.as_str());
             }
         }
     }
     for h in &hosts {
-        let host = h["host"].as_str().unwrap_or("?");
-        if h["reachable"].as_bool() == Some(false) {
-            println!("agent of {host} unreachable: {}", h["error"].as_str().unwrap_or("?"));
-            continue;
+        match &h.security {
+            Some(sec) if h.reachable => println!("{}", security_line(&h.host, sec)),
+            _ => println!("agent of {} unreachable: {}", h.host, h.error.as_deref().unwrap_or("?")),
         }
-        println!("{}", security_line(host, &h["security"]));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// An agent's authentication and refusals, in plain words.
-fn security_line(host: &str, sec: &Value) -> String {
-    let mut line = match sec["warning"].as_str() {
+fn security_line(host: &str, sec: &SecurityStatus) -> String {
+    let mut line = match &sec.warning {
         Some(w) => format!("agent {host}: {w}"),
-        None if sec.is_null() => format!("agent {host}: authentication unknown (an agent older than this rrc)"),
         None => format!(
             "agent {host}: peers authenticated ({}, key {}, fingerprint {})",
-            sec["authentication"].as_str().unwrap_or("?"),
-            sec["key_file"].as_str().unwrap_or("?"),
-            sec["key_fingerprint"].as_str().unwrap_or("?")
+            sec.authentication.as_str(),
+            sec.key_file.as_deref().unwrap_or("?"),
+            sec.key_fingerprint.as_deref().unwrap_or("?")
         ),
     };
-    let refused: Vec<String> = sec["rejected"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(cause, n)| Some(format!("{} {}", n.as_u64()?, rejection_words(cause))))
-        .collect();
+    let refused: Vec<String> = sec.rejected.iter().map(|(cause, n)| format!("{n} {}", cause.as_str())).collect();
     if !refused.is_empty() {
         line.push_str(&format!("; refused: {}", refused.join(", ")));
     }
     line
 }
 
-/// The words for a cause of `rrc_wire::Rejection` as the agent reports it.
-fn rejection_words(cause: &str) -> String {
-    let known: Option<rrc_wire::Rejection> = serde_json::from_value(Value::String(cause.into())).ok();
-    known.map(|r| r.as_str().to_string()).unwrap_or_else(|| cause.replace('_', " "))
-}
-
 /// The agents that have a part in `name`, with their role.
-fn parts(agents: &[AgentRef], name: &str) -> Vec<(AgentRef, String)> {
+fn parts(agents: &[AgentRef], name: &str) -> Vec<(AgentRef, Role)> {
     let mut v = Vec::new();
     for a in agents {
-        if let Ok(r) = request(a, &Request::Status { name: Some(name.into()) }) {
-            for s in r["services"].as_array().into_iter().flatten() {
-                v.push((a.clone(), s["role"].as_str().unwrap_or_default().to_string()));
-            }
+        if let Ok(r) = request::<AgentStatus>(a, &Request::Status { name: Some(name.into()) }) {
+            v.extend(r.services.iter().map(|s| (a.clone(), s.role)));
         }
     }
     v
@@ -397,8 +438,8 @@ pub fn stop(a: StopArgs) -> Result<ExitCode> {
     }
     // The primary first: it stops the epochs and the container, then tells
     // its backup; the others are asked directly (idempotent).
-    p.sort_by_key(|(_, role)| role != "primary");
-    let mut done = Vec::new();
+    p.sort_by_key(|(_, role)| *role != Role::Primary);
+    let mut done: Vec<Stopped> = Vec::new();
     for (ag, _) in &p {
         done.push(request(ag, &Request::Stop { name: a.name.clone() })?);
     }
@@ -412,32 +453,33 @@ pub fn stop(a: StopArgs) -> Result<ExitCode> {
 
 pub fn fault(a: FaultArgs) -> Result<ExitCode> {
     let (fault, role) = match a.fault {
-        FaultArg::StallCommits => (Fault::StallCommits, "backup"),
-        FaultArg::ResumeCommits => (Fault::ResumeCommits, "backup"),
-        FaultArg::CorruptNextCheckpoint => (Fault::CorruptNextCheckpoint, "primary"),
+        FaultArg::StallCommits => (Fault::StallCommits, Role::Backup),
+        FaultArg::ResumeCommits => (Fault::ResumeCommits, Role::Backup),
+        FaultArg::CorruptNextCheckpoint => (Fault::CorruptNextCheckpoint, Role::Primary),
     };
     let agents = resolve(a.agent.agent.as_deref());
-    let target = parts(&agents, &a.name).into_iter().find(|(_, r)| r == role);
+    let target = parts(&agents, &a.name).into_iter().find(|(_, r)| *r == role);
+    let role = role.as_str();
     let Some((ag, _)) = target else { bail!("no agent is the {role} of a service named {:?}", a.name) };
-    let v = request(&ag, &Request::Fault { name: a.name.clone(), fault })?;
+    let v: FaultSet = request(&ag, &Request::Fault { name: a.name.clone(), fault })?;
     if a.json.json {
         println!("{}", serde_json::to_string(&v)?);
     } else {
-        println!("{} of {}: {}", role, a.name, v);
+        println!("{} of {}: {}", role, a.name, serde_json::to_string(&v)?);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let agents = resolve(a.agent.agent.as_deref());
-    let target = parts(&agents, &a.name).into_iter().find(|(_, r)| r == "backup");
+    let target = parts(&agents, &a.name).into_iter().find(|(_, r)| *r == Role::Backup);
     let Some((ag, _)) = target else { bail!("no agent is the backup of a service named {:?}", a.name) };
     let dir = crate::abs(&a.images)?;
-    let v = request(&ag, &Request::Export { name: a.name.clone(), dir: dir.display().to_string() })?;
+    let v: Exported = request(&ag, &Request::Export { name: a.name.clone(), dir: dir.display().to_string() })?;
     if a.json.json {
         println!("{}", serde_json::to_string(&v)?);
     } else {
-        println!("committed state of {} (epoch {}) written to {}", a.name, v["epoch"], v["image"].as_str().unwrap_or_default());
+        println!("committed state of {} (epoch {}) written to {}", a.name, v.epoch, v.image);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,418 @@
+//! What an agent answers the CLI: one type per request (issue 14 §7, "the
+//! messages between agents typed end to end"). The field names are what
+//! `rrc status --json` and the tests read; they are part of the protocol
+//! (docs/protocol.md).
+//!
+//! | request  | reply                                   |
+//! |----------|-----------------------------------------|
+//! | Ping     | [`Pong`]                                |
+//! | Run      | [`ServiceStatus`] of the new primary    |
+//! | Status   | [`AgentStatus`]                         |
+//! | Stop     | [`Stopped`]                             |
+//! | Fault    | [`FaultSet`]                            |
+//! | Export   | [`Exported`]                            |
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::AuthMode;
+use crate::msg::{Mode, ServiceSpec};
+use crate::Rejection;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    pub host: String,
+    pub pid: u32,
+}
+
+/// A service's part on one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Primary,
+    Backup,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Backup => "backup",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub host: String,
+    /// The part this host had; none if it had no such service.
+    pub role: Option<Role>,
+    pub stopped: Option<String>,
+}
+
+/// A fault armed or lifted; the field set is the fault's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exported {
+    pub image: String,
+    pub data_dir: Option<String>,
+    pub image_id: String,
+    pub epoch: u64,
+    pub bytes: u64,
+}
+
+/// Everything one agent has a part in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    pub host: String,
+    pub agent_pid: u32,
+    pub agent_cpu_ms: u64,
+    pub agent_uptime_ms: u64,
+    pub security: SecurityStatus,
+    pub services: Vec<ServiceStatus>,
+}
+
+/// One refusal, for `rrc status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectionRecord {
+    pub at: String,
+    pub cause: Rejection,
+    /// Who: a peer's address, a service, a CLI client's uid.
+    pub from: String,
+    pub detail: String,
+}
+
+/// The agent's security, as `rrc status --json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityStatus {
+    pub authentication: AuthMode,
+    /// A hash naming the key (the same on agents that share it).
+    pub key_fingerprint: Option<String>,
+    pub key_file: Option<String>,
+    /// Set when peers are not authenticated: what that exposes.
+    pub warning: Option<String>,
+    pub peer_listener: String,
+    pub cli_socket: String,
+    pub sessions_opened: u64,
+    pub rejected_total: u64,
+    pub rejected: BTreeMap<Rejection, u64>,
+    pub recent: Vec<RejectionRecord>,
+}
+
+/// One service's part on one host: the primary's (replicating, or live
+/// alone after a failover) or the backup's. The fields after `epoch_ms`
+/// are those of the part; the others are left out of the JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    pub name: String,
+    pub role: Role,
+    pub host: String,
+    pub service_ip: String,
+    pub primary: String,
+    /// None once a primary serves alone after a failover.
+    pub backup: Option<String>,
+    pub mode: Mode,
+    pub epoch_ms: u64,
+    pub checkpoints_committed: u64,
+    /// Primary: the service's command, pid, network namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected: Option<bool>,
+    /// Primary: where its replies go (the backup's gate) and its queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_addr: Option<String>,
+    /// Backup: where the primary is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_addr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_num: Option<u16>,
+    /// This host's heartbeat port (none before the heartbeat started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_heartbeat_port: Option<u16>,
+    /// Primary: the failovers this service went through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failovers: Option<Vec<FailoverReport>>,
+    pub stats: RoleStats,
+    /// Backup: its gate's counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateCounters>,
+}
+
+impl ServiceStatus {
+    /// The fields every part has, from the service's spec; the part's own
+    /// are left empty for the caller to fill.
+    pub fn of(spec: &ServiceSpec, role: Role, host: &str, stats: RoleStats) -> ServiceStatus {
+        ServiceStatus {
+            name: spec.name.clone(),
+            role,
+            host: host.to_string(),
+            service_ip: spec.service_ip.clone(),
+            primary: spec.primary.clone(),
+            backup: Some(spec.backup.clone()),
+            mode: spec.mode,
+            epoch_ms: spec.epoch_ms,
+            checkpoints_committed: 0,
+            command: None,
+            data_dir: None,
+            pid: None,
+            netns: None,
+            protected: None,
+            backup_addr: None,
+            primary_addr: None,
+            queue_num: None,
+            heartbeat_port: None,
+            primary_heartbeat_port: None,
+            failovers: None,
+            stats,
+            gate: None,
+        }
+    }
+}
+
+/// A part's counters. Untagged: the role says which (a primary's has
+/// `protected`, a backup's has not).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RoleStats {
+    Primary(PrimaryStats),
+    Backup(BackupStats),
+}
+
+impl RoleStats {
+    pub fn state(&self) -> &str {
+        match self {
+            RoleStats::Primary(p) => &p.state,
+            RoleStats::Backup(b) => &b.state,
+        }
+    }
+    pub fn last_error(&self) -> Option<&str> {
+        match self {
+            RoleStats::Primary(p) => p.last_error.as_deref(),
+            RoleStats::Backup(b) => b.last_error.as_deref(),
+        }
+    }
+}
+
+/// What `rrc status` shows of a primary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrimaryStats {
+    pub state: String,
+    pub protected: bool,
+    pub checkpoints_committed: u64,
+    pub checkpoints_rejected: u64,
+    pub full_checkpoints: u64,
+    pub last_epoch: u64,
+    pub last_pause_us: u64,
+    pub last_checkpoint_bytes: u64,
+    pub last_checkpoint_pages: u64,
+    /// Snapshot taken -> backup's ack received, for the last commit.
+    pub replication_lag_ms: f64,
+    /// The same for the last full checkpoint, and its size.
+    pub last_full_lag_ms: f64,
+    pub last_full_bytes: u64,
+    /// Time since the last commit.
+    pub since_last_commit_ms: Option<u64>,
+    pub last_error: Option<String>,
+    pub pause_us_p50: u64,
+    pub pause_us_p99: u64,
+}
+
+/// What `rrc status` shows of a backup.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupStats {
+    pub state: String,
+    pub checkpoints_committed: u64,
+    pub checkpoints_rejected: u64,
+    pub last_committed_epoch: u64,
+    pub last_apply_us: u64,
+    pub last_error: Option<String>,
+    pub pending: usize,
+    pub stalled: bool,
+    pub store_bytes: u64,
+    pub received_bytes: u64,
+}
+
+/// The backup gate's counters (rrc_gate::GateStats, as shown).
+pub type GateCounters = rrc_gate::GateStats;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailoverKind {
+    /// The backup took over (docs/failover.md).
+    #[serde(rename = "primary failure")]
+    PrimaryFailure,
+    /// The primary went on alone.
+    #[serde(rename = "backup failure")]
+    BackupFailure,
+}
+
+impl FailoverKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailoverKind::PrimaryFailure => "primary failure",
+            FailoverKind::BackupFailure => "backup failure",
+        }
+    }
+}
+
+/// One failover's timeline, kept by the service's primary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailoverReport {
+    pub kind: FailoverKind,
+    pub failed_host: String,
+    pub at: String,
+    /// Primary failure: the epoch of the checkpoint restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_restored: Option<u64>,
+    /// Silence before the failure was declared.
+    pub detection_ms: f64,
+    pub steps: Vec<FailoverStep>,
+    /// From the failure (the last sign of life) to the end of the last step.
+    pub total_ms: f64,
+    /// Primary failure: every connection of the checkpoint, repaired or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Vec<ConnOutcome>>,
+    /// Backup failure: what went wrong taking the service IP back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Set once a spare protects the service again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reprotected: Option<Reprotection>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailoverStep {
+    pub step: String,
+    pub at_ms: f64,
+}
+
+/// A connection of the restored checkpoint at a failover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnOutcome {
+    pub fd: i32,
+    pub client: String,
+    pub repaired: bool,
+    pub reason: Option<String>,
+    /// Not yet accepted by the application at the checkpoint (in the
+    /// kernel's accept queue of the listener at `fd`): handed to its next
+    /// accept() (runtime/lib/accept-queue.c).
+    pub accept_queue: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reprotection {
+    pub new_backup: Option<String>,
+    pub at: String,
+    pub ms: f64,
+    /// After a backup failure: the copy of the data directory made for the
+    /// spare while the service was held.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub data_copy: Option<DataCopyReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataCopyReport {
+    pub data_copy_pause_ms: f64,
+    pub data_copy_ms: f64,
+    pub data_copy_quiesce_ms: f64,
+    pub data_copy_bytes: u64,
+    pub data_copy_files: u64,
+    pub data_copy_threads: u64,
+    pub data_copy_discarded_ops: u64,
+    pub data_copy_hold_rtt_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn primary_status() -> ServiceStatus {
+        let spec = crate::msg::tests::spec();
+        let stats = RoleStats::Primary(PrimaryStats { state: "protected".into(), protected: true, ..Default::default() });
+        ServiceStatus {
+            checkpoints_committed: 3,
+            command: Some(spec.argv.clone()),
+            pid: Some(42),
+            netns: Some("rrc-kv".into()),
+            protected: Some(true),
+            backup_addr: Some("10.0.0.2".into()),
+            queue_num: Some(100),
+            failovers: Some(vec![]),
+            ..ServiceStatus::of(&spec, Role::Primary, "a", stats)
+        }
+    }
+
+    #[test]
+    fn a_status_round_trips_and_keeps_its_role_s_stats() {
+        let p = primary_status();
+        let back: ServiceStatus = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+        let mut b = p.clone();
+        b.role = Role::Backup;
+        b.stats = RoleStats::Backup(BackupStats { state: "waiting".into(), pending: 2, ..Default::default() });
+        b.gate = Some(GateCounters { streams: 5, ..Default::default() });
+        let back: ServiceStatus = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+        assert_eq!(back, b, "a backup's stats must not parse as a primary's");
+    }
+
+    #[test]
+    fn the_json_has_the_names_the_cli_and_tests_read() {
+        let v = serde_json::to_value(primary_status()).unwrap();
+        assert_eq!(v["role"], "primary");
+        assert_eq!(v["mode"], "checkpoint");
+        assert_eq!(v["stats"]["protected"], true);
+        assert!(v.get("gate").is_none() && v.get("primary_addr").is_none(), "a primary's status has no backup fields: {v}");
+        let f = FailoverReport {
+            kind: FailoverKind::PrimaryFailure,
+            failed_host: "a".into(),
+            at: "now".into(),
+            epoch_restored: Some(7),
+            detection_ms: 90.0,
+            steps: vec![FailoverStep { step: "restored".into(), at_ms: 1.5 }],
+            total_ms: 200.0,
+            connections: Some(vec![]),
+            error: None,
+            reprotected: Some(Reprotection {
+                new_backup: Some("c".into()),
+                at: "later".into(),
+                ms: 3.0,
+                data_copy: Some(DataCopyReport {
+                    data_copy_pause_ms: 1.0,
+                    data_copy_ms: 2.0,
+                    data_copy_quiesce_ms: 0.5,
+                    data_copy_bytes: 10,
+                    data_copy_files: 1,
+                    data_copy_threads: 4,
+                    data_copy_discarded_ops: 0,
+                    data_copy_hold_rtt_ms: 0.2,
+                }),
+            }),
+        };
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["kind"], "primary failure");
+        assert_eq!(v["reprotected"]["data_copy_bytes"], 10, "the copy's report sits beside new_backup: {v}");
+        assert_eq!(serde_json::from_value::<FailoverReport>(v).unwrap(), f);
+    }
+
+    #[test]
+    fn a_reply_of_another_shape_is_refused() {
+        assert!(serde_json::from_str::<Pong>(r#"{"host":"a"}"#).is_err());
+        assert!(serde_json::from_str::<Exported>(r#"{"image":"x","data_dir":null,"image_id":"i","epoch":"one","bytes":1}"#).is_err());
+    }
+}
