@@ -31,6 +31,7 @@ use rrc_wire::msg::ConnSeed;
 use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
+use crate::repair_plan::{self, HeldConn, Listener, Repair};
 use crate::heartbeat::Silence;
 use crate::net::ContainerNet;
 use crate::{Agent, Service};
@@ -103,28 +104,6 @@ fn v4_of(a: &rrc_image::sections::SockAddr) -> Option<std::net::SocketAddrV4> {
         }
         _ => None,
     }
-}
-
-/// The TCP table's connections still in a listener's accept queue at the
-/// checkpoint: inode 0 (no fd holds them), ESTABLISHED, passive, on the
-/// port of a listener of the image (bound to that address or the
-/// wildcard). Returns (listener fd, local, peer, entry) in the table's
-/// order (the kernel's hash order: the primary's queue order is not
-/// recorded; clients do not see the order in which they are accepted).
-fn accept_queue_of<'a>(table: &'a [TcpStream], listeners: &[(i32, std::net::SocketAddrV4)]) -> Vec<(i32, std::net::SocketAddrV4, std::net::SocketAddrV4, &'a TcpStream)> {
-    let v4 = |a: &std::net::SocketAddr| match a {
-        std::net::SocketAddr::V4(a) => Some(*a),
-        std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
-    };
-    table
-        .iter()
-        .filter(|t| t.inode == 0 && t.state == 1 && !t.is_active_open())
-        .filter_map(|t| {
-            let (local, peer) = (v4(&t.local)?, v4(&t.remote)?);
-            let (fd, _) = listeners.iter().find(|(_, l)| l.port() == local.port() && (l.ip().is_unspecified() || l.ip() == local.ip()))?;
-            Some((*fd, local, peer, t))
-        })
-        .collect()
 }
 
 /// Runs `f` on a thread that joined network namespace `netns` (the
@@ -323,21 +302,21 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let (table, conns, listeners, epoch) = {
         let store = b.store();
         let img = store.image().context("no checkpoint was ever committed: nothing to fail over to")?;
-        let conns: Vec<(i32, std::net::SocketAddrV4, std::net::SocketAddrV4, u64)> = img
+        let conns: Vec<HeldConn> = img
             .fds
             .iter()
             .filter(|f| f.kind == FdKind::InetConn)
             .filter_map(|f| match &f.detail {
-                FdDetail::Socket { local, peer, .. } => Some((f.fd, v4_of(local)?, v4_of(peer)?, f.ino)),
+                FdDetail::Socket { local, peer, .. } => Some(HeldConn { fd: f.fd, local: v4_of(local)?, peer: v4_of(peer)?, inode: f.ino }),
                 _ => None,
             })
             .collect();
-        let listeners: Vec<(i32, std::net::SocketAddrV4)> = img
+        let listeners: Vec<Listener> = img
             .fds
             .iter()
             .filter(|f| f.kind == FdKind::InetListen)
             .filter_map(|f| match &f.detail {
-                FdDetail::Socket { local, .. } => Some((f.fd, v4_of(local)?)),
+                FdDetail::Socket { local, .. } => Some(Listener { fd: f.fd, local: v4_of(local)? }),
                 _ => None,
             })
             .collect();
@@ -415,27 +394,13 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // had read and written nothing: the table says 0 and 0); the restored
     // library hands them to the next accept() on that listener (`fd` is
     // then the listener's).
-    let established = conns.into_iter().map(|(fd, local, peer, ino)| {
-        let entry: Option<&TcpStream> = table.iter().find(|t| t.inode == ino && ino != 0);
-        let r = match (entry, b.gate().stream_data(peer, local)) {
-            (None, _) => Err(anyhow::anyhow!("not in the checkpoint's TCP table")),
-            (_, None) => Err(anyhow::anyhow!("the gate has no record of this connection")),
-            (Some(t), Some(d)) => repair_conn(&netns, &d, t),
-        };
-        (fd, peer, false, r)
-    });
-    let queued = accept_queue_of(&table, &listeners).into_iter().map(|(fd, local, peer, t)| {
-        let r = match b.gate().stream_data(peer, local) {
-            None => Err(anyhow::anyhow!("the gate has no record of this connection")),
-            Some(d) => repair_conn(&netns, &d, t),
-        };
-        (fd, peer, true, r)
-    });
+    let plan = repair_plan::plan(&conns, &listeners, &table, |peer, local| b.gate().stream_data(peer, local));
     let mut outcomes = Vec::new();
     let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
     let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
     let mut bases: Vec<RepairBase> = Vec::new();
-    for (fd, peer, accept_queue, r) in established.chain(queued) {
+    for Repair { fd, peer, accept_queue, from } in plan {
+        let r = from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, t));
         let reason = match r {
             Ok((sock, base)) => {
                 bases.push(base);
@@ -543,55 +508,4 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         seeds,
         data_at_restore,
     })
-}
-
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rrc_image::sections::{TCP_F_ACTIVE, TCP_F_SEQ};
-
-    fn entry(local: &str, remote: &str, state: u8, inode: u64, flags: u16) -> TcpStream {
-        TcpStream {
-            family: libc::AF_INET as u16,
-            state,
-            state_name: "",
-            options: 0,
-            snd_wscale: 0,
-            rcv_wscale: 0,
-            flags,
-            local: local.parse().unwrap(),
-            remote: remote.parse().unwrap(),
-            snd_mss: 1460,
-            inode,
-            cookie: 0,
-            rqueue: 0,
-            wqueue: 0,
-            bytes_acked: 0,
-            bytes_received: 0,
-            write_seq_rel: Some(0),
-            read_seq_rel: Some(0),
-            ifindex: 0,
-        }
-    }
-
-    /// Only passive, established, fd-less connections on a listener's port
-    /// (and address, unless the listener is the wildcard) are in an accept
-    /// queue.
-    #[test]
-    fn accept_queue_entries() {
-        let listeners = vec![(3, "0.0.0.0:7100".parse().unwrap()), (4, "198.18.0.100:7200".parse().unwrap())];
-        let table = vec![
-            entry("198.18.0.100:7100", "198.18.0.10:40000", 1, 0, TCP_F_SEQ), // queued on fd 3
-            entry("198.18.0.100:7100", "198.18.0.10:40001", 1, 77, TCP_F_SEQ), // accepted: has an fd
-            entry("198.18.0.100:7100", "198.18.0.10:40002", 8, 0, TCP_F_SEQ), // CLOSE_WAIT
-            entry("198.18.0.100:7100", "198.18.0.10:40003", 1, 0, TCP_F_SEQ | TCP_F_ACTIVE), // outgoing
-            entry("198.18.0.100:7200", "198.18.0.10:40004", 1, 0, TCP_F_SEQ), // queued on fd 4
-            entry("127.0.0.1:7200", "127.0.0.1:40005", 1, 0, TCP_F_SEQ), // other address than fd 4's
-            entry("198.18.0.100:7300", "198.18.0.10:40006", 1, 0, TCP_F_SEQ), // no listener
-            entry("0.0.0.0:0", "0.0.0.0:0", 10, 0, 0), // a listener itself
-        ];
-        let q: Vec<(i32, String)> = accept_queue_of(&table, &listeners).into_iter().map(|(fd, _, peer, _)| (fd, peer.to_string())).collect();
-        assert_eq!(q, vec![(3, "198.18.0.10:40000".to_string()), (4, "198.18.0.10:40004".to_string())]);
-    }
 }

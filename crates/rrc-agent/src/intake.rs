@@ -14,7 +14,7 @@
 //! protocol sends, the end of the replication. A rejected checkpoint's
 //! content goes with it: the primary sends the operations of rejected
 //! checkpoints again ahead of every checkpoint until one commits
-//! (primary.rs, `carried_ops`), so keeping them here would apply them
+//! (epochs.rs, `Plan::carried`), so keeping them here would apply them
 //! twice.
 
 use rrc_wire::msg::{CheckpointBegin, CheckpointEnd};

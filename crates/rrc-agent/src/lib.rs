@@ -10,12 +10,14 @@
 
 pub mod backup;
 mod cli;
+pub mod epochs;
 pub mod failover;
 pub mod heartbeat;
 pub mod intake;
 pub mod net;
 pub mod peer;
 pub mod primary;
+pub mod repair_plan;
 pub mod security;
 pub mod staging;
 

@@ -24,6 +24,7 @@ use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
 use rrc_wire::msg::ConnSeed;
 use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
 
+use crate::epochs::{take_ack, Epochs, Plan};
 use crate::net::ContainerNet;
 use crate::peer::PeerConn;
 use crate::staging::Staging;
@@ -48,11 +49,6 @@ struct Shared {
     corrupt_next: bool,
     last_commit_at: Option<Instant>,
     pauses: Vec<u64>,
-    /// FILEOPS of checkpoints the backup rejected: the library dropped
-    /// them from its journal once the snapshot was written, so they are
-    /// sent again (DataDirInit frames) ahead of every checkpoint until one
-    /// commits (docs/protocol.md).
-    carried_ops: Vec<Vec<u8>>,
     /// Failovers this service went through (timelines for `rrc status`).
     failovers: Vec<FailoverReport>,
     /// ISNs and SYN options of the service's connections (those it was
@@ -91,6 +87,13 @@ pub struct Primary {
     /// a backup failure (`copy_data_dir_held`); removed when the service
     /// stops or is re-protected again.
     data_copy: Mutex<Option<std::path::PathBuf>>,
+}
+
+/// How one epoch's checkpoint ended, short of an error.
+enum EpochEnd {
+    Committed(crate::epochs::ImageId),
+    /// With the checkpoint's data-directory operations, to send again.
+    Rejected(Vec<Vec<u8>>),
 }
 
 /// The heartbeat socket and the backup's heartbeat address until started,
@@ -268,7 +271,6 @@ fn assemble(
             corrupt_next: false,
             last_commit_at: None,
             pauses: Vec::new(),
-            carried_ops: Vec::new(),
             failovers,
             seeds: seeds.into_iter().map(|s| ((s.stream.client, s.stream.server), s)).collect(),
         }),
@@ -747,16 +749,18 @@ impl Primary {
         tracing::info!(service = %self.spec.name, reason, "service stopped");
     }
 
-    /// Keeps the file operations of a rejected checkpoint to send again.
-    fn carry_fileops(&self, image: &[u8], epoch: u64) -> Result<()> {
+    /// The file operations of a rejected checkpoint, to send again.
+    fn fileops_of(&self, image: &[u8], epoch: u64) -> Result<Vec<Vec<u8>>> {
         let label = std::path::PathBuf::from(format!("{}:epoch-{epoch}", self.spec.name));
         let img = rrc_image::Image::from_bytes(&label, image, rrc_image::VerifyPages::No)
             .context("re-reading a rejected checkpoint for its file operations")?;
-        if let Some(f) = img.fileops.as_ref().filter(|f| !f.ops.is_empty()) {
-            tracing::info!(service = %self.spec.name, epoch, ops = f.ops.len(), "file operations of the rejected checkpoint will be sent again");
-            lock(&self.shared).carried_ops.extend(fileops_frames(&f.ops));
+        match img.fileops.as_ref().filter(|f| !f.ops.is_empty()) {
+            Some(f) => {
+                tracing::info!(service = %self.spec.name, epoch, ops = f.ops.len(), "file operations of the rejected checkpoint will be sent again");
+                Ok(fileops_frames(&f.ops))
+            }
+            None => Ok(Vec::new()),
         }
-        Ok(())
     }
 
     /// Reads acks and heartbeats from the backup until the connection ends.
@@ -835,18 +839,18 @@ impl Primary {
             }
         };
         let period = Duration::from_millis(self.spec.epoch_ms);
-        let mut parent: Option<[u8; 16]> = None;
-        let mut epoch: u64 = 0;
+        let mut epochs = Epochs::new();
         lock(&self.shared).stats.state = "replicating".into();
         while !self.stopping() {
             if lock(&self.shared).backup_lost.is_some() {
                 return;
             }
             let started = Instant::now();
-            epoch += 1;
-            match self.one_epoch(&staging, epoch, parent) {
-                Ok(Some(id)) => parent = Some(id),
-                Ok(None) => parent = None, // rejected: resynchronise with a full checkpoint
+            let plan = epochs.plan_next();
+            let epoch = plan.epoch;
+            match self.one_epoch(&staging, &plan) {
+                Ok(EpochEnd::Committed(id)) => epochs.committed(&plan, id),
+                Ok(EpochEnd::Rejected(fileops)) => epochs.rejected(fileops),
                 Err(e) => {
                     if self.stopping() {
                         return;
@@ -863,7 +867,7 @@ impl Primary {
                     tracing::error!(service = %self.spec.name, epoch, "checkpoint failed: {e:#}");
                     let mut sh = lock(&self.shared);
                     sh.stats.last_error = Some(format!("epoch {epoch}: {e:#}"));
-                    parent = None;
+                    epochs.failed();
                 }
             }
             let spent = started.elapsed();
@@ -874,9 +878,9 @@ impl Primary {
         }
     }
 
-    /// Takes, sends and waits for the commit of one checkpoint. Returns the
-    /// image id when committed, None when the backup rejected it.
-    fn one_epoch(&self, staging: &Staging, epoch: u64, parent: Option<[u8; 16]>) -> Result<Option<[u8; 16]>> {
+    /// Takes, sends and waits for the commit of one checkpoint.
+    fn one_epoch(&self, staging: &Staging, plan: &Plan) -> Result<EpochEnd> {
+        let (epoch, parent, carried) = (plan.epoch, plan.parent, &plan.carried);
         let arrival_bound = lock(&self.shared).arrival;
         staging.reset()?;
         let image_id = random_id();
@@ -892,11 +896,9 @@ impl Primary {
         let done = session.wait_done(WRITE_TIMEOUT).context("checkpoint (the service runs on)")?;
         let image = staging.take(done.bytes)?;
         let pause_us = paused.pause_ns / 1000;
-        let carried: Vec<Vec<u8>>;
         let mut damaged: Option<Vec<u8>> = None;
         {
             let mut sh = lock(&self.shared);
-            carried = sh.carried_ops.clone();
             if sh.corrupt_next {
                 sh.corrupt_next = false;
                 // A byte in the middle of the sent copy: inside some
@@ -925,7 +927,7 @@ impl Primary {
         {
             let mut c = lock(&self.conn);
             let c = &mut *c;
-            for ops in &carried {
+            for ops in carried {
                 c.send(FrameKind::DataDirInit, ops)?;
             }
             c.send_json(FrameKind::CheckpointBegin, &begin)?;
@@ -938,9 +940,7 @@ impl Primary {
         // Wait for this epoch's ack.
         let mut sh = lock(&self.shared);
         loop {
-            if let Some(i) = sh.acks.iter().position(|a| a.epoch == epoch) {
-                let a = sh.acks.remove(i);
-                sh.acks.retain(|x| x.epoch > epoch);
+            if let Some(a) = take_ack(&mut sh.acks, epoch) {
                 let st = &mut sh.stats;
                 st.last_epoch = epoch;
                 st.last_pause_us = pause_us;
@@ -957,16 +957,14 @@ impl Primary {
                         st.last_full_bytes = image.len() as u64;
                     }
                     sh.last_commit_at = Some(Instant::now());
-                    sh.carried_ops.drain(..carried.len());
-                    return Ok(Some(image_id));
+                    return Ok(EpochEnd::Committed(image_id));
                 }
                 st.checkpoints_rejected += 1;
                 let why = a.error.unwrap_or_default();
                 tracing::warn!(service = %self.spec.name, epoch, "backup rejected the checkpoint: {why}; next one is full");
                 st.last_error = Some(format!("epoch {epoch} rejected by the backup: {why}"));
                 drop(sh);
-                self.carry_fileops(&image, epoch)?;
-                return Ok(None);
+                return Ok(EpochEnd::Rejected(self.fileops_of(&image, epoch)?));
             }
             if let Some(why) = &sh.backup_lost {
                 bail!("backup lost while waiting for epoch {epoch}'s ack: {why}");
