@@ -36,6 +36,36 @@ pub struct Silence {
     pub declared_at: Instant,
 }
 
+/// The failure decision, apart from the sockets and the threads: when a
+/// peer last heard from (or never heard from, since `started`) counts as
+/// failed.
+#[derive(Debug, Clone, Copy)]
+pub struct Detector {
+    started: Instant,
+    last: Option<Instant>,
+    fail_after: Duration,
+}
+
+impl Detector {
+    pub fn new(started: Instant, fail_after: Duration) -> Detector {
+        Detector { started, last: None, fail_after }
+    }
+
+    /// A datagram of the peer's, opened and in sequence, arrived at `at`.
+    pub fn heard(&mut self, at: Instant) {
+        // never backwards: a late reading of the clock must not shorten
+        // a silence already measured
+        self.last = Some(self.last.map_or(at, |l| l.max(at)));
+    }
+
+    /// The silence at `now`, if it is a failure.
+    pub fn check(&self, now: Instant) -> Option<Silence> {
+        let since = now.saturating_duration_since(self.last.unwrap_or(self.started));
+        let limit = if self.last.is_some() { self.fail_after } else { STARTUP_GRACE.max(self.fail_after) };
+        (since >= limit).then_some(Silence { silent_for: since, last_heard: self.last, declared_at: now })
+    }
+}
+
 pub struct Heartbeat {
     pub local: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -94,8 +124,7 @@ impl Heartbeat {
         })?;
         let s2 = stop.clone();
         let monitor = std::thread::Builder::new().name(format!("hb-rx-{name}")).spawn(move || {
-            let started = Instant::now();
-            let mut last: Option<Instant> = None;
+            let mut detector = Detector::new(Instant::now(), fail_after);
             let mut buf = [0u8; RECV_BUF];
             while !s2.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = sock.recv_from(&mut buf) {
@@ -103,18 +132,16 @@ impl Heartbeat {
                         on_refused(from, format!("a datagram on the heartbeat port from {from}, not from the peer {}", peer.ip()));
                     } else {
                         match opener.open(&buf[..n]) {
-                            Ok(_) => last = Some(Instant::now()),
+                            Ok(_) => detector.heard(Instant::now()),
                             Err(e) => on_refused(from, e.to_string()),
                         }
                     }
                 }
-                let since = last.unwrap_or(started).elapsed();
-                let limit = if last.is_some() { fail_after } else { STARTUP_GRACE.max(fail_after) };
-                if since >= limit {
+                if let Some(silence) = detector.check(Instant::now()) {
                     if s2.load(Ordering::Relaxed) {
                         return;
                     }
-                    on_failure(Silence { silent_for: since, last_heard: last, declared_at: Instant::now() });
+                    on_failure(silence);
                     return;
                 }
             }
@@ -141,5 +168,46 @@ impl Heartbeat {
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_peer_heard_then_silent_for_the_limit_has_failed() {
+        let t0 = Instant::now();
+        let mut d = Detector::new(t0, 90 * MS);
+        d.heard(t0 + 10 * MS);
+        assert!(d.check(t0 + 99 * MS).is_none(), "89 ms of silence is not 90");
+        let s = d.check(t0 + 100 * MS).expect("90 ms of silence");
+        assert_eq!((s.silent_for, s.last_heard), (90 * MS, Some(t0 + 10 * MS)));
+        d.heard(t0 + 95 * MS);
+        assert!(d.check(t0 + 150 * MS).is_none(), "each datagram starts the silence again");
+    }
+
+    #[test]
+    fn a_peer_never_heard_gets_the_startup_grace() {
+        let t0 = Instant::now();
+        let d = Detector::new(t0, 90 * MS);
+        assert!(d.check(t0 + 5 * 90 * MS).is_none());
+        let s = d.check(t0 + STARTUP_GRACE).expect("the grace is over");
+        assert_eq!(s.last_heard, None);
+        // a limit longer than the grace wins
+        let d = Detector::new(t0, STARTUP_GRACE * 2);
+        assert!(d.check(t0 + STARTUP_GRACE).is_none());
+    }
+
+    #[test]
+    fn an_older_arrival_does_not_move_the_last_one_back() {
+        let t0 = Instant::now();
+        let mut d = Detector::new(t0, 90 * MS);
+        d.heard(t0 + 50 * MS);
+        d.heard(t0 + 20 * MS);
+        assert!(d.check(t0 + 130 * MS).is_none());
+        assert!(d.check(t0 + 140 * MS).is_some());
     }
 }
