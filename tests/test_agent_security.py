@@ -102,7 +102,12 @@ def request(sock: Path, op: dict, as_uid=None):
         "    os.setgroups([]); os.setgid(uid); os.setuid(uid)\n"
         "s = socket.socket(socket.AF_UNIX)\n"
         f"s.connect({str(sock)!r})\n"
-        f"s.sendall(bytes.fromhex({frame(1, json.dumps(op).encode()).hex()!r}))\n"
+        # refused at accept, the agent answers and closes at once: the
+        # request may meet a closed socket, the answer is still readable
+        "try:\n"
+        f"    s.sendall(bytes.fromhex({frame(1, json.dumps(op).encode()).hex()!r}))\n"
+        "except (BrokenPipeError, ConnectionResetError):\n"
+        "    pass\n"
         "h = b''\n"
         "while len(h) < 24:\n"
         "    b = s.recv(24 - len(h))\n"

@@ -77,8 +77,15 @@ pub fn request<T: serde::de::DeserializeOwned>(a: &AgentRef, req: &Request) -> R
         format!("connecting to the agent of {} at {} (is `rrc agent` running there? in the lab: `rrc lab up`)", a.host, a.socket.display())
     })?;
     c.set_read_timeout(Some(TIMEOUT))?;
-    write_frame(&mut c, FrameKind::Request, &Frame::json(FrameKind::Request, req).payload).context("sending the request")?;
-    let f = read_frame(&mut c).with_context(|| format!("reading the answer of the agent of {}", a.host))?;
+    // An agent that refuses this client (not root) answers at once and
+    // closes: the request may then meet a closed socket, but the answer,
+    // which names the cause, is still there to read.
+    let sent = write_frame(&mut c, FrameKind::Request, &Frame::json(FrameKind::Request, req).payload);
+    let f = match (sent, read_frame(&mut c)) {
+        (_, Ok(f)) => f,
+        (Err(e), Err(_)) => return Err(anyhow::Error::new(e).context("sending the request")),
+        (Ok(()), Err(e)) => return Err(anyhow::Error::new(e).context(format!("reading the answer of the agent of {}", a.host))),
+    };
     let r: Response<T> = f.expect(FrameKind::Response)?.parse().with_context(|| format!("the answer of the agent of {}", a.host))?;
     if !r.ok {
         bail!("agent of {}: {}", a.host, r.error.unwrap_or_else(|| "failed without a reason".into()));
