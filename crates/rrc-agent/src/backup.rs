@@ -26,6 +26,7 @@ use rrc_wire::reply::{BackupStats, Exported, FaultSet, Role, RoleStats, ServiceS
 
 use crate::intake::{Intake, IntakeLimits, Received, Step};
 use crate::net::BackupRoute;
+use crate::repair_plan::socket_v4;
 use crate::peer::PeerConn;
 use crate::{lock, Agent, Service};
 
@@ -246,15 +247,6 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         bases,
         spec,
     })
-}
-
-/// An IPv4 socket address, or the IPv4 one an IPv4-mapped IPv6 address
-/// stands for (a dual-stack listener's connections from IPv4 clients).
-fn socket_v4(a: std::net::SocketAddr) -> Option<std::net::SocketAddrV4> {
-    match a {
-        std::net::SocketAddr::V4(a) => Some(a),
-        std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| std::net::SocketAddrV4::new(ip, a.port())),
-    }
 }
 
 /// The largest checkpoint this backup takes: what its memory could hold

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use rrc_wire::msg::{Fault, Reply, Request, Response};
-use rrc_wire::reply::{FaultSet, Pong};
+use rrc_wire::msg::{Fault, Request, Response};
+use rrc_wire::reply::{FaultSet, Pong, Reply};
 use rrc_wire::{read_frame, write_frame, Frame, FrameKind, Rejection, WireError};
 
 use crate::{primary, Agent};

@@ -50,7 +50,10 @@ pub struct Repair<'t, D> {
 const NOT_IN_TABLE: &str = "not in the checkpoint's TCP table";
 const NOT_IN_GATE: &str = "the gate has no record of this connection";
 
-/// Every connection to rebuild, held ones first, in the image's order.
+/// Every connection to rebuild, held ones first, in the image's order;
+/// the accept queue's in the TCP table's order (the kernel's hash order:
+/// the primary's queue order is not recorded; clients do not see the
+/// order in which they are accepted).
 /// `gate(peer, local)` is the gate's record of a connection.
 pub fn plan<'t, D>(held: &[HeldConn], listeners: &[Listener], table: &'t [TcpStream], gate: impl Fn(SocketAddrV4, SocketAddrV4) -> Option<D>) -> Vec<Repair<'t, D>> {
     let mut out = Vec::new();
@@ -64,7 +67,7 @@ pub fn plan<'t, D>(held: &[HeldConn], listeners: &[Listener], table: &'t [TcpStr
         out.push(Repair { fd: c.fd, peer: c.peer, accept_queue: false, from });
     }
     for t in table.iter().filter(|t| t.inode == 0 && t.state == TCP_ESTABLISHED && !t.is_active_open()) {
-        let (Some(local), Some(peer)) = (v4(&t.local), v4(&t.remote)) else { continue };
+        let (Some(local), Some(peer)) = (socket_v4(t.local), socket_v4(t.remote)) else { continue };
         let Some(l) = listeners.iter().find(|l| l.local.port() == local.port() && (l.local.ip().is_unspecified() || l.local.ip() == local.ip())) else {
             continue;
         };
@@ -77,10 +80,11 @@ pub fn plan<'t, D>(held: &[HeldConn], listeners: &[Listener], table: &'t [TcpStr
 /// The kernel's TCP_ESTABLISHED.
 const TCP_ESTABLISHED: u8 = 1;
 
-/// IPv4, or IPv4-mapped IPv6.
-pub fn v4(a: &SocketAddr) -> Option<SocketAddrV4> {
+/// An IPv4 socket address, or the IPv4 one an IPv4-mapped IPv6 address
+/// stands for (a dual-stack listener's connections from IPv4 clients).
+pub fn socket_v4(a: SocketAddr) -> Option<SocketAddrV4> {
     match a {
-        SocketAddr::V4(a) => Some(*a),
+        SocketAddr::V4(a) => Some(a),
         SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|ip| SocketAddrV4::new(ip, a.port())),
     }
 }
@@ -172,7 +176,7 @@ mod tests {
     #[test]
     fn ipv4_mapped_addresses_count_as_ipv4() {
         let mapped: SocketAddr = "[::ffff:198.18.0.100]:6379".parse().unwrap();
-        assert_eq!(v4(&mapped), Some(addr(SERVICE)));
-        assert_eq!(v4(&"[::1]:6379".parse().unwrap()), None);
+        assert_eq!(socket_v4(mapped), Some(addr(SERVICE)));
+        assert_eq!(socket_v4("[::1]:6379".parse().unwrap()), None);
     }
 }

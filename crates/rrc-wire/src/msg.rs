@@ -5,8 +5,6 @@
 use rrc_gate::StreamSeed;
 use serde::{Deserialize, Serialize};
 
-use crate::reply::{AgentStatus, Exported, FaultSet, Pong, ServiceStatus, Stopped};
-
 /// Replication mode. Only checkpoint-only exists so far (NiLiCon/Remus
 /// semantics, issue 3); record/replay (RRC) comes later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,19 +151,6 @@ impl<T> Response<T> {
     pub fn err(e: impl std::fmt::Display) -> Response<T> {
         Response { ok: false, error: Some(e.to_string()), data: None }
     }
-}
-
-/// What an agent sends back, whatever the request (serialized only: the
-/// CLI reads the one type its request gets, see [`crate::reply`]).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Reply {
-    Pong(Pong),
-    Service(Box<ServiceStatus>),
-    Agent(Box<AgentStatus>),
-    Stopped(Stopped),
-    Fault(FaultSet),
-    Exported(Exported),
 }
 
 /// A connection a new backup's gate joins (re-protection): what the gate

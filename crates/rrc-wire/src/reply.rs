@@ -20,6 +20,19 @@ use crate::auth::AuthMode;
 use crate::msg::{Mode, ServiceSpec};
 use crate::Rejection;
 
+/// What an agent sends back, whatever the request (serialized only: the
+/// CLI reads the one type its request gets, as the table above says).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Pong(Pong),
+    Service(Box<ServiceStatus>),
+    Agent(Box<AgentStatus>),
+    Stopped(Stopped),
+    Fault(FaultSet),
+    Exported(Exported),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pong {
     pub host: String,
