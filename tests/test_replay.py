@@ -268,6 +268,14 @@ def test_a_turn_that_never_comes_is_reported_in_bounded_time(rrc, tmp_path, netn
     a1, a2, b1, b2 = find()
     a1.seq, b2.seq = b2.seq, a1.seq
     a2.seq, b1.seq = b1.seq, a2.seq
+    # where each acquisition of X and Y found the release before it
+    # (released_at, log format 4) no longer fits the swapped numbers: made
+    # "unknown", which the format allows, so that what is tested is the
+    # watchdog, not the plan's check of released_at (rp_plan_check.c)
+    for b in batches:
+        for e in b.events:
+            if e.kind == 10 and e.obj in (a1.obj, a2.obj):
+                e.ret = 0
     bad = tmp_path / "turn.log"
     rrlog_edit.write(bad, header, batches)
     t0 = time.monotonic()

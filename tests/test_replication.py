@@ -42,11 +42,17 @@ def replab():
 
 
 class Service:
-    """A service started with `rrc run`; stopped (on every host) by the test's finalizer."""
+    """A service started with `rrc run`; stopped (on every host) by the test's finalizer.
+
+    Its agents declare each other failed after 1 s of silence, not the
+    default 90 ms: this module tests replication, not failure detection
+    (tests/test_failover.py does), and a CI machine's two CPUs stalled for
+    90 ms once made the backup fail over in the middle of a test here (two
+    primaries: no fencing yet, issue 15)."""
 
     def __init__(self, name: str, cmd: list[str], epoch: str = "30ms", extra: list[str] | None = None):
         out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--epoch", epoch, "--json",
-                  *(extra or []), "--", *cmd).stdout
+                  "--failure-timeout", "1s", *(extra or []), "--", *cmd).stdout
         self.name = name
         self.info = json.loads(out)
         self.ip = self.info["service_ip"]

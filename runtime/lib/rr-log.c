@@ -9,7 +9,9 @@
  *    Only the pages a thread's ring has used cost memory.
  *  - the object table (ordinary private memory, so in every image: a
  *    replay from a checkpoint continues each object's sequence where the
- *    checkpoint left it): address -> next sequence number, open
+ *    checkpoint left it): address -> next sequence number, and where the
+ *    object was last released (the next acquisition's released_at, so
+ *    that a release costs two stores instead of an event); open
  *    addressing, entries never removed.
  *
  * A ring has one producer (its thread) and one consumer (the writer
@@ -78,7 +80,12 @@ struct control {
 	uint32_t cut_next;              /* the pause's next slot */
 };
 
-struct obj { volatile uint64_t addr, seq; };
+struct obj {
+	volatile uint64_t addr, seq;
+	/* the last release: the object's count of numbers then (the number
+	 * released + 1), and the releaser's count of events */
+	volatile uint64_t rel_next, rel_at;
+};
 
 volatile int rrc_rr_mode;
 
@@ -178,7 +185,7 @@ static int fail_init(const char *what, long err)
 }
 
 static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq,
-		      int64_t result, const struct iovec *data, int pieces, uint32_t len);
+		      int64_t result, uint64_t released_at, const struct iovec *data, int pieces, uint32_t len);
 static struct ring *ring_take(void);
 
 int rrc_rr_init(void)
@@ -245,7 +252,7 @@ static struct ring *ring_take(void)
 		r->head = r->tail = 0;
 		r->waiting = 0;
 		RRC_STORE(&r->tid, (uint32_t)rrc_sys_gettid());
-		event_raw(r, RRC_EV_THREAD_START, 0, rrc_rr_creator, rrc_rr_birth, 0, 0, 0, 0);
+		event_raw(r, RRC_EV_THREAD_START, 0, rrc_rr_creator, rrc_rr_birth, 0, 0, 0, 0, 0);
 		return r;
 	}
 	stop_recording("more live threads than the log has rings (1024)", 0);
@@ -292,7 +299,7 @@ void rrc_rr_reserve(uint32_t len)
 static __thread int writing __attribute__((tls_model("initial-exec")));
 
 static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq,
-		      int64_t result, const struct iovec *data, int pieces, uint32_t len)
+		      int64_t result, uint64_t released_at, const struct iovec *data, int pieces, uint32_t len)
 {
 	if (writing) {
 		stop_recording("a signal handler made a recorded call while its thread was appending an event "
@@ -319,6 +326,8 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 		 * and when (inside the hook guard, so a cut sees both or none) */
 		e.ret = __atomic_add_fetch(&returns, 1, __ATOMIC_SEQ_CST);
 		e.ret_ns = rrc_rr_now_ns();
+	} else {
+		e.released_at = released_at;
 	}
 	rrc_memcpy(r->data + off, &e, EV_HDR);
 	uint32_t at = off + EV_HDR, left = len;
@@ -338,6 +347,16 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 		kick_writer();
 }
 
+/* The wrapper reserved room for the event (rrc_rr_reserve): otherwise a
+ * bug, and recording stops. */
+static int room_for(struct ring *r, uint64_t len)
+{
+	if (len <= RRC_LOG_MAX_DATA && room_needed(r, (uint32_t)len) <= RING_DATA - (r->head - RRC_LOAD(&r->tail)))
+		return 1;
+	stop_recording("an event larger than its wrapper reserved room for (a bug)", 0);
+	return 0;
+}
+
 void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
 		   const struct iovec *pieces, int n)
 {
@@ -347,11 +366,9 @@ void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, in
 	uint64_t len = 0;
 	for (int i = 0; i < n; i++)
 		len += pieces[i].iov_len;
-	if (len > RRC_LOG_MAX_DATA || room_needed(r, (uint32_t)len) > RING_DATA - (r->head - RRC_LOAD(&r->tail))) {
-		stop_recording("an event larger than its wrapper reserved room for (a bug)", 0);
+	if (!room_for(r, len))
 		return;
-	}
-	event_raw(r, kind, flags, obj, seq, result, pieces, n, (uint32_t)len);
+	event_raw(r, kind, flags, obj, seq, result, 0, pieces, n, (uint32_t)len);
 }
 
 void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
@@ -368,7 +385,7 @@ void rrc_rr_thread_exit(void)
 		return;
 	rrc_rr_reserve(0);
 	rrc_hook_enter();
-	event_raw(r, RRC_EV_THREAD_EXIT, 0, 0, 0, 0, 0, 0, 0);
+	event_raw(r, RRC_EV_THREAD_EXIT, 0, 0, 0, 0, 0, 0, 0, 0);
 	/* Not the thread's last moment: TLS destructors run after this (and
 	 * jemalloc's take mutexes). The ring stays this thread's; the writer
 	 * frees it once it is drained and the thread is gone. */
@@ -390,9 +407,16 @@ uint32_t rrc_rr_crc_iov(const struct iovec *iov, int cnt, size_t len)
 
 /* ---- the object table ---- */
 
-volatile uint64_t *rrc_rr_obj_counter(const void *addr, int create)
+/* The calling thread's last entry: a lock and its unlock look the same
+ * object up one after the other (entries never move: always valid) */
+static __thread struct obj *last_obj __attribute__((tls_model("initial-exec")));
+
+static struct obj *obj_entry(const void *addr, int create)
 {
 	uint64_t a = (uint64_t)addr;
+	struct obj *last = last_obj;
+	if (last && last->addr == a)
+		return last;
 	if (!rr.objs)
 		return 0;
 	uint32_t i = (uint32_t)((a >> 3) * 0x9e3779b97f4a7c15ull >> (64 - OBJ_BITS));
@@ -408,19 +432,67 @@ volatile uint64_t *rrc_rr_obj_counter(const void *addr, int create)
 			else
 				cur = a;
 		}
-		if (cur == a)
-			return &o->seq;
+		if (cur == a) {
+			if (!library_thread)
+				last_obj = o;
+			return o;
+		}
 	}
 	return 0;
 }
 
+volatile uint64_t *rrc_rr_obj_counter(const void *addr, int create)
+{
+	struct obj *o = obj_entry(addr, create);
+	return o ? &o->seq : 0;
+}
+
+static struct obj *obj_or_stop(const void *addr)
+{
+	struct obj *o = obj_entry(addr, 1);
+	if (!o)
+		stop_recording("more distinct synchronization objects than the table holds (262144)", 0);
+	return o;
+}
+
 uint64_t rrc_rr_obj_seq(const void *addr)
 {
-	volatile uint64_t *c = rrc_rr_obj_counter(addr, 1);
-	if (c)
-		return __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-	stop_recording("more distinct synchronization objects than the table holds (262144)", 0);
-	return 0;
+	struct obj *o = obj_or_stop(addr);
+	return o ? __atomic_fetch_add(&o->seq, 1, __ATOMIC_RELAXED) : 0;
+}
+
+void rrc_rr_released(const void *addr)
+{
+	struct ring *r = my_ring;
+	struct obj *o = r && rrc_rr_mode_on() ? obj_or_stop(addr) : 0;
+	if (!o)
+		return;
+	/* the object is still held: the next holder reads these after it
+	 * acquired it (the lock orders the accesses) */
+	__atomic_store_n(&o->rel_at, r->events, __ATOMIC_RELAXED);
+	__atomic_store_n(&o->rel_next, __atomic_load_n(&o->seq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
+void rrc_rr_acquired(uint16_t kind, uint16_t flags, uint64_t obj, const void *on, int got, int64_t result,
+		     const void *data, uint32_t len)
+{
+	struct ring *r = my_ring;
+	if (!r || !rrc_rr_mode_on())
+		return;
+	uint64_t seq = 0, released_at = 0;
+	if (got) {
+		struct obj *o = obj_or_stop(on);
+		if (!o)
+			return;
+		seq = __atomic_fetch_add(&o->seq, 1, __ATOMIC_RELAXED);
+		if (seq > 0 && RRC_EV_CARRIES_RELEASE(kind) &&
+		    __atomic_load_n(&o->rel_next, __ATOMIC_RELAXED) == seq)
+			released_at = __atomic_load_n(&o->rel_at, __ATOMIC_RELAXED);
+	}
+	if (!room_for(r, len))
+		return;
+	struct iovec one = { (void *)data, len };
+	event_raw(r, kind, flags, obj, seq, result, released_at, &one, len ? 1 : 0, len);
 }
 
 /* ---- the writer ---- */

@@ -83,6 +83,16 @@ void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int
 /* The next sequence number of the object at `addr` (a lock the caller now
  * holds): 0, 1, 2... per address. */
 uint64_t rrc_rr_obj_seq(const void *addr) RRC_HIDDEN_RR;
+/* A successful acquisition of the object at `on` (held now; a condition
+ * wait's mutex) logged as `kind` on obj: numbered on it, with where its
+ * previous holder released it (rrc/rrlog.h's released_at); a failed one
+ * (got 0) unnumbered. Inside the hook guard, after rrc_rr_reserve(len). */
+void rrc_rr_acquired(uint16_t kind, uint16_t flags, uint64_t obj, const void *on, int got, int64_t result,
+		     const void *data, uint32_t len) RRC_HIDDEN_RR;
+/* The release of the object at `addr` (a mutex, a spinlock, a condition
+ * wait's mutex), still held: noted in its table entry for the next
+ * acquisition's released_at, no event of its own. */
+void rrc_rr_released(const void *addr) RRC_HIDDEN_RR;
 /* The counter of the object at `addr` (the next number rrc_rr_obj_seq
  * gives), created if asked; 0 if absent and not created, or the table is
  * full. The replay waits for turns on it. */

@@ -46,22 +46,25 @@ int rrc_rp_numbered(const struct rrc_log_event *e, uint64_t *key, uint64_t *seq)
 	return 1;
 }
 
-/* A release (its seq: the object's last acquisition before it), and
- * whether an acquisition excludes every other holder until released. */
+/* An rwlock's release event (its seq: the object's last acquisition
+ * before it). */
 static int released(const struct rrc_log_event *e, uint64_t *key, uint64_t *seq)
 {
-	if ((e->kind != RRC_EV_MUTEX_UNLOCK && e->kind != RRC_EV_RWLOCK_UNLOCK && e->kind != RRC_EV_SPIN_UNLOCK) ||
-	    e->seq == RRC_SEQ_NONE)
+	if (e->kind != RRC_EV_RWLOCK_UNLOCK || e->seq == RRC_SEQ_NONE)
 		return 0;
 	*key = e->obj;
 	*seq = e->seq;
 	return 1;
 }
 
-static int exclusive(const struct rrc_log_event *e)
+/* Where the release an acquisition found happened, as the previous
+ * holder's count of events then (rrc/rrlog.h released_at; 0: no release
+ * came between, or not a kind that carries it). */
+static uint64_t release_point(const struct rrc_log_event *e)
 {
-	return e->kind == RRC_EV_MUTEX_LOCK || e->kind == RRC_EV_SPIN_LOCK || e->kind == RRC_EV_RWLOCK_WR ||
-	       e->kind == RRC_EV_COND_WAIT;
+	/* a condition wait that timed out took its mutex again too */
+	int got = e->result == 0 || e->kind == RRC_EV_COND_WAIT;
+	return RRC_EV_CARRIES_RELEASE(e->kind) && got ? e->released_at : 0;
 }
 
 /* ---- a (key, number) -> value map, open addressing; key 0 is empty ---- */
@@ -162,7 +165,7 @@ static int index_events(struct rp_plan *p, struct map *m, int whole)
 				return -2;
 			if (released(e, &key, &seq) && release_put(m, key, seq, VAL(k, i)) < 0)
 				return -3;
-			if (e->ret)
+			if (RRC_EV_IS_CALL(e->kind) && e->ret)
 				map_put(m, RP_KEY_RETURNS, e->ret, VAL(k, i));
 		}
 	}
@@ -198,18 +201,32 @@ static uint64_t reach(struct rp_plan *p, struct map *ix, struct map *cache, uint
 	return s;
 }
 
-/* Acquisition (key, seq) found its object free: an exclusive holder of
- * number seq - 1 the log holds had released it, and that release must be
- * in the log too (a crash can leave the holder's ring undrained after its
- * acquisition while the next holder's was written: a replay would stop
- * the holder inside its critical section, and the next one could never
- * acquire). */
-static int release_missing(struct rp_plan *p, struct map *ix, uint64_t key, uint64_t seq)
+/* 1 if acquisition e, (key, seq), found its object free: an exclusive holder
+ * of number seq - 1 the log holds had released it, and that release must
+ * be in what is replayed too (a crash can leave the holder's ring
+ * undrained after its acquisition while the next holder's was written: a
+ * replay would stop the holder inside its critical section, and the next
+ * one could never acquire). A mutex's or spinlock's release is where e's
+ * released_at says, in the holder's events; a writer's of an rwlock, an
+ * event of its own. -1: e says the release came before the holder's
+ * acquisition. */
+static int release_missing(struct rp_plan *p, struct map *ix, const struct rrc_log_event *e, uint64_t key,
+			   uint64_t seq)
 {
 	if (seq == 0 || seq - 1 < p->counter(key))
 		return 0; /* held since before the image: its release may be before the cut */
 	struct slot *h = map_find(ix, key, seq - 1);
-	if (!h->key || !exclusive(p->threads[h->val >> 32].ev[(uint32_t)h->val]))
+	if (!h->key)
+		return 0;
+	const struct rp_thread *holder = &p->threads[h->val >> 32];
+	uint16_t held = holder->ev[(uint32_t)h->val]->kind;
+	if (RRC_EV_CARRIES_RELEASE(held)) {
+		/* a release comes after the acquisition it ends */
+		if (release_point(e) && release_point(e) <= (uint32_t)h->val)
+			return -1;
+		return holder->end < release_point(e);
+	}
+	if (held != RRC_EV_RWLOCK_WR)
 		return 0;
 	struct slot *r = release_at(ix, key, seq - 1, 0);
 	return !r || !r->key;
@@ -254,7 +271,13 @@ int rp_plan_trim(struct rp_plan *p)
 						      "(the log does not continue this image)");
 					break;
 				}
-				if (seq >= reach(p, &ix, &cache, key) || release_missing(p, &ix, key, seq)) {
+				int missing = seq < reach(p, &ix, &cache, key) ? release_missing(p, &ix, t->ev[i], key, seq) : 1;
+				if (missing < 0) {
+					r = refuse(p, "an acquisition's previous holder released the object before it "
+						      "acquired it (released_at): the log is inconsistent");
+					break;
+				}
+				if (missing) {
 					t->end = i;
 					changed = 1;
 					break;
@@ -295,22 +318,29 @@ int rp_plan_find_output(struct rp_plan *p, int32_t fd, uint64_t bytes, uint32_t 
 	return found ? 0 : refuse(p, "no output after the image's cut ends at that byte of that fd");
 }
 
-/* includes the event at slot s in the cut: its thread up to it */
-static void include(struct rp_plan *p, const struct slot *s, int *changed)
+/* includes thread k's first n events in the cut */
+static void include_to(struct rp_plan *p, uint32_t k, uint64_t n, int *changed)
 {
-	struct rp_thread *t = &p->threads[s->val >> 32];
-	uint32_t i = (uint32_t)s->val;
-	if (t->n_end <= i) {
-		t->n_end = i + 1;
+	struct rp_thread *t = &p->threads[k];
+	if (t->n_end < n) {
+		t->n_end = (uint32_t)n;
 		*changed = 1;
 	}
 }
+
+/* includes the event at slot s in the cut: its thread up to it */
+static void include(struct rp_plan *p, const struct slot *s, int *changed)
+{
+	include_to(p, (uint32_t)(s->val >> 32), (uint32_t)s->val + 1ull, changed);
+}
+
+static const char *const lost = "the output depends on an event the log does not hold (a crash's tail)";
 
 static int require(struct rp_plan *p, struct map *ix, uint64_t key, uint64_t seq, int *changed)
 {
 	struct slot *s = map_find(ix, key, seq);
 	if (!s->key)
-		return refuse(p, "the output depends on an event the log does not hold (a crash's tail)");
+		return refuse(p, lost);
 	include(p, s, changed);
 	return 0;
 }
@@ -322,7 +352,17 @@ static int needs(struct rp_plan *p, struct map *ix, const struct rrc_log_event *
 	if (rrc_rp_numbered(e, &key, &seq)) {
 		if (seq > p->counter(key) && require(p, ix, key, seq - 1, changed) < 0)
 			return -1;
-		/* the object free: every release of the acquisition before it */
+		/* the object free: the holder before it up to its release */
+		uint64_t at = release_point(e);
+		struct slot *h = at && seq > 0 ? map_find(ix, key, seq - 1) : 0;
+		if (h && h->key) {
+			/* the holder's events up to the release: all of them
+			 * in the log, or the release is not */
+			if (at > p->threads[h->val >> 32].n)
+				return refuse(p, lost);
+			include_to(p, (uint32_t)(h->val >> 32), at, changed);
+		}
+		/* an rwlock's: every release of the acquisition before it */
 		for (uint64_t j = 0; seq > 0; j++) {
 			struct slot *r = release_at(ix, key, seq - 1, j);
 			if (!r || !r->key)
@@ -330,7 +370,7 @@ static int needs(struct rp_plan *p, struct map *ix, const struct rrc_log_event *
 			include(p, r, changed);
 		}
 	}
-	if (returns && e->ret > p->returns_base + 1)
+	if (returns && RRC_EV_IS_CALL(e->kind) && e->ret > p->returns_base + 1)
 		return require(p, ix, RP_KEY_RETURNS, e->ret - 1, changed);
 	return 0;
 }
@@ -395,7 +435,7 @@ uint64_t rp_plan_returns_reach(struct rp_plan *p)
 		if (!replayed(t))
 			continue;
 		for (uint32_t i = t->start; i < t->end; i++) {
-			uint64_t r = t->ev[i]->ret;
+			uint64_t r = RRC_EV_IS_CALL(t->ev[i]->kind) ? t->ev[i]->ret : 0;
 			if (r > p->returns_base && r - p->returns_base - 1 < n) {
 				uint64_t b = r - p->returns_base - 1;
 				seen[b / 8] |= (uint8_t)(1u << (b % 8));

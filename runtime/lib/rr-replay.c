@@ -49,9 +49,7 @@ static const char *kind_name(uint16_t k)
 	case RRC_EV_THREAD_EXIT: return "thread_exit";
 	case RRC_EV_THREAD_JOIN: return "thread_join";
 	case RRC_EV_MUTEX_LOCK: return "mutex_lock";
-	case RRC_EV_MUTEX_UNLOCK: return "mutex_unlock";
 	case RRC_EV_RWLOCK_UNLOCK: return "rwlock_unlock";
-	case RRC_EV_SPIN_UNLOCK: return "spin_unlock";
 	case RRC_EV_COND_WAIT: return "cond_wait";
 	case RRC_EV_RWLOCK_RD: return "rwlock_rd";
 	case RRC_EV_RWLOCK_WR: return "rwlock_wr";
@@ -281,7 +279,7 @@ const struct rrc_log_event *rrc_rp_next(uint16_t kind, uint64_t obj)
  * own turns are taken, as the recording numbered it once they were. */
 static void return_in_order(const struct rrc_log_event *e)
 {
-	if (rp.races == RRC_RACES_OFF || !e->ret || e->ret >= rp.returns_limit)
+	if (rp.races == RRC_RACES_OFF || !RRC_EV_IS_CALL(e->kind) || !e->ret || e->ret >= rp.returns_limit)
 		return;
 	volatile uint64_t *count = rrc_rr_returns();
 	rrc_rp_turn(count, e->ret - 1, "the order of returns", e->ret);

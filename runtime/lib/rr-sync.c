@@ -11,15 +11,19 @@
  * the object (rr-log.c's table), so the numbers are the acquisition order:
  * a replay lets a thread acquire only when its number is the object's next.
  * A failed trylock or a timeout is recorded without a number (RRC: in
- * replay it fails at once, without trying). A release (unlock) takes no
- * number of its own: it is recorded, while the object is still held, with
- * the number of the object's last acquisition, which places it in the
- * thread's events before the next acquisition (a replay that goes live at
- * a cut other than a checkpoint's must not stop a thread inside a
- * critical section another thread's acquisition in the cut needs left:
- * rr-replay-plan.c). A condition variable's wait is recorded as that
- * release before it waits, then as the acquisition of its mutex on the way
- * out (Castor replays it as unlock, wait for the turn, lock).
+ * replay it fails at once, without trying). A release (unlock) of a mutex
+ * or spinlock is no event: the releaser notes, while it still holds the
+ * object, its own count of events in the object's table entry, and the
+ * next acquisition's event carries it (released_at): a replay that goes
+ * live at a cut other than a checkpoint's must not stop a thread inside a
+ * critical section another thread's acquisition in the cut needs left
+ * (rr-replay-plan.c), and that is all it needs to know of releases. Half
+ * the events of a lock-heavy server (memcached) were releases. An rwlock's
+ * release stays an event (RWLOCK_UNLOCK, seq: the object's last number):
+ * readers hold it together, so the next writer cannot name one release.
+ * A condition variable's wait is that release before it waits, then the
+ * acquisition of its mutex on the way out (Castor replays it as unlock,
+ * wait for the turn, lock).
  *
  * The real functions: glibc exports __pthread_mutex_lock & co. under a
  * public version, bound below with .symver, so the wrappers call them without dlsym (jemalloc locks
@@ -133,12 +137,11 @@ static void logged(uint16_t kind, uint16_t flags, const void *obj, const void *o
 			rrc_rp_late(kind, (uint64_t)obj, result);
 		return;
 	}
-	rrc_rr_event(kind, flags, (uint64_t)obj, got ? rrc_rr_obj_seq(on) : 0, result, cond ? &maddr : 0,
-		     cond ? 8 : 0);
+	rrc_rr_acquired(kind, flags, (uint64_t)obj, on, got, result, cond ? &maddr : 0, cond ? 8 : 0);
 	rrc_hook_leave();
 }
 
-/* The number of the object's last acquisition (a release's seq). */
+/* The number of the object's last acquisition (an rwlock release's seq). */
 static uint64_t last_number(const void *obj)
 {
 	volatile uint64_t *c = rrc_rr_obj_counter(obj, 0);
@@ -146,7 +149,7 @@ static uint64_t last_number(const void *obj)
 	return n ? n - 1 : RRC_SEQ_NONE;
 }
 
-/* A release's event, logged while the object is still held. 1: logged,
+/* An rwlock release's event, logged while the object is still held. 1: logged,
  * inside the hook guard (the caller releases, then leaves it); 0: not
  * recording any more (parked, restored into replay: the caller replays). */
 static int release_logged(uint16_t kind, const void *obj)
@@ -210,37 +213,24 @@ static int64_t replay_acquire(uint16_t kind, void *obj, op_fn acquire, int *live
 	return res;
 }
 
-/* A release: its event (checked: after the same acquisition) consumed,
- * the object released for real. At the end of the thread's log it does
- * not wait for go-live (a thread holding a lock would keep the others
- * from their turns): it releases. */
-static void release_event(uint16_t kind, const void *obj)
-{
-	const struct rrc_log_event *e = rrc_rp_peek(kind, (uint64_t)obj);
-	if (!e)
-		return;
-	/* a mutex or spinlock is released before the next acquisition in
-	 * every run; an rwlock's reader may release before or after another
-	 * reader's acquisition, which the log does not order */
-	if (kind != RRC_EV_RWLOCK_UNLOCK && e->seq != last_number(obj))
-		rrc_rp_diverge("a release after the object's acquisition number", last_number(obj));
-	rrc_rp_done();
-}
-
+/* An rwlock's release: its event consumed (an rwlock's reader may
+ * release before or after another reader's acquisition, which the log
+ * does not order: its number is not checked), the object released for
+ * real. At the end of the thread's log it does not wait for go-live (a
+ * thread holding a lock would keep the others from their turns): it
+ * releases. */
 static int replay_release(uint16_t kind, void *obj, op_fn release)
 {
-	release_event(kind, obj);
+	if (rrc_rp_peek(kind, (uint64_t)obj))
+		rrc_rp_done();
 	return release(obj);
 }
 
-/* A condition wait: its mutex given up (its release event consumed
- * unless the wait began while recording), taken again in its turn; the
+/* A condition wait: its mutex given up, taken again in its turn; the
  * condition variable itself is not waited on (a spurious wakeup in the
  * program's eyes, which POSIX allows, at the recorded point). */
-static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int released, int *live)
+static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int *live)
 {
-	if (!released)
-		release_event(RRC_EV_MUTEX_UNLOCK, m);
 	const struct rrc_log_event *e = rrc_rp_peek(RRC_EV_COND_WAIT, (uint64_t)c);
 	*live = 0;
 	real_mutex_unlock(m);
@@ -303,32 +293,27 @@ static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int released, 
 		return r_; \
 	} while (0)
 
-/* A condition wait: its mutex's release logged first (while held), then
+/* A condition wait: its mutex's release noted first (while held), then
  * the wait; the mutex is held again whatever it returns. */
 #define COND_WAIT(resolved, flags, c, m, call) do { \
 		if (!(resolved)) \
 			rrc_sync_resolve(); \
-		REPLAY_OR_LIVE(replay_cond((c), (m), 0, &live_), (int)-res_); \
-		UNRECORDED_OR_RESERVE(1, call, 0); \
-		if (!release_logged(RRC_EV_MUTEX_UNLOCK, (m))) { \
-			REPLAY_OR_LIVE(replay_cond((c), (m), 0, &live_), (int)-res_); \
-			return (call); \
-		} \
-		rrc_hook_leave(); \
-		rrc_rr_reserve(8); \
-		/* parked since the release was logged, restored into replay */ \
-		REPLAY_OR_LIVE(replay_cond((c), (m), 1, &live_), (int)-res_); \
+		REPLAY_OR_LIVE(replay_cond((c), (m), &live_), (int)-res_); \
+		UNRECORDED_OR_RESERVE(1, call, 8); \
+		rrc_rr_released(m); \
 		int r_ = (call); \
 		if (rrc_rr_replaying()) { \
-			/* the mutex held again: replay_cond gives it up for the turn */ \
-			REPLAY_OR_LIVE(replay_cond((c), (m), 1, &live_), (int)-res_); \
+			/* parked in the wait, restored into replay: the mutex held \
+			 * again, replay_cond gives it up for the turn */ \
+			REPLAY_OR_LIVE(replay_cond((c), (m), &live_), (int)-res_); \
 			return r_; \
 		} \
 		logged(RRC_EV_COND_WAIT, (flags), (c), (m), 1, -(int64_t)r_); \
 		return r_; \
 	} while (0)
 
-/* A release: its event logged while the object is held, then released. */
+/* An rwlock's release: its event logged while the object is held, then
+ * released. */
 #define RELEASE(kind, obj, release) do { \
 		if (rrc_rr_replaying()) \
 			return replay_release((kind), (void *)(obj), (release)); \
@@ -343,9 +328,19 @@ static int64_t replay_cond(pthread_cond_t *c, pthread_mutex_t *m, int released, 
 		return r_; \
 	} while (0)
 
-int pthread_mutex_unlock(pthread_mutex_t *m) { RELEASE(RRC_EV_MUTEX_UNLOCK, m, unlock_m); }
+/* A mutex's or spinlock's release: noted for the next acquisition (no
+ * event, no hook guard: a park between the note and the release resumes
+ * into the release, whatever mode it resumes in); in replay the object is
+ * simply released. */
+#define RELEASE_NOTED(obj, release) do { \
+		if (rrc_rr_recording()) \
+			rrc_rr_released(obj); \
+		return (release)((void *)(obj)); \
+	} while (0)
+
+int pthread_mutex_unlock(pthread_mutex_t *m) { RELEASE_NOTED(m, unlock_m); }
 int pthread_rwlock_unlock(pthread_rwlock_t *l) { RELEASE(RRC_EV_RWLOCK_UNLOCK, l, unlock_l); }
-int pthread_spin_unlock(pthread_spinlock_t *l) { RELEASE(RRC_EV_SPIN_UNLOCK, (const void *)l, unlock_s); }
+int pthread_spin_unlock(pthread_spinlock_t *l) { RELEASE_NOTED((const void *)l, unlock_s); }
 
 /* real_mutex_lock and real_mutex_trylock are bound at link time */
 int pthread_mutex_lock(pthread_mutex_t *m) { ACQUIRE(1, RRC_EV_MUTEX_LOCK, 0, m, real_mutex_lock(m), lock_m, unlock_m); }

@@ -4,7 +4,9 @@
  * nothing in the process's memory determines, returned to the application
  * and logged with their bytes.
  *
- *   clock_gettime gettimeofday time clock    CLOCK (obj: clock id, or RRC_CLOCK_*)
+ *   clock_gettime gettimeofday time clock    CLOCK (obj: clock id, or RRC_CLOCK_*; the time
+ *                                            in seq and result, no data: the commonest
+ *                                            event of redis, kept to a header)
  *   getrandom getentropy arc4random arc4random_buf arc4random_uniform
  *                                            RANDOM (data: the bytes)
  *
@@ -72,19 +74,41 @@ static const struct rrc_log_event *replayed(uint16_t kind, uint64_t obj, void *o
 	return e;
 }
 
+/* A clock's replayed reading: seconds and the fraction (ns or µs) into
+ * *sec and *frac when it succeeded. 0 or -1 with errno; 1: not replaying
+ * (or live). */
+static int clock_replayed(uint64_t obj, int64_t *sec, long *frac)
+{
+	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, obj, 0, 0);
+	if (!e)
+		return 1;
+	if (e->result >= 0) {
+		*sec = (int64_t)e->seq;
+		*frac = (long)e->result;
+	}
+	return rrc_rp_result(e) < 0 ? -1 : 0; /* the result is the fraction, the call's 0 */
+}
+
 int clock_gettime(clockid_t clk, struct timespec *ts)
 {
 	RESOLVE(clock_gettime);
-	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, (uint64_t)(int64_t)clk, ts, sizeof *ts);
-	if (e)
-		return (int)rrc_rp_result(e);
+	if (rrc_rr_replaying()) {
+		int64_t sec = 0;
+		long ns = 0;
+		int r = clock_replayed((uint64_t)(int64_t)clk, &sec, &ns);
+		if (r <= 0) {
+			if (r == 0)
+				*ts = (struct timespec){ (time_t)sec, ns };
+			return r;
+		}
+	}
 	if (!rrc_rr_recording())
 		return real_clock_gettime(clk, ts);
-	rrc_rr_reserve(sizeof *ts);
+	rrc_rr_reserve(0);
 	rrc_hook_enter();
 	int r = real_clock_gettime(clk, ts);
-	rrc_rr_event(RRC_EV_CLOCK, 0, (uint64_t)(int64_t)clk, 0, r < 0 ? -errno : 0, r == 0 ? ts : 0,
-		     r == 0 ? sizeof *ts : 0);
+	rrc_rr_event(RRC_EV_CLOCK, 0, (uint64_t)(int64_t)clk, r == 0 ? (uint64_t)ts->tv_sec : 0,
+		     r < 0 ? -errno : ts->tv_nsec, 0, 0);
 	rrc_hook_leave();
 	return r;
 }
@@ -98,14 +122,24 @@ int gettimeofday(struct timeval *tv, void *tz)
 	 * compiler must not assume it */
 	struct timeval *v = tv;
 	__asm__("" : "+r"(v));
-	const struct rrc_log_event *e = replayed(RRC_EV_CLOCK, RRC_CLOCK_GETTIMEOFDAY, v, v ? sizeof *v : 0);
-	if (e)
-		return (int)rrc_rp_result(e);
-	rrc_rr_reserve(sizeof *tv);
+	if (rrc_rr_replaying()) {
+		int64_t sec = 0;
+		long us = 0;
+		int r = clock_replayed(RRC_CLOCK_GETTIMEOFDAY, &sec, &us);
+		if (r <= 0) {
+			if (r == 0 && v)
+				*v = (struct timeval){ (time_t)sec, us };
+			return r;
+		}
+	}
+	if (!rrc_rr_recording())
+		return real_gettimeofday(tv, tz);
+	rrc_rr_reserve(0);
 	rrc_hook_enter();
 	int r = real_gettimeofday(tv, tz);
-	rrc_rr_event(RRC_EV_CLOCK, 0, RRC_CLOCK_GETTIMEOFDAY, 0, r < 0 ? -errno : 0, r == 0 && v ? v : 0,
-		     r == 0 && v ? sizeof *v : 0);
+	/* a NULL tv: recorded as the reading 0.0, which nobody sees */
+	rrc_rr_event(RRC_EV_CLOCK, 0, RRC_CLOCK_GETTIMEOFDAY, r == 0 && v ? (uint64_t)v->tv_sec : 0,
+		     r < 0 ? -errno : v ? v->tv_usec : 0, 0, 0);
 	rrc_hook_leave();
 	return r;
 }

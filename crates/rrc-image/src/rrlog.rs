@@ -16,7 +16,7 @@ use crate::le::*;
 use crate::ImageId;
 
 pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
-pub const LOG_VERSION: u32 = 3;
+pub const LOG_VERSION: u32 = 4;
 pub const LOG_HEADER_SIZE: usize = 48;
 pub const BATCH_HEADER_SIZE: usize = 40;
 pub const EVENT_HEADER_SIZE: usize = 48;
@@ -73,7 +73,6 @@ pub enum EventKind {
     ThreadExit = 3,
     ThreadJoin = 4,
     MutexLock = 10,
-    MutexUnlock = 11,
     CondWait = 12,
     CondSignal = 13,
     CondBroadcast = 14,
@@ -81,7 +80,6 @@ pub enum EventKind {
     RwlockWr = 16,
     RwlockUnlock = 17,
     SpinLock = 18,
-    SpinUnlock = 19,
     SemWait = 20,
     SemPost = 21,
     Once = 22,
@@ -104,13 +102,12 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 33] = [
+    pub const ALL: [EventKind; 31] = [
         EventKind::ThreadStart,
         EventKind::ThreadCreate,
         EventKind::ThreadExit,
         EventKind::ThreadJoin,
         EventKind::MutexLock,
-        EventKind::MutexUnlock,
         EventKind::CondWait,
         EventKind::CondSignal,
         EventKind::CondBroadcast,
@@ -118,7 +115,6 @@ impl EventKind {
         EventKind::RwlockWr,
         EventKind::RwlockUnlock,
         EventKind::SpinLock,
-        EventKind::SpinUnlock,
         EventKind::SemWait,
         EventKind::SemPost,
         EventKind::Once,
@@ -152,7 +148,6 @@ impl EventKind {
             EventKind::ThreadExit => "thread_exit",
             EventKind::ThreadJoin => "thread_join",
             EventKind::MutexLock => "mutex_lock",
-            EventKind::MutexUnlock => "mutex_unlock",
             EventKind::CondWait => "cond_wait",
             EventKind::CondSignal => "cond_signal",
             EventKind::CondBroadcast => "cond_broadcast",
@@ -160,7 +155,6 @@ impl EventKind {
             EventKind::RwlockWr => "rwlock_wr",
             EventKind::RwlockUnlock => "rwlock_unlock",
             EventKind::SpinLock => "spin_lock",
-            EventKind::SpinUnlock => "spin_unlock",
             EventKind::SemWait => "sem_wait",
             EventKind::SemPost => "sem_post",
             EventKind::Once => "once",
@@ -187,6 +181,13 @@ impl EventKind {
     /// returns and its time (`RRC_EV_IS_CALL`; RRC §4.7).
     pub fn is_call(self) -> bool {
         (EventKind::Read as u16..=EventKind::Output as u16).contains(&(self as u16))
+    }
+
+    /// Acquisitions that carry where the previous holder released the
+    /// object (`RRC_EV_CARRIES_RELEASE`: a mutex's or spinlock's release
+    /// is no event of its own since version 4).
+    pub fn carries_release(self) -> bool {
+        matches!(self, EventKind::MutexLock | EventKind::SpinLock | EventKind::CondWait)
     }
 
     /// Process-wide records travel in tid-0 batches, everything else in
@@ -226,7 +227,9 @@ pub struct Event {
     pub obj: u64,
     pub seq: u64,
     pub result: i64,
-    /// a system call's place in the order of returns (1, 2, ...), 0 for other kinds
+    /// a system call's place in the order of returns (1, 2, ...); for an
+    /// acquisition that [carries a release](EventKind::carries_release),
+    /// `released_at` (see [`Event::released_at`]); 0 for other kinds
     pub ret: u64,
     /// a system call's CLOCK_MONOTONIC at its return, 0 for other kinds
     pub ret_ns: u64,
@@ -241,6 +244,18 @@ impl Event {
     /// The same event, stamped as the `ret`-th return at `ret_ns`.
     pub fn returned(self, ret: u64, ret_ns: u64) -> Event {
         Event { ret, ret_ns, ..self }
+    }
+
+    /// The same acquisition, its previous holder having released the
+    /// object after its event `at - 1`.
+    pub fn released(self, at: u64) -> Event {
+        Event { ret: at, ..self }
+    }
+
+    /// Where the previous holder released the object this acquisition
+    /// took: its count of events then (`released_at`), if one did.
+    pub fn released_at(&self) -> Option<u64> {
+        (self.kind.carries_release() && self.ret != 0).then_some(self.ret)
     }
 
     fn encoded_len(&self) -> usize {
@@ -543,6 +558,9 @@ impl<R: Read> LogReader<R> {
                 EventKind::EpollCtl if data.len() != 16 || data[12..16] != [0; 4] => {
                     return Err(bad(format!("an epoll_ctl record of {data_len} bytes (want 16, reserved zero)")));
                 }
+                EventKind::Clock if !data.is_empty() => {
+                    return Err(bad(format!("a clock reading with {data_len} bytes of data (version 4 keeps the time in seq and result)")));
+                }
                 EventKind::Output if Output::decode(&data).is_none() => {
                     return Err(bad(format!("an output record of {data_len} bytes (want {OUTPUT_SIZE}, reserved zero)")));
                 }
@@ -552,8 +570,12 @@ impl<R: Read> LogReader<R> {
             if kind.is_call() && ret == 0 {
                 return Err(bad(format!("{}, a system call, without its place in the order of returns", kind.name())));
             }
-            if !kind.is_call() && (ret, ret_ns) != (0, 0) {
+            if !kind.is_call() && ret_ns != 0 || !kind.is_call() && !kind.carries_release() && ret != 0 {
                 return Err(bad(format!("{}, not a system call, with a place in the order of returns", kind.name())));
+            }
+            // a condition wait that timed out took its mutex again: numbered, and released before
+            if kind.carries_release() && kind != EventKind::CondWait && ret != 0 && i64_at(e, 24) != 0 {
+                return Err(bad(format!("{} that failed, with where a release came before it", kind.name())));
             }
             events.push(Event { kind, flags, obj: u64_at(e, 8), seq: u64_at(e, 16), result: i64_at(e, 24), ret, ret_ns, data });
             o += EVENT_HEADER_SIZE + padded;

@@ -116,9 +116,17 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
         Ok(pong) => {
             tracing::info!(pid = c.pid(), id = %c.record.id, threads = pong.nr_threads, "library answered PING");
             if let Some(f) = &record {
-                // the library writes the log's header before it answers
-                let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
-                if len < rrc_image::rrlog::LOG_HEADER_SIZE as u64 {
+                // the library writes the log's header in its constructor,
+                // just after it started the control thread that answered
+                // (which must exist before recording begins: it is no
+                // recorded thread): give it a moment
+                let header = rrc_image::rrlog::LOG_HEADER_SIZE as u64;
+                let len = || std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while len() < header && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                if len() < header {
                     let _ = rrc_container::kill(&cfg, &c.record);
                     anyhow::bail!(
                         "rrc exec --record: the library did not start recording into {} (its reason is in the command's --log); container {} removed",

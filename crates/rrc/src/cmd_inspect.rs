@@ -164,6 +164,9 @@ fn dump_events(path: &std::path::Path, all_data: bool) -> Result<ExitCode> {
                 line["ret"] = e.ret.into();
                 line["ret_ns"] = e.ret_ns.into();
             }
+            if let Some(at) = e.released_at() {
+                line["released_at"] = at.into();
+            }
             if all_data || e.data.len() <= 64 {
                 line["data"] = e.data.iter().map(|x| format!("{x:02x}")).collect::<String>().into();
             }

@@ -439,9 +439,19 @@ pub fn stop(a: StopArgs) -> Result<ExitCode> {
     // The primary first: it stops the epochs and the container, then tells
     // its backup; the others are asked directly (idempotent).
     p.sort_by_key(|(_, role)| *role != Role::Primary);
+    // Every part is asked even when one fails (two primaries after a
+    // false failure detection, an agent that went away): each is told
+    // and every failure is reported, not just the first.
     let mut done: Vec<Stopped> = Vec::new();
-    for (ag, _) in &p {
-        done.push(request(ag, &Request::Stop { name: a.name.clone() })?);
+    let mut failed: Vec<String> = Vec::new();
+    for (ag, role) in &p {
+        match request::<Stopped>(ag, &Request::Stop { name: a.name.clone() }) {
+            Ok(s) => done.push(s),
+            Err(e) => failed.push(format!("host {} ({}): {e:#}", ag.host, role.as_str())),
+        }
+    }
+    if !failed.is_empty() {
+        bail!("stopping {:?}: {} of {} parts failed: {}", a.name, failed.len(), p.len(), failed.join("; "));
     }
     if a.json.json {
         println!("{}", serde_json::to_string(&json!({"stopped": a.name, "hosts": done}))?);

@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
- * The rrc record log, version 3 (issue 13; RRC §4.1, §4.7, HyCoR §4.1).
+ * The rrc record log, version 4 (issue 13; RRC §4.1, §4.7, HyCoR §4.1).
+ *
+ * Version 4 against 3: a mutex's or spinlock's release is no event of its
+ * own any more, the next acquisition carries where it happened
+ * (`released_at`); a clock reading carries its time in seq and result, with
+ * no data. Both halve what the commonest events cost (memcached's locks,
+ * redis's clocks: bench/results/record.json).
  *
  * This header is the single definition of the format. The Rust module
  * rrc_image::rrlog mirrors it; tests/vectors/rrlog-* are written from it
@@ -36,7 +42,7 @@
 #include <stdint.h>
 
 #define RRC_LOG_MAGIC         "RRCLOG\0\0" /* 8 bytes */
-#define RRC_LOG_VERSION       3u
+#define RRC_LOG_VERSION       4u
 #define RRC_LOG_BATCH_MAGIC   0x424c5252u  /* "RRLB" little-endian */
 /* A batch's payload is at most this long: a reader refuses a longer one
  * before reading it (one thread's batch is flushed well before). */
@@ -48,7 +54,7 @@
 struct rrc_log_header {
 	char     magic[8];        /* RRC_LOG_MAGIC */
 	uint32_t version;         /* RRC_LOG_VERSION */
-	uint32_t flags;           /* zero in version 3 */
+	uint32_t flags;           /* zero in version 4 */
 	uint8_t  log_id[16];      /* random, unique per recording */
 	uint64_t created_ns;      /* CLOCK_REALTIME when recording began */
 	uint32_t pid;             /* the recorded process, as it sees itself */
@@ -77,18 +83,21 @@ enum rrc_log_kind {
 	RRC_EV_THREAD_JOIN   = 4,   /* obj = the joined tid */
 	/* synchronization: obj = the object's address, seq = its per-object
 	 * order (the n-th successful operation on that object) */
-	RRC_EV_MUTEX_LOCK    = 10,  /* flags: RRC_EVF_TRY / RRC_EVF_TIMED; a failure has no seq */
-	RRC_EV_MUTEX_UNLOCK  = 11,  /* a release (also a condition wait's, before it waits):
-				     * seq = the number of the object's last acquisition, so that
-				     * acquisition seq + 1 comes after it (RRC_SEQ_NONE: none numbered) */
-	RRC_EV_COND_WAIT     = 12,  /* the mutex reacquired: seq on the mutex (data: u64 mutex) */
+	RRC_EV_MUTEX_LOCK    = 10,  /* flags: RRC_EVF_TRY / RRC_EVF_TIMED; a failure has no seq.
+				     * A success carries released_at (below) */
+	/* 11: a mutex's release, an event of its own until version 3 */
+	RRC_EV_COND_WAIT     = 12,  /* the mutex reacquired: seq on the mutex (data: u64 mutex),
+				     * released_at as MUTEX_LOCK's */
 	RRC_EV_COND_SIGNAL   = 13,
 	RRC_EV_COND_BROADCAST = 14,
 	RRC_EV_RWLOCK_RD     = 15,
 	RRC_EV_RWLOCK_WR     = 16,
-	RRC_EV_RWLOCK_UNLOCK = 17,  /* a release, as MUTEX_UNLOCK */
-	RRC_EV_SPIN_LOCK     = 18,
-	RRC_EV_SPIN_UNLOCK   = 19,  /* a release, as MUTEX_UNLOCK */
+	RRC_EV_RWLOCK_UNLOCK = 17,  /* a release (readers hold an rwlock together, so the next
+				     * acquisition cannot say which release it waited for): seq =
+				     * the number of the object's last acquisition, so that
+				     * acquisition seq + 1 comes after it (RRC_SEQ_NONE: none numbered) */
+	RRC_EV_SPIN_LOCK     = 18,  /* released_at as MUTEX_LOCK's */
+	/* 19: a spinlock's release, an event of its own until version 3 */
 	RRC_EV_SEM_WAIT      = 20,
 	RRC_EV_SEM_POST      = 21,
 	RRC_EV_ONCE          = 22,
@@ -101,7 +110,10 @@ enum rrc_log_kind {
 				     * epoll_event array, then each event's fd (i32, -1: unknown) */
 	RRC_EV_POLL          = 43,  /* data = the pollfd array after the call */
 	RRC_EV_SELECT        = 44,  /* data = the three fd_sets after the call */
-	RRC_EV_CLOCK         = 45,  /* obj = clock id (RRC_CLOCK_* below for time()/gettimeofday()); data = 16-byte timespec */
+	RRC_EV_CLOCK         = 45,  /* obj = clock id (RRC_CLOCK_* below for time()/gettimeofday()),
+				     * no data: seq = the seconds, result = the nanoseconds
+				     * (gettimeofday: microseconds; time(), clock(): the value
+				     * returned, seq 0), or -errno */
 	RRC_EV_RANDOM        = 46,  /* getrandom, arc4random*, /dev/urandom reads: data = the bytes */
 	RRC_EV_SLEEP         = 47,  /* nanosleep family: result, data = remaining timespec if interrupted */
 	RRC_EV_SOCKNAME      = 48,  /* getsockname (seq 0) / getpeername (seq 1): obj = fd, result = the
@@ -173,10 +185,22 @@ struct rrc_log_event {
 	uint64_t obj;
 	uint64_t seq;
 	int64_t  result;
-	uint64_t ret;             /* a system call's (RRC_EV_IS_CALL): its place in the process-wide
-				   * order of returns, 1, 2, 3...; 0 for every other kind */
+	union {
+		uint64_t ret;     /* a system call's (RRC_EV_IS_CALL): its place in the process-wide
+				   * order of returns, 1, 2, 3... */
+		uint64_t released_at; /* a MUTEX_LOCK or SPIN_LOCK that succeeded, a COND_WAIT (which
+				   * takes its mutex again even when it times out), numbered n > 0:
+				   * where the holder of number n - 1 released the object, as
+				   * its count of events then (the release came after its event
+				   * released_at - 1); 0 if no release came between the two
+				   * (a recursive mutex taken again) or none was seen */
+	};                        /* 0 for every other kind */
 	uint64_t ret_ns;          /* a system call's: CLOCK_MONOTONIC at that return; 0 otherwise */
 };                                /* 48 bytes */
+
+/* The kinds that carry released_at */
+#define RRC_EV_CARRIES_RELEASE(kind) \
+	((kind) == RRC_EV_MUTEX_LOCK || (kind) == RRC_EV_SPIN_LOCK || (kind) == RRC_EV_COND_WAIT)
 
 /* The kinds that are system calls: they carry `ret` and `ret_ns`. */
 #define RRC_EV_IS_CALL(kind) ((kind) >= RRC_EV_READ && (kind) <= RRC_EV_OUTPUT)

@@ -95,9 +95,8 @@ static size_t good(struct buf *b, uint32_t version)
 	header(b, version);
 	returns = 0;
 	struct batch bt = { .tid = 1, .seq = 0, .first = 0 };
-	const int64_t ts[2] = { 1, 2 };
 	event(&bt, RRC_EV_THREAD_START, 0, 0, 0, NULL, 0);
-	event(&bt, RRC_EV_CLOCK, 1, 0, 0, ts, sizeof ts);
+	event(&bt, RRC_EV_CLOCK, 1, 1, 2, NULL, 0); /* 1 s 2 ns */
 	event(&bt, RRC_EV_THREAD_CREATE, 2, 0, 0, NULL, 0);
 	event(&bt, RRC_EV_MUTEX_LOCK, 0x5000, 0, 0, NULL, 0);
 	out(b, &bt);
@@ -122,7 +121,10 @@ static size_t good(struct buf *b, uint32_t version)
 	out(b, &bt);
 	size_t last = b->len;
 	bt = (struct batch){ .tid = 1, .seq = 3, .first = 4 };
-	event(&bt, RRC_EV_MUTEX_UNLOCK, 0x5000, 1, 0, NULL, 0);
+	/* the mutex again, released after this thread's event 3 */
+	event(&bt, RRC_EV_MUTEX_LOCK, 0x5000, 1, 0, NULL, 0);
+	struct rrc_log_event *acq = (struct rrc_log_event *)(bt.payload.p + bt.payload.len - sizeof *acq);
+	acq->released_at = 4;
 	out(b, &bt);
 	free(bt.payload.p);
 	return last;

@@ -14,7 +14,7 @@ fn sample() -> Vec<u8> {
         first_event: 0,
         events: vec![
             ev(EventKind::ThreadStart, 0, 0, 0, b""),
-            ev(EventKind::Clock, 1, 0, 0, &[1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]).returned(1, 1000),
+            ev(EventKind::Clock, 1, 1, 2, b"").returned(1, 1000),
             ev(EventKind::ThreadCreate, 2, 0, 0, b""),
             ev(EventKind::MutexLock, 0x5000, 0, 0, b""),
         ],
@@ -27,7 +27,7 @@ fn sample() -> Vec<u8> {
     };
     let cut = Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] };
     let cuts = Batch { tid: 0, batch_seq: 2, first_event: 0, events: vec![ev(EventKind::Cut, 0, 0, 0, &cut.encode())] };
-    let main2 = Batch { tid: 1, batch_seq: 3, first_event: 4, events: vec![ev(EventKind::MutexUnlock, 0x5000, 1, 0, b"")] };
+    let main2 = Batch { tid: 1, batch_seq: 3, first_event: 4, events: vec![ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(4)] };
     for x in [main, worker, cuts, main2] {
         b.extend_from_slice(&x.encode());
     }
@@ -83,13 +83,13 @@ fn every_flipped_byte_is_refused() {
 #[test]
 fn another_version_is_named() {
     let mut b = sample();
-    b[8] = 2;
+    b[8] = 3;
     let e = summary(&b).unwrap_err();
-    assert!(matches!(e, LogError::VersionMismatch { found: 2, expected: 3, .. }), "{e}");
+    assert!(matches!(e, LogError::VersionMismatch { found: 3, expected: LOG_VERSION, .. }), "{e}");
     // the same with a header CRC made right for it
     let crc = crc32c::crc32c(&b[..44]);
     b[44..48].copy_from_slice(&crc.to_le_bytes());
-    assert!(matches!(summary(&b).unwrap_err(), LogError::VersionMismatch { found: 2, .. }));
+    assert!(matches!(summary(&b).unwrap_err(), LogError::VersionMismatch { found: 3, .. }));
     assert!(matches!(summary(b"GARBAGE!and more bytes after it.................").unwrap_err(), LogError::BadMagic { .. }));
 }
 
@@ -201,18 +201,20 @@ fn the_c_vectors_are_what_this_side_writes_and_refuses() {
     assert!(matches!(summary(&vector("rrlog-truncated.bin")).unwrap_err(), LogError::Truncated { .. }));
     assert!(matches!(summary(&vector("rrlog-bad-crc.bin")).unwrap_err(), LogError::PayloadCrc { .. }));
     let e = summary(&vector("rrlog-other-version.bin")).unwrap_err();
-    assert!(matches!(e, LogError::VersionMismatch { found: 4, expected: 3, .. }), "{e}");
+    assert!(matches!(e, LogError::VersionMismatch { found: 5, expected: 4, .. }), "{e}");
+}
+
+/// A log of one batch: thread 1's `events`.
+fn log(events: Vec<Event>) -> Result<LogSummary, LogError> {
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events }.encode());
+    summary(&b)
 }
 
 #[test]
 fn calls_carry_their_place_in_the_order_of_returns() {
-    let log = |events: Vec<Event>| {
-        let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
-        b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events }.encode());
-        summary(&b)
-    };
     let start = || ev(EventKind::ThreadStart, 0, 0, 0, b"");
-    let clock = |ret| ev(EventKind::Clock, 1, 0, 0, &[0; 16]).returned(ret, 5);
+    let clock = |ret| ev(EventKind::Clock, 1, 0, 0, b"").returned(ret, 5);
     assert!(log(vec![start(), clock(3), clock(7)]).is_ok());
     let e = log(vec![start(), clock(0)]).unwrap_err();
     assert!(e.to_string().contains("without its place in the order of returns"), "{e}");
@@ -220,4 +222,24 @@ fn calls_carry_their_place_in_the_order_of_returns() {
     assert!(e.to_string().contains("not after the thread's previous call"), "{e}");
     let e = log(vec![start().returned(1, 1)]).unwrap_err();
     assert!(e.to_string().contains("not a system call, with a place"), "{e}");
+}
+
+#[test]
+fn acquisitions_carry_where_the_release_before_them_came() {
+    let start = || ev(EventKind::ThreadStart, 0, 0, 0, b"");
+    let lock = ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(3);
+    assert_eq!(lock.released_at(), Some(3));
+    assert_eq!(ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released_at(), None);
+    assert!(log(vec![start(), lock, ev(EventKind::SpinLock, 0x6000, 1, 0, b"").released(2)]).is_ok());
+    // a kind that releases nothing, or a failed trylock, carries no release
+    let e = log(vec![start(), ev(EventKind::SemWait, 0x5000, 1, 0, b"").released(3)]).unwrap_err();
+    assert!(e.to_string().contains("not a system call, with a place"), "{e}");
+    let e = log(vec![start(), ev(EventKind::MutexLock, 0x5000, 0, -16, b"").released(3)]).unwrap_err();
+    assert!(e.to_string().contains("that failed, with where a release came"), "{e}");
+    // a condition wait that timed out took its mutex again: it carries one
+    let timed_out = ev(EventKind::CondWait, 0x6000, 1, -110, &0x5000u64.to_le_bytes()).released(1);
+    assert!(log(vec![start(), timed_out]).is_ok());
+    // a clock keeps its reading in seq and result
+    let e = log(vec![start(), ev(EventKind::Clock, 1, 0, 0, &[0; 16]).returned(1, 5)]).unwrap_err();
+    assert!(e.to_string().contains("a clock reading with 16 bytes of data"), "{e}");
 }
