@@ -326,6 +326,17 @@ def remove_cgroup(d: Path):
     print(f"conftest: could not remove cgroup {d}", file=sys.stderr)
 
 
+def rmdir_cgroup(d: Path):
+    """Removes an empty cgroup tree, depth-first; a part that is not empty
+    (any more) stays."""
+    try:
+        for sub in [p for p in d.iterdir() if p.is_dir()]:
+            rmdir_cgroup(sub)
+        d.rmdir()
+    except OSError:
+        pass
+
+
 def leftover_netns(own_only: bool) -> list[str]:
     """Test namespaces of this session (own_only), or of sessions that are
     no longer running (names rrc-t-<pid hex>-..., or older names)."""
@@ -355,11 +366,14 @@ def session_sweep():
     yield
     # Every test kills the containers it started (the `rrc` fixture); what
     # remains here are empty cgroups of containers that ended by themselves.
-    # A cgroup that still has processes may belong to another pytest
-    # session running concurrently: it is left alone.
+    # A cgroup that has processes may belong to another pytest session or a
+    # benchmark running concurrently: it is left alone, and an empty one is
+    # only removed (rmdir), never killed: a process that joined it since it
+    # was seen empty (another run's container starting) makes the removal
+    # fail instead of dying (a benchmark's restore once did).
     for name in sorted(_cgroups() - before):
         if cgroup_empty(CGROUP_ROOT / name):
-            remove_cgroup(CGROUP_ROOT / name)
+            rmdir_cgroup(CGROUP_ROOT / name)
     for ns in leftover_netns(own_only=True):
         delete_netns(ns)
 

@@ -27,16 +27,17 @@ from rrlog_edit import crc32c  # noqa: E402
 from servers import real_server  # noqa: E402
 
 
-def events(rrc, log: Path) -> list[dict]:
-    p = rrc.run("inspect", "--log", log, "--events")
+def events(rrc, log: Path, key: Path | None = None) -> list[dict]:
+    p = rrc.run("inspect", "--log", log, "--events", *(["--key-file", key] if key else []))
     return [json.loads(line) for line in p.stdout.splitlines()]
 
 
-def run_recorded(rrc, tmp_path, netns, dumps=2):
+def run_recorded(rrc, tmp_path, netns, dumps=2, key=None):
     zdir = tmp_path / "zdtm"
     zdir.mkdir()
     log, out = tmp_path / "rec.log", tmp_path / "out.log"
-    pid = rrc.exec([zdtm_bin("recorded")], netns=netns, log=out, env={"ZDTM_DIR": zdir}, extra=["--record", log])
+    pid = rrc.exec([zdtm_bin("recorded")], netns=netns, log=out, env={"ZDTM_DIR": zdir},
+                   extra=["--record", log, *(["--record-key-file", key] if key else [])])
     wait_for_file(zdir / "ready", pid=pid, log=out)
     images = []
     for i in range(dumps):
@@ -52,11 +53,8 @@ def run_recorded(rrc, tmp_path, netns, dumps=2):
     return log, json.loads((zdir / "counts.json").read_text()), images
 
 
-def test_the_log_holds_exactly_what_each_thread_did(rrc, tmp_path, netns):
-    log, counts, images = run_recorded(rrc, tmp_path, netns)
-    summary = json.loads(rrc.run("inspect", "--log", log, "--json").stdout)
-    assert summary["ok"] is True
-    evs = events(rrc, log)
+def check_counts(evs, counts):
+    """Each worker's events are exactly the calls it counted."""
     by_tid = collections.defaultdict(collections.Counter)
     for e in evs:
         by_tid[e["tid"]][e["kind"]] += 1
@@ -79,6 +77,15 @@ def test_the_log_holds_exactly_what_each_thread_did(rrc, tmp_path, netns):
         fails = [e for e in mine if e["kind"] == "mutex_lock" and e["result"] != 0]
         assert len(fails) == c["trylock_busy"] + c["timed_out"], (c, collections.Counter(e["result"] for e in fails))
         assert {e["result"] for e in fails} <= {-16, -110}, "a failed acquisition is -EBUSY or -ETIMEDOUT"
+    return by_tid
+
+
+def test_the_log_holds_exactly_what_each_thread_did(rrc, tmp_path, netns):
+    log, counts, images = run_recorded(rrc, tmp_path, netns)
+    summary = json.loads(rrc.run("inspect", "--log", log, "--json").stdout)
+    assert summary["ok"] is True
+    evs = events(rrc, log)
+    by_tid = check_counts(evs, counts)
 
     # one serial thread per barrier round, one thread ran the once routine
     assert sum(c["serial"] for c in counts) == 3
@@ -144,6 +151,59 @@ def test_the_log_holds_exactly_what_each_thread_did(rrc, tmp_path, netns):
         for m, seqs in before.items():
             assert sorted(seqs) == list(range(len(seqs))), \
                 f"cut {c['sequence']}: mutex {m:#x}: the acquisitions before it are not a prefix of its order"
+
+
+def frames(data: bytes) -> list[bytes]:
+    """A sealed log cut into its rrc-wire frames (crates/rrc-wire/src/frame.rs):
+    24-byte header (its payload length at 8..12), payload, 32-byte MAC."""
+    out, off = [], 0
+    while off < len(data):
+        n = int.from_bytes(data[off + 8:off + 12], "little")
+        out.append(data[off:off + 24 + n + 32])
+        off += 24 + n + 32
+    return out
+
+
+def test_a_sealed_log_holds_the_same_events_and_refuses_any_change(rrc, tmp_path, netns):
+    """`rrc exec --record LOG --record-key-file KEY`: the log as sealed
+    rrc-wire frames (the form in which a protected service's log goes to
+    its backup: issue 14 §2), each frame's HMAC-SHA256 computed inside the
+    process (runtime/lib/sha256.c, rr-sink.c). Read back with the key it
+    holds exactly what each thread counted; read with another key, without
+    one, with two frames swapped or one dropped (every frame intact and its
+    checksums valid: only the MACs can tell), it is refused by name."""
+    key, other = tmp_path / "key", tmp_path / "other.key"
+    rrc.run("keygen", key)
+    rrc.run("keygen", other)
+    log, counts, _ = run_recorded(rrc, tmp_path, netns, dumps=1, key=key)
+    data = log.read_bytes()
+    assert data[:4] == b"RRCW", data[:8]
+    check_counts(events(rrc, log, key), counts)
+    summary = json.loads(rrc.run("inspect", "--log", log, "--key-file", key, "--json").stdout)
+    assert summary["ok"] and len(summary["cuts"]) == 1, summary
+
+    def refused(data: bytes, name: str, key_args) -> str:
+        f = tmp_path / f"{name}.log"
+        f.write_bytes(data)
+        p = rrc.run("inspect", "--log", f, *key_args, check=False)
+        assert p.returncode != 0, f"{name}: accepted"
+        return p.stderr
+
+    err = refused(data, "other-key", ["--key-file", other])
+    assert "MAC of LogHeader frame number 0 does not match" in err, err
+    err = refused(data, "no-key", [])
+    assert "a sealed log" in err and "--key-file" in err, err
+    fr = frames(data)
+    assert b"".join(fr) == data and len(fr) > 4, len(fr)
+    swapped = b"".join(fr[:2] + [fr[3], fr[2]] + fr[4:])
+    err = refused(swapped, "swapped", ["--key-file", key])
+    assert "MAC of LogBatch frame number 2 does not match" in err, err
+    dropped = b"".join(fr[:2] + fr[3:])
+    err = refused(dropped, "dropped", ["--key-file", key])
+    assert "MAC of LogBatch frame number 2 does not match" in err, err
+    # a bare log (here: the header the first frame carries) with a key
+    err = refused(fr[0][24:24 + 48], "bare", ["--key-file", key])
+    assert "not a sealed log" in err, err
 
 
 def test_broken_logs_are_refused_by_name(rrc, tmp_path, netns):

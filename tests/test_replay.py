@@ -111,6 +111,7 @@ def test_a_replay_reproduces_the_recorded_run(rrc, tmp_path, netns, other_netns,
         assert f in rec.recorded, f"{prog} wrote no {f}"
     pid, info = replay(rrc, rec.images, rec.log, other_netns, tmp_path / "replay.log")
     r = live_state(info)
+    assert info["replay"]["races"] == "order", info["replay"]  # the default mitigation (RRC §4.7)
     wait_for_file(rec.zdir / "result", pid=pid, log=tmp_path / "replay.log", timeout=10)
     for name, data in rec.recorded.items():
         got = (rec.zdir / name).read_bytes() if (rec.zdir / name).exists() else None

@@ -118,7 +118,7 @@ def test_a_replay_orders_the_returns_of_system_calls(rrc, tmp_path, netns, other
     # off: nothing ordered beyond what the recording numbered
     for f in ["result", *PROGRAMS["recorded"]]:
         (rec.zdir / f).unlink()
-    pid, info = replay(rrc, rec.images, rec.log, other_netns, tmp_path / "off.log")
+    pid, info = replay(rrc, rec.images, rec.log, other_netns, tmp_path / "off.log", extra=["--replay-races", "off"])
     assert live_state(info)["returns_ordered"] == 0 and info["replay"]["races"] == "off", info["replay"]
 
 

@@ -22,7 +22,9 @@
  * covers the rest; with fewer than 32 bytes left there is no header, both
  * sides skip them). Positions only grow; the offset is position % RING_DATA.
  *
- * The writer uses raw syscalls only (it must never record anything).
+ * The writer uses raw syscalls only (it must never record anything); what
+ * it writes goes through rr-sink.c (a file, or sealed frames on a
+ * connection to the backup).
  * A write that fails stops recording for good, with a message: a log with
  * a hole would replay wrongly, a process without a log still runs.
  *
@@ -39,6 +41,7 @@
 #include "rrc/crc32c.h"
 #include "rr-log.h"
 #include "rr-fds.h"
+#include "rr-sink.h"
 
 #define RING_BYTES  (256u << 10)
 #define RING_SLOTS  RRC_MAX_THREADS
@@ -100,7 +103,6 @@ volatile uint64_t *rrc_rr_returns(void)
 }
 
 static struct {
-	int fd;                          /* the log file (a library fd) */
 	uint8_t *region;                 /* control + rings */
 	uint64_t region_len;
 	struct control *ctl;
@@ -111,7 +113,7 @@ static struct {
 	volatile uint32_t writer_sleeping;
 	volatile uint32_t broken;
 	volatile uint32_t slots_used;    /* rings ever taken: 0 .. slots_used - 1 (the writer looks no further) */
-} rr = { .fd = -1 };
+} rr;
 
 static __thread struct ring *my_ring __attribute__((tls_model("initial-exec")));
 /* the library's own threads (control, writer) never record (rr-log.h) */
@@ -166,7 +168,7 @@ static void kick_writer(void)
 
 int rrc_rr_log_fd(void)
 {
-	return rr.fd;
+	return rrc_rr_sink_fd();
 }
 
 int rrc_rr_ring_range(uint64_t *start, uint64_t *end)
@@ -190,13 +192,9 @@ static struct ring *ring_take(void);
 
 int rrc_rr_init(void)
 {
-	const char *path = getenv("RRC_RECORD");
-	if (!path || !*path)
-		return 0;
-	long fd = rrc_sys_openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return fail_init("cannot create the log file $RRC_RECORD", -fd);
-	rr.fd = rrc_fd_high((int)fd);
+	int sink = rrc_rr_sink_open();
+	if (sink <= 0)
+		return sink;
 	uint64_t ctl_len = (sizeof(struct control) + 4095) & ~4095ull;
 	rr.region_len = ctl_len + (uint64_t)RING_SLOTS * RING_BYTES;
 	long m = rrc_sys_mmap(0, rr.region_len, PROT_READ | PROT_WRITE,
@@ -226,7 +224,8 @@ int rrc_rr_init(void)
 	h.created_ns = (uint64_t)rt.sec * 1000000000ull + (uint64_t)rt.nsec;
 	h.pid = (uint32_t)rrc_sys_getpid();
 	h.header_crc = rrc_crc32c(&h, __builtin_offsetof(struct rrc_log_header, header_crc));
-	long w = rrc_write_all(rr.fd, &h, sizeof h);
+	struct iovec hv = { &h, sizeof h };
+	long w = rrc_rr_sink_put(1, &hv, 1, sizeof h);
 	if (w < 0)
 		return fail_init("cannot write the log header", -w);
 	RRC_STORE(&rrc_rr_mode, RRC_RR_RECORD);
@@ -512,25 +511,10 @@ static int write_batch(uint32_t tid, uint64_t first, uint32_t nr, const struct i
 	struct iovec iov[3] = { { &h, sizeof h } };
 	for (int i = 0; i < npieces; i++)
 		iov[1 + i] = pieces[i];
-	int n = 1 + npieces;
-	struct iovec *v = iov;
-	while (n > 0) {
-		long w = rrc_sys_writev(rr.fd, v, n);
-		if (w == -EINTR)
-			continue;
-		if (w <= 0) {
-			stop_recording("cannot write the log file", w < 0 ? -w : 0);
-			return -1;
-		}
-		while (n > 0 && (uint64_t)w >= v->iov_len) {
-			w -= (long)v->iov_len;
-			v++;
-			n--;
-		}
-		if (n > 0) {
-			v->iov_base = (uint8_t *)v->iov_base + w;
-			v->iov_len -= (size_t)w;
-		}
+	long w = rrc_rr_sink_put(0, iov, 1 + npieces, (uint32_t)sizeof h + len);
+	if (w < 0) {
+		stop_recording("cannot write the log", -w);
+		return -1;
 	}
 	rr.batch_seq++;
 	return 0;
@@ -749,7 +733,7 @@ void rrc_rr_restored(void)
 {
 	/* the rings and the log fd are not in the image */
 	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
-	rr.fd = -1;
+	rrc_rr_sink_forget();
 	rr.region = 0;
 	rr.region_len = 0;
 }

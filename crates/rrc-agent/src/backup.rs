@@ -80,6 +80,9 @@ pub struct Backup {
     bases: std::collections::HashMap<(std::net::SocketAddrV4, std::net::SocketAddrV4), (u32, u32)>,
     /// Connections already reported to the primary (Ack.new_streams).
     reported: Mutex<std::collections::HashSet<(std::net::SocketAddrV4, std::net::SocketAddrV4)>>,
+    /// rr mode: the record log since the last committed checkpoint's cut
+    /// (filled by the log session, logship.rs).
+    log: Option<Mutex<crate::shipped_log::ShippedLog>>,
 }
 
 fn refuse(w: &Mutex<FrameWriter<TcpStream>>, e: &anyhow::Error) {
@@ -245,6 +248,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         hb_port: std::sync::atomic::AtomicU16::new(0),
         reported: Mutex::new(std::collections::HashSet::new()),
         bases,
+        log: (spec.mode == rrc_wire::msg::Mode::Rr).then(|| Mutex::new(crate::shipped_log::ShippedLog::new())),
         spec,
     })
 }
@@ -372,6 +376,7 @@ impl Backup {
             st
         };
         st.store_bytes = lock(&self.store).bytes_held();
+        st.log = self.log.as_ref().map(|l| lock(l).stats());
         ServiceStatus {
             checkpoints_committed: st.checkpoints_committed,
             primary_addr: Some(self.primary_addr.clone()),
@@ -381,6 +386,11 @@ impl Backup {
             gate: Some(self.gate.stats()),
             ..ServiceStatus::of(&self.spec, Role::Backup, &self.host, RoleStats::Backup(st))
         }
+    }
+
+    /// rr mode's record log, None in checkpoint mode.
+    pub fn shipped_log(&self) -> Option<&Mutex<crate::shipped_log::ShippedLog>> {
+        self.log.as_ref()
     }
 
     pub fn fault(&self, f: Fault) -> Result<FaultSet> {
@@ -561,6 +571,10 @@ impl Backup {
                     tracing::error!(service = %self.spec.name, epoch, "gate commit: {e}");
                 }
                 let apply_us = t.elapsed().as_micros() as u64;
+                // rr mode: the log before this checkpoint's cut is no longer needed
+                if let (Some(l), Some(id)) = (&self.log, rrc_image::ImageId::from_hex(&r.begin.image_id)) {
+                    lock(l).committed(&id);
+                }
                 {
                     let mut sh = lock(&self.shared);
                     sh.stats.checkpoints_committed += 1;

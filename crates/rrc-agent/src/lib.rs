@@ -14,11 +14,13 @@ pub mod epochs;
 pub mod failover;
 pub mod heartbeat;
 pub mod intake;
+pub mod logship;
 pub mod net;
 pub mod peer;
 pub mod primary;
 pub mod repair_plan;
 pub mod security;
+pub mod shipped_log;
 pub mod staging;
 
 use std::collections::BTreeMap;

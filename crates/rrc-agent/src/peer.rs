@@ -206,12 +206,13 @@ fn open_session(agent: &Agent, mut c: TcpStream, from: &str, slot: HandshakeSlot
     }
 }
 
-/// What an established session asks for: replication (the only session
-/// kind so far; the library's log stream comes next).
+/// What an established session asks for: replication, or (rr mode) the
+/// record log of a service this agent is the backup of.
 fn dispatch(agent: &Arc<Agent>, conn: PeerConn, first: Frame, from: &str) {
     match first.kind {
         FrameKind::Replicate => crate::backup::serve(agent, conn, first),
+        FrameKind::LogStream => crate::logship::serve(agent, conn, first, from),
         FrameKind::Request => agent.security.reject(Rejection::CliRequest, from, format!("a CLI request inside {}'s session", conn.session.peer_host)),
-        k => agent.security.reject(Rejection::UnexpectedFrame, from, format!("{}'s session opened with a {k:?} frame, not Replicate", conn.session.peer_host)),
+        k => agent.security.reject(Rejection::UnexpectedFrame, from, format!("{}'s session opened with a {k:?} frame, not Replicate or LogStream", conn.session.peer_host)),
     }
 }

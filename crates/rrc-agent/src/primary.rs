@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
 use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
-use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, ServiceSpec, Stop};
+use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Mode, Replicate, ReplicateReady, ServiceSpec, Stop};
 use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
 use rrc_wire::msg::ConnSeed;
 use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
@@ -157,10 +157,43 @@ fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) 
     Ok((conn, ready, hb_sock))
 }
 
+/// rr mode (issue 14 §2): a second session to the backup for the record
+/// log, opened by the agent (the handshake, then LogStream as frame 0)
+/// and handed to the process, whose library seals the log's frames from
+/// number 1 on with the session's key: the fds to pass and the
+/// library's environment.
+#[allow(clippy::type_complexity)]
+fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std::os::fd::OwnedFd, i32)>, Vec<(OsString, OsString)>)> {
+    use rrc_launch::{RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV};
+    let mut conn = PeerConn::connect(agent, &spec.backup).context("opening the log session")?;
+    conn.writer.send_json(FrameKind::LogStream, &rrc_wire::msg::LogStream { service: spec.name.clone() }).context("opening the log session")?;
+    let sock = std::os::fd::OwnedFd::from(conn.ctl.try_clone()?);
+    let mut fds = vec![(sock, RECORD_FD)];
+    let mut env: Vec<(OsString, OsString)> = vec![(RECORD_FD_ENV.into(), RECORD_FD.to_string().into()), (RECORD_SEQ_ENV.into(), "1".into())];
+    match conn.session.send_frame_key() {
+        Some(k) => {
+            fds.push((rrc_launch::pipe_holding(&k).context("the log session's key")?, RECORD_KEY_FD));
+            env.push((RECORD_KEY_FD_ENV.into(), RECORD_KEY_FD.to_string().into()));
+        }
+        None => env.push((RECORD_FRAMED_ENV.into(), "1".into())),
+    }
+    Ok((fds, env))
+}
+
 fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
     let (mut conn, ready, hb_sock) = connect_backup(agent, &spec, Vec::new())?;
     let abort = |conn: &mut PeerConn, why: &str| {
         let _ = conn.writer.send_json(FrameKind::Stop, &Stop { reason: why.into() });
+    };
+    let (pass_fds, record_env) = match spec.mode {
+        Mode::Rr => match open_log_session(agent, &spec) {
+            Ok(l) => l,
+            Err(e) => {
+                abort(&mut conn, "the log session could not be opened");
+                return Err(e);
+            }
+        },
+        Mode::Checkpoint => (Vec::new(), Vec::new()),
     };
 
     let dir = agent.service_dir(&spec.name);
@@ -181,6 +214,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
     }
     env.push(("LD_PRELOAD".into(), agent.cfg.librrc.clone().into_os_string()));
     env.push(("RRC_CONTROL".into(), format!("{CONTAINER_RUN_DIR}/{CONTROL_SOCKET_NAME}").into()));
+    env.extend(record_env);
     // The data directory: this host's copy, seen by the command at the
     // path it asked for; the library journals writes below it (DESIGN §5).
     let mut binds = Vec::new();
@@ -212,7 +246,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         env,
         netns: Some(netns.clone()),
         log: Some(agent.service_log(&spec.name)),
-        pass_fds: Vec::new(),
+        pass_fds,
         restored_from: None,
         binds,
     };

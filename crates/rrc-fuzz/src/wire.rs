@@ -176,10 +176,13 @@ fn payloads(f: &Frame) {
         FrameKind::Ack => f.parse::<Ack>().map(drop),
         FrameKind::Heartbeat => f.parse::<Heartbeat>().map(drop),
         FrameKind::Stop => f.parse::<Stop>().map(drop),
+        FrameKind::LogStream => f.parse::<rrc_wire::msg::LogStream>().map(drop),
         FrameKind::Request => f.parse::<Request>().map(drop),
         FrameKind::Response => f.parse::<Response<AgentStatus>>().map(drop),
         FrameKind::Hello => f.parse::<Hello>().map(drop),
         FrameKind::CheckpointData | FrameKind::DataDirInit | FrameKind::Auth => Ok(()),
+        // the record log's bytes: its own target (rrlog) reads them
+        FrameKind::LogHeader | FrameKind::LogBatch => Ok(()),
     };
 }
 

@@ -128,9 +128,10 @@ pub struct ReplaySpec {
 #[serde(rename_all = "snake_case")]
 pub enum Races {
     /// Turns only where the recording numbered (locks, the fd table, epoll).
-    #[default]
     Off,
-    /// And system calls return in their recorded order.
+    /// And system calls return in their recorded order (the default: it
+    /// removes most divergences for a third more replay time).
+    #[default]
     Order,
     /// And no sooner after the previous return than they did.
     Pace,
@@ -239,7 +240,32 @@ pub fn chain_images(dir: &Path, verify: bool) -> Result<Vec<PathBuf>> {
     Ok(paths)
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+/// How a process is told to record (runtime/lib/rr-sink.h): the log's
+/// path, or the fd it goes to, the fd holding the key that seals it, the
+/// first frame's number, frames without a key.
+pub const RECORD_ENV: &str = "RRC_RECORD";
+pub const RECORD_FD_ENV: &str = "RRC_RECORD_FD";
+pub const RECORD_KEY_FD_ENV: &str = "RRC_RECORD_KEY_FD";
+pub const RECORD_SEQ_ENV: &str = "RRC_RECORD_SEQ";
+pub const RECORD_FRAMED_ENV: &str = "RRC_RECORD_FRAMED";
+/// Where the log's fd and its key's pipe are in the new process (the
+/// library moves the first above the application's fds and closes the
+/// second in its constructor, before `main`).
+pub const RECORD_FD: i32 = 3;
+pub const RECORD_KEY_FD: i32 = 4;
+
+/// A pipe holding `bytes` (at most a pipe's buffer), its read end, for a
+/// new process to read once: how a record log's key reaches the library
+/// without ever being in the environment.
+pub fn pipe_holding(bytes: &[u8]) -> Result<OwnedFd> {
+    use std::io::Write;
+    let (r, w) = pipe()?;
+    std::fs::File::from(w).write_all(bytes).context("writing into a pipe")?;
+    Ok(r)
+}
+
+/// A pipe, both ends close-on-exec: (read end, write end).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: plain syscall writing two fds.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {

@@ -61,6 +61,7 @@ const FRAMES_S2C: &[u8] = b"rrc-peer v2 frames server to client";
 const HEARTBEATS_C2S: &[u8] = b"rrc-peer v2 heartbeats client to server";
 const HEARTBEATS_S2C: &[u8] = b"rrc-peer v2 heartbeats server to client";
 const FINGERPRINT_LABEL: &[u8] = b"rrc-peer key fingerprint";
+const RECORD_LOG_LABEL: &[u8] = b"rrc record log frames";
 
 /// HMAC-SHA256. `SimpleHmac` keeps the key and does no block-level
 /// caching; the key is 32 bytes, so nothing is lost.
@@ -134,6 +135,15 @@ impl Key {
 
     /// A short public name of the key (a hash of it, not the key): two
     /// agents with the same fingerprint hold the same key.
+    /// The key a sealed record log is sealed with when it is a file
+    /// (`rrc exec --record FILE --record-key-file KEY`): derived from this
+    /// one (HKDF-SHA256), so that it MACs nothing else.
+    pub fn record_log_key(&self) -> [u8; KEY_LEN] {
+        let mut k = [0u8; KEY_LEN];
+        hkdf::Hkdf::<Sha256>::new(None, &self.0).expand(RECORD_LOG_LABEL, &mut k).expect("32 bytes is a valid HKDF-SHA256 length");
+        k
+    }
+
     pub fn fingerprint(&self) -> String {
         let d = Sha256::new().chain_update(FINGERPRINT_LABEL).chain_update(self.0).finalize();
         hex(&d[..8])
@@ -501,6 +511,13 @@ impl Session {
             Role::Client => [Directed { send: k.frames_c2s, recv: k.frames_s2c }, Directed { send: k.heartbeats_c2s, recv: k.heartbeats_s2c }],
             Role::Server => [Directed { send: k.frames_s2c, recv: k.frames_c2s }, Directed { send: k.heartbeats_s2c, recv: k.heartbeats_c2s }],
         })
+    }
+
+    /// The key this side's frames are sealed with (None: unauthenticated):
+    /// handed to a recorded process, which goes on sealing the frames of
+    /// this connection (rr mode's log session).
+    pub fn send_frame_key(&self) -> Option<[u8; KEY_LEN]> {
+        self.directions().map(|[f, _]| f.send)
     }
 
     /// The frame sealer (what this side sends) and opener (what it reads).

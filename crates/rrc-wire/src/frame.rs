@@ -57,6 +57,16 @@ pub enum FrameKind {
     Hello = 20,
     /// Peer handshake: a side's proof that it holds the key (32 raw bytes).
     Auth = 21,
+    /// A recorded process's library -> the backup (issue 14 §2): the
+    /// record log's header (rrc/rrlog.h), the first frame of a sealed log.
+    /// Written in C by runtime/lib/rr-sink.c.
+    LogHeader = 30,
+    /// The same: one batch of the log (its rrc_log_batch and events).
+    LogBatch = 31,
+    /// Primary agent -> backup, first frame of a log session: JSON
+    /// [`crate::msg::LogStream`]; the recorded process's library writes
+    /// the rest.
+    LogStream = 32,
 }
 
 impl FrameKind {
@@ -76,6 +86,9 @@ impl FrameKind {
             16 => Stop,
             20 => Hello,
             21 => Auth,
+            30 => LogHeader,
+            31 => LogBatch,
+            32 => LogStream,
             _ => return None,
         })
     }

@@ -28,6 +28,7 @@
 pub mod auth;
 pub mod datagram;
 pub mod frame;
+pub mod logstream;
 pub mod msg;
 pub mod reply;
 pub mod session;

@@ -5,20 +5,33 @@
 use rrc_gate::StreamSeed;
 use serde::{Deserialize, Serialize};
 
-/// Replication mode. Only checkpoint-only exists so far (NiLiCon/Remus
-/// semantics, issue 3); record/replay (RRC) comes later.
+/// Replication mode: checkpoint-only (NiLiCon/Remus semantics, issue 3),
+/// or record/replay (RRC, issue 14: the process is recorded and its log
+/// goes straight to the backup; so far the backup keeps it, while replies
+/// still wait for the checkpoint and a failover restores it without replay).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Checkpoint,
+    Rr,
 }
 
 impl Mode {
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Checkpoint => "checkpoint",
+            Mode::Rr => "rr",
         }
     }
+}
+
+/// Primary agent -> backup, first frame of a log session (rr mode): the
+/// connection then carries the service's record log, sealed frames
+/// written by its process's library from frame number 1 on
+/// ([`crate::logstream`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogStream {
+    pub service: String,
 }
 
 /// Everything needed to run a service: what `rrc run` asked for.

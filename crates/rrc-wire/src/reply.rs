@@ -260,6 +260,34 @@ pub struct BackupStats {
     pub stalled: bool,
     pub store_bytes: u64,
     pub received_bytes: u64,
+    /// rr mode: the record log the primary's library sends (None in
+    /// checkpoint mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<ShippedLogStats>,
+}
+
+/// The record log at the backup (rr mode; crates/rrc-agent/src/shipped_log.rs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShippedLogStats {
+    /// The log session: "waiting", "receiving", "ended".
+    pub state: String,
+    pub received_batches: u64,
+    pub received_events: u64,
+    /// Bytes of the log (its own encoding, without the frames).
+    pub received_bytes: u64,
+    /// Cuts received (one per checkpoint the library took).
+    pub cuts: u64,
+    /// Cuts received whose checkpoint is not committed yet.
+    pub cuts_pending: u64,
+    /// The sequence of the last committed checkpoint whose cut trimmed the log.
+    pub last_cut_committed: Option<u64>,
+    /// Commits whose cut had not arrived (the log lagged the checkpoint).
+    pub commits_without_cut: u64,
+    /// Batches kept: the log since the last committed cut.
+    pub kept_batches: u64,
+    pub kept_bytes: u64,
+    pub trimmed_batches: u64,
+    pub last_error: Option<String>,
 }
 
 /// The backup gate's counters (rrc_gate::GateStats, as shown).

@@ -55,6 +55,12 @@ impl FrameOpener {
         FrameOpener { key: Some(key), seq: 0 }
     }
 
+    /// The same, its first frame numbered `seq` (a stream another writer
+    /// takes over after `seq` frames: a recorded process's log, rr-sink.c).
+    pub fn keyed_from(key: [u8; KEY_LEN], seq: u64) -> FrameOpener {
+        FrameOpener { key: Some(key), seq }
+    }
+
     pub fn plain() -> FrameOpener {
         FrameOpener { key: None, seq: 0 }
     }

@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,16 +130,10 @@ fn random_id() -> Result<[u8; 16]> {
 
 /// A pipe for the image stream: (read end, write end), both close-on-exec.
 fn stream_pipe() -> Result<(File, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two fds into the array on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(std::io::Error::last_os_error()).context("creating the image stream pipe");
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    let (r, w) = unsafe { (File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = rrc_launch::pipe().context("creating the image stream pipe")?;
     // SAFETY: plain fcntl on an fd we own; failure only leaves the default size.
-    unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, PIPE_BYTES) };
-    Ok((r, w))
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
+    Ok((File::from(r), w))
 }
 
 /// Removes what a failed dump created.

@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use rrc_container::{spawn, Bind, Config, Container, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
 
+use rrc_launch::{RECORD_ENV, RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV};
+
 use crate::{locate, JsonFlag};
 
 #[derive(Args, Debug)]
@@ -31,6 +33,13 @@ pub struct ExecArgs {
     /// the fd table's order, outputs to sockets. Not replayed yet.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// With --record: the log is written as sealed rrc-wire frames (the
+    /// form in which a protected service's log goes to its backup), each
+    /// with an HMAC-SHA256 under a key derived from the agents' key file
+    /// KEY (`rrc agent --key-file`); `rrc inspect --log FILE --key-file KEY`
+    /// reads it, and refuses a frame added, dropped, moved or changed.
+    #[arg(long, value_name = "KEY", requires = "record")]
+    pub record_key_file: Option<PathBuf>,
     #[command(flatten)]
     pub json: JsonFlag,
     /// The command and its arguments.
@@ -41,14 +50,17 @@ pub struct ExecArgs {
 /// The caller's environment without the variables rrc sets itself.
 pub fn base_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
-        .filter(|(k, _)| k != "LD_PRELOAD" && k != "RRC_CONTROL" && k != DATA_DIR_ENV && k != RECORD_ENV)
+        .filter(|(k, _)| {
+            k != "LD_PRELOAD"
+                && k != "RRC_CONTROL"
+                && k != DATA_DIR_ENV
+                && ![RECORD_ENV, RECORD_FD_ENV, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV, RECORD_FRAMED_ENV].iter().any(|r| k == r)
+        })
         .collect()
 }
 
 /// Tells librrc.so which directory's changes to journal.
 pub const DATA_DIR_ENV: &str = "RRC_DATA_DIR";
-/// The record log's path, for librrc (runtime/lib/rr-log.c).
-pub const RECORD_ENV: &str = "RRC_RECORD";
 
 pub fn control_env() -> (OsString, OsString) {
     ("RRC_CONTROL".into(), format!("{CONTAINER_RUN_DIR}/{CONTROL_SOCKET_NAME}").into())
@@ -97,20 +109,30 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
         }
         None => Vec::new(),
     };
+    let mut pass_fds = Vec::new();
     let record = match &a.record {
         Some(f) => {
             // created here, so that a path the container cannot write is
             // an error now rather than a line in the service's log
-            std::fs::File::create(f).with_context(|| format!("creating the record log {}", f.display()))?;
+            let file = std::fs::File::create(f).with_context(|| format!("creating the record log {}", f.display()))?;
             let abs = std::fs::canonicalize(f).with_context(|| format!("the record log {}", f.display()))?;
-            env.push((RECORD_ENV.into(), abs.clone().into_os_string()));
+            match &a.record_key_file {
+                None => env.push((RECORD_ENV.into(), abs.clone().into_os_string())),
+                Some(k) => {
+                    let key = rrc_wire::Key::load(k).with_context(|| format!("the record log's key file {}", k.display()))?;
+                    pass_fds.push((std::os::fd::OwnedFd::from(file), RECORD_FD));
+                    pass_fds.push((rrc_launch::pipe_holding(&key.record_log_key()).context("the record log's key")?, RECORD_KEY_FD));
+                    env.push((RECORD_FD_ENV.into(), RECORD_FD.to_string().into()));
+                    env.push((RECORD_KEY_FD_ENV.into(), RECORD_KEY_FD.to_string().into()));
+                }
+            }
             Some(abs)
         }
         None => None,
     };
     let cfg = Config::default();
     let binds: Vec<Bind> = a.data_dir.into_iter().collect();
-    let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fds: Vec::new(), restored_from: None, binds };
+    let spec = Spec { argv: a.cmd, env, netns: a.netns, log: a.log, pass_fds, restored_from: None, binds };
     let c = spawn(&cfg, spec).context("rrc exec")?;
     match rrc_launch::wait_for_pong(&c, false) {
         Ok(pong) => {
@@ -120,7 +142,8 @@ pub fn run(a: ExecArgs) -> Result<ExitCode> {
                 // just after it started the control thread that answered
                 // (which must exist before recording begins: it is no
                 // recorded thread): give it a moment
-                let header = rrc_image::rrlog::LOG_HEADER_SIZE as u64;
+                let header = rrc_image::rrlog::LOG_HEADER_SIZE as u64
+                    + if a.record_key_file.is_some() { (rrc_wire::HEADER_SIZE + rrc_wire::frame::MAC_LEN) as u64 } else { 0 };
                 let len = || std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
                 while len() < header && std::time::Instant::now() < deadline {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use std::io::Write;
 
@@ -22,6 +22,10 @@ pub struct InspectArgs {
     /// events by kind and thread, its bytes and the cuts it holds.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// With --log: the log is sealed (`rrc exec --record-key-file KEY`):
+    /// every frame's MAC is checked under KEY.
+    #[arg(long, value_name = "KEY", requires = "log")]
+    pub key_file: Option<PathBuf>,
     /// With --log: every event, one JSON object per line (tid, index,
     /// kind, flags, obj, seq, result, data_len, and data in hex when it
     /// is at most 64 bytes), after verifying the whole log.
@@ -36,10 +40,14 @@ pub struct InspectArgs {
 
 pub fn run(a: InspectArgs) -> Result<ExitCode> {
     if let Some(log) = &a.log {
+        let key = match &a.key_file {
+            Some(k) => Some(rrc_wire::Key::load(k).with_context(|| format!("the log's key file {}", k.display()))?.record_log_key()),
+            None => None,
+        };
         if a.events {
-            return dump_events(log, a.data);
+            return dump_events(log, key, a.data);
         }
-        return inspect_log(log, a.json.json);
+        return inspect_log(log, key, a.json.json);
     }
     let images = a.images.expect("clap: --images or --log");
     let chain = match Chain::load(&images) {
@@ -106,10 +114,23 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn inspect_log(path: &std::path::Path, json: bool) -> Result<ExitCode> {
-    let summary = std::fs::File::open(path)
-        .map_err(|e| format!("{e}"))
-        .and_then(|f| LogSummary::read(std::io::BufReader::new(f), &path.display().to_string()).map_err(|e| e.to_string()));
+/// The log's bytes: the file itself, or what its sealed frames carry
+/// (each frame's MAC checked under `key`). A sealed log read without a
+/// key, or a bare one with a key, is refused by name.
+fn log_stream(path: &std::path::Path, key: Option<[u8; 32]>) -> Result<Box<dyn std::io::Read>, String> {
+    use std::io::{BufRead, Read};
+    let mut f = std::io::BufReader::new(std::fs::File::open(path).map_err(|e| e.to_string())?);
+    let sealed = f.fill_buf().map(|b| b.starts_with(&rrc_wire::MAGIC)).map_err(|e| e.to_string())?;
+    match (sealed, key) {
+        (true, Some(k)) => Ok(Box::new(rrc_wire::logstream::SealedLog::new(f, k, 0))),
+        (true, None) => Err("a sealed log (rrc-wire frames, `rrc exec --record-key-file`): give its --key-file".into()),
+        (false, Some(_)) => Err("not a sealed log (no rrc-wire frame at its start), yet --key-file was given".into()),
+        (false, None) => Ok(Box::new(f) as Box<dyn Read>),
+    }
+}
+
+fn inspect_log(path: &std::path::Path, key: Option<[u8; 32]>, json: bool) -> Result<ExitCode> {
+    let summary = log_stream(path, key).and_then(|r| LogSummary::read(r, &path.display().to_string()).map_err(|e| e.to_string()));
     match summary {
         Ok(s) => {
             if json {
@@ -135,11 +156,10 @@ fn inspect_log(path: &std::path::Path, json: bool) -> Result<ExitCode> {
 
 /// Every event as a JSON line; the whole log is verified first, so that
 /// nothing is printed from a log that turns out broken.
-fn dump_events(path: &std::path::Path, all_data: bool) -> Result<ExitCode> {
+fn dump_events(path: &std::path::Path, key: Option<[u8; 32]>, all_data: bool) -> Result<ExitCode> {
     let name = path.display().to_string();
     let read_all = || -> Result<Vec<Batch>, String> {
-        let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
-        let mut rd = LogReader::open(std::io::BufReader::new(f), &name).map_err(|e| e.to_string())?;
+        let mut rd = LogReader::open(log_stream(path, key)?, &name).map_err(|e| e.to_string())?;
         let mut v = Vec::new();
         while let Some(b) = rd.next_batch().map_err(|e| e.to_string())? {
             v.push(b);

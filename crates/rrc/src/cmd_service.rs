@@ -30,6 +30,12 @@ pub enum ModeArg {
     /// Checkpoint-only: replies leave once the epoch's checkpoint is
     /// committed at the backup (NiLiCon / Remus).
     Checkpoint,
+    /// Record/replay (RRC; issue 14, in progress): the process is recorded
+    /// and its library sends the log straight to the backup, which keeps
+    /// it since the last committed checkpoint (`rrc status`: the backup's
+    /// `log`). Not yet: replies still wait for the checkpoint, and a
+    /// failover restores it without replaying the log.
+    Rr,
 }
 
 #[derive(Args, Debug)]
@@ -288,6 +294,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         backup: a.backup,
         mode: match a.mode {
             ModeArg::Checkpoint => Mode::Checkpoint,
+            ModeArg::Rr => Mode::Rr,
         },
         epoch_ms: (a.epoch.as_micros() as u64).div_ceil(1000).max(1),
         argv: a.cmd,
@@ -367,6 +374,16 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             println!(
                 "    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded",
                 g.streams, g.held_packets, g.held_bytes, g.packets_released, g.recorded_client_bytes
+            );
+        }
+        let log = s.backup_view.as_ref().and_then(|b| match &b.stats {
+            RoleStats::Backup(st) => st.log.as_ref(),
+            RoleStats::Primary(_) => None,
+        });
+        if let Some(l) = log {
+            println!(
+                "    record log at the backup: {}, {} batches ({} events, {} bytes) received, {} cuts, kept since the last committed cut: {} batches ({} bytes)",
+                l.state, l.received_batches, l.received_events, l.received_bytes, l.cuts, l.kept_batches, l.kept_bytes
             );
         }
         for f in s.primary_view.iter().flat_map(|p| p.failovers.iter().flatten()) {

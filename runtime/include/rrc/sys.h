@@ -148,6 +148,8 @@ static inline long rrc_sys_kill(int pid, int sig) { return rrc_syscall2(SYS_kill
 static inline long rrc_sys_socket(int domain, int type, int proto) { return rrc_syscall3(SYS_socket, domain, type, proto); }
 static inline long rrc_sys_sendto(int fd, const void *buf, size_t n, int flags, const void *addr, uint32_t alen)
 { return rrc_syscall6(SYS_sendto, fd, (long)buf, (long)n, flags, (long)addr, alen); }
+static inline long rrc_sys_sendmsg(int fd, const void *msg, int flags)
+{ return rrc_syscall3(SYS_sendmsg, fd, (long)msg, flags); }
 static inline long rrc_sys_recvfrom(int fd, void *buf, size_t n, int flags, void *addr, void *alen)
 { return rrc_syscall6(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen); }
 /* the accept queue of repaired connections after a restore (runtime/lib/accept-queue.c) */

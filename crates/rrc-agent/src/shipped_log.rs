@@ -1,0 +1,214 @@
+//! The record log a backup keeps in rr mode (issue 14 §3; RRC §4.3): what
+//! the primary's library sent since the last committed checkpoint, so that
+//! "that checkpoint plus the log after its cut" can re-create the
+//! primary's execution. Decisions only, no I/O (the gate's shape): the
+//! log session (`logship.rs`) pushes each verified batch, the committer
+//! says which checkpoint it committed, and the log before that
+//! checkpoint's cut is dropped.
+//!
+//! A batch is dropped at a commit when its thread is in the checkpoint's
+//! cut and all its events come before the thread's position there. A
+//! thread the cut does not name either ended before the checkpoint
+//! (nothing of it is needed) or was born after it (all of it is); the
+//! library writes a cut at its writer's first pass after the pause, so a
+//! newborn's first batches may precede the cut in the stream, but never
+//! the previous committed checkpoint's cut: such a batch is dropped only
+//! when it arrived before that one.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use rrc_image::rrlog::{Batch, Cut, EventKind, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
+use rrc_image::ImageId;
+use rrc_wire::reply::ShippedLogStats;
+
+/// One batch kept, with its place in the stream.
+struct Kept {
+    batch: Batch,
+    bytes: u64,
+}
+
+pub struct ShippedLog {
+    kept: VecDeque<Kept>,
+    /// Cuts seen in the stream and not yet committed, by image, with the
+    /// stream position (batch_seq) of the batch that carried them.
+    cuts: BTreeMap<[u8; 16], (Cut, u64)>,
+    /// The stream position of the last committed checkpoint's cut.
+    committed_at: Option<u64>,
+    stats: ShippedLogStats,
+}
+
+/// A batch's size in the log's encoding.
+fn encoded_len(b: &Batch) -> u64 {
+    BATCH_HEADER_SIZE as u64 + b.events.iter().map(|e| EVENT_HEADER_SIZE as u64 + (e.data.len() as u64).div_ceil(8) * 8).sum::<u64>()
+}
+
+impl Default for ShippedLog {
+    fn default() -> ShippedLog {
+        ShippedLog {
+            kept: VecDeque::new(),
+            cuts: BTreeMap::new(),
+            committed_at: None,
+            stats: ShippedLogStats { state: "waiting for the log session".into(), ..Default::default() },
+        }
+    }
+}
+
+impl ShippedLog {
+    pub fn new() -> ShippedLog {
+        ShippedLog::default()
+    }
+
+    /// A log session is (or was) open: one per service.
+    pub fn session_open(&self) -> bool {
+        self.stats.state != "waiting for the log session"
+    }
+
+    pub fn session_started(&mut self) {
+        self.stats.state = "receiving".into();
+    }
+
+    /// The stream ended between two batches (the primary stopped).
+    pub fn session_ended(&mut self) {
+        self.stats.state = "ended".into();
+    }
+
+    /// A batch that arrived (verified by the log's reader).
+    pub fn push(&mut self, b: Batch) {
+        let bytes = encoded_len(&b);
+        self.stats.received_batches += 1;
+        self.stats.received_bytes += bytes;
+        self.stats.received_events += b.events.len() as u64;
+        if b.tid == 0 {
+            for e in b.events.iter().filter(|e| e.kind == EventKind::Cut) {
+                if let Ok(c) = Cut::decode(&e.data) {
+                    self.stats.cuts += 1;
+                    self.cuts.insert(c.image_id.0, (c, b.batch_seq));
+                }
+            }
+            return; // cuts are kept as cuts, not as batches
+        }
+        self.kept.push_back(Kept { batch: b, bytes });
+        self.stats.kept_bytes += bytes;
+        self.stats.kept_batches = self.kept.len() as u64;
+    }
+
+    /// The checkpoint of `image` committed: the log before its cut is
+    /// dropped, and the cuts of earlier images with it. false if its cut
+    /// has not arrived (nothing is dropped: the log may lag the
+    /// checkpoint; the next commit trims further).
+    pub fn committed(&mut self, image: &ImageId) -> bool {
+        let Some((cut, at)) = self.cuts.remove(&image.0) else {
+            self.stats.commits_without_cut += 1;
+            return false;
+        };
+        let pos: BTreeMap<u32, u64> = cut.threads.iter().copied().collect();
+        let before = self.kept.len();
+        let earlier = self.committed_at;
+        self.kept.retain(|k| match pos.get(&k.batch.tid) {
+            Some(&next) => k.batch.first_event + k.batch.events.len() as u64 > next,
+            // a thread the cut does not name: ended before it, if its batch
+            // came before the previous commit's cut (module doc)
+            None => earlier.map_or(true, |e| k.batch.batch_seq > e),
+        });
+        self.committed_at = Some(at);
+        self.stats.trimmed_batches += (before - self.kept.len()) as u64;
+        self.stats.kept_batches = self.kept.len() as u64;
+        self.stats.kept_bytes = self.kept.iter().map(|k| k.bytes).sum();
+        // an earlier image's cut can no longer be committed
+        self.cuts.retain(|_, (c, _)| c.sequence > cut.sequence);
+        self.stats.last_cut_committed = Some(cut.sequence);
+        true
+    }
+
+    /// The stream stopped with this error (the session ends; what was
+    /// kept stays).
+    pub fn broken(&mut self, why: String) {
+        self.stats.state = "broken".into();
+        self.stats.last_error = Some(why);
+    }
+
+    pub fn stats(&self) -> ShippedLogStats {
+        let mut s = self.stats.clone();
+        s.cuts_pending = self.cuts.len() as u64;
+        s
+    }
+
+    /// The batches kept, in stream order.
+    pub fn batches(&self) -> impl Iterator<Item = &Batch> {
+        self.kept.iter().map(|k| &k.batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rrc_image::rrlog::Event;
+
+    fn batch(tid: u32, seq: u64, first: u64, n: u64) -> Batch {
+        Batch { tid, batch_seq: seq, first_event: first, events: (0..n).map(|_| Event::new(EventKind::Clock, 1, 0, 0, Vec::new())).collect() }
+    }
+
+    fn cut(id: u8, sequence: u64, seq: u64, threads: &[(u32, u64)]) -> Batch {
+        let c = Cut { image_id: ImageId([id; 16]), sequence, threads: threads.to_vec() };
+        Batch { tid: 0, batch_seq: seq, first_event: 0, events: vec![Event::new(EventKind::Cut, 0, 0, 0, c.encode())] }
+    }
+
+    #[test]
+    fn a_commit_drops_what_comes_before_its_cut() {
+        let mut l = ShippedLog::new();
+        l.push(batch(1, 0, 0, 10));
+        l.push(batch(2, 1, 0, 5));
+        l.push(cut(9, 1, 2, &[(1, 10), (2, 3)]));
+        l.push(batch(1, 3, 10, 4));
+        assert_eq!(l.stats().kept_batches, 3);
+        assert_eq!(l.stats().cuts, 1);
+        assert!(l.committed(&ImageId([9; 16])));
+        // thread 1's first batch is all before the cut; thread 2's crosses it
+        let kept: Vec<(u32, u64)> = l.batches().map(|b| (b.tid, b.first_event)).collect();
+        assert_eq!(kept, vec![(2, 0), (1, 10)]);
+        let s = l.stats();
+        assert_eq!((s.trimmed_batches, s.kept_batches, s.last_cut_committed, s.cuts_pending), (1, 2, Some(1), 0));
+        assert_eq!(s.received_events, 10 + 5 + 1 + 4);
+    }
+
+    #[test]
+    fn a_commit_whose_cut_has_not_arrived_drops_nothing() {
+        let mut l = ShippedLog::new();
+        l.push(batch(1, 0, 0, 10));
+        assert!(!l.committed(&ImageId([9; 16])));
+        assert_eq!((l.stats().kept_batches, l.stats().commits_without_cut), (1, 1));
+        // the cut comes later: the next commit of it trims
+        l.push(cut(9, 1, 1, &[(1, 10)]));
+        assert!(l.committed(&ImageId([9; 16])));
+        assert_eq!(l.stats().kept_batches, 0);
+    }
+
+    #[test]
+    fn threads_the_cut_does_not_name() {
+        let mut l = ShippedLog::new();
+        l.push(batch(5, 0, 0, 3)); // ended before the checkpoint
+        l.push(batch(7, 1, 0, 2)); // born after it, drained before its cut
+        l.push(cut(9, 1, 2, &[(1, 0)]));
+        l.push(batch(6, 3, 0, 3)); // born after it
+        assert!(l.committed(&ImageId([9; 16])));
+        let kept: Vec<u32> = l.batches().map(|b| b.tid).collect();
+        assert_eq!(kept, vec![5, 7, 6], "nothing of an unnamed thread goes at the first commit");
+        // the next checkpoint names 6 and 7 (alive); 5 is gone
+        l.push(cut(10, 2, 4, &[(6, 0), (7, 0)]));
+        assert!(l.committed(&ImageId([10; 16])));
+        let kept: Vec<u32> = l.batches().map(|b| b.tid).collect();
+        assert_eq!(kept, vec![7, 6]);
+    }
+
+    #[test]
+    fn earlier_cuts_go_with_a_later_commit() {
+        let mut l = ShippedLog::new();
+        l.push(cut(1, 1, 0, &[]));
+        l.push(cut(2, 2, 1, &[]));
+        l.push(cut(3, 3, 2, &[]));
+        assert!(l.committed(&ImageId([2; 16])));
+        assert_eq!(l.stats().cuts_pending, 1);
+        assert!(!l.committed(&ImageId([1; 16])), "an image older than the committed one");
+        assert!(l.committed(&ImageId([3; 16])));
+    }
+}

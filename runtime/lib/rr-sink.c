@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * Where the record log's bytes go (rr-sink.h): a file or a connected
+ * socket, bare or as sealed rrc-wire frames. Raw syscalls only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include "rrc_lib.h"
+#include "rrc/crc32c.h"
+#include "rrc/sha256.h"
+#include "rr-sink.h"
+
+/* crates/rrc-wire/src/frame.rs: the frame header and the kinds the log
+ * travels in (numbers are part of the format) */
+#define WIRE_MAGIC      "RRCW"
+#define WIRE_VERSION    2u
+#define WIRE_HEADER     24u
+#define WIRE_FLAG_MAC   1u
+#define WIRE_LOG_HEADER 30u
+#define WIRE_LOG_BATCH  31u
+#define KEY_LEN         32u
+
+static struct {
+	int fd;
+	int is_socket;          /* sendmsg with MSG_NOSIGNAL: a backup gone must not kill the process */
+	int framed;             /* rrc-wire frames (a log session), not the bare stream */
+	int sealed;             /* ... each with a MAC */
+	struct rrc_hmac keyed;  /* HMAC state after the key: copied for each frame */
+	uint64_t seq;           /* the next frame's number */
+} sink = { .fd = -1 };
+
+int rrc_rr_sink_fd(void)
+{
+	return sink.fd;
+}
+
+void rrc_rr_sink_forget(void)
+{
+	sink.fd = -1;
+}
+
+static int refuse(const char *what, long err)
+{
+	rrc_log_failure("not recording: ", what, (int)err);
+	return -1;
+}
+
+/* A decimal number of the environment, or -1. */
+static long env_number(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	long n = 0;
+	for (; *v; v++) {
+		if (*v < '0' || *v > '9' || n > (1l << 40))
+			return -2;
+		n = n * 10 + (*v - '0');
+	}
+	return n;
+}
+
+static int read_key(int kfd, uint8_t key[KEY_LEN])
+{
+	uint32_t got = 0;
+	while (got < KEY_LEN) {
+		long r = rrc_sys_read(kfd, key + got, KEY_LEN - got);
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (uint32_t)r;
+	}
+	rrc_sys_close(kfd);
+	return got == KEY_LEN ? 0 : -1;
+}
+
+int rrc_rr_sink_open(void)
+{
+	const char *path = getenv("RRC_RECORD");
+	long fd = env_number("RRC_RECORD_FD"), kfd = env_number("RRC_RECORD_KEY_FD"), seq = env_number("RRC_RECORD_SEQ");
+	long framed = env_number("RRC_RECORD_FRAMED");
+	if ((!path || !*path) && fd == -1)
+		return 0;
+	if (fd == -2 || kfd == -2 || seq == -2 || framed == -2)
+		return refuse("$RRC_RECORD_FD, $RRC_RECORD_KEY_FD, $RRC_RECORD_SEQ or $RRC_RECORD_FRAMED is not a number", 0);
+	sink.framed = framed == 1;
+	if (path && *path) {
+		fd = rrc_sys_openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return refuse("cannot create the log file $RRC_RECORD", -fd);
+	} else {
+		struct stat st;
+		long r = rrc_sys_fstat((int)fd, &st);
+		if (r < 0)
+			return refuse("$RRC_RECORD_FD is not an open fd", -r);
+		sink.is_socket = S_ISSOCK(st.st_mode);
+		rrc_sys_fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+	}
+	if (kfd >= 0) {
+		uint8_t key[KEY_LEN];
+		if (read_key((int)kfd, key) < 0)
+			return refuse("$RRC_RECORD_KEY_FD did not hold a 32-byte key", 0);
+		rrc_hmac_init(&sink.keyed, key, KEY_LEN);
+		rrc_memset(key, 0, KEY_LEN);
+		sink.sealed = 1;
+		sink.framed = 1;
+	}
+	sink.seq = seq > 0 ? (uint64_t)seq : 0;
+	/* the application's children do not record into it */
+	unsetenv("RRC_RECORD");
+	unsetenv("RRC_RECORD_FD");
+	unsetenv("RRC_RECORD_KEY_FD");
+	unsetenv("RRC_RECORD_SEQ");
+	unsetenv("RRC_RECORD_FRAMED");
+	sink.fd = rrc_fd_high((int)fd);
+	return 1;
+}
+
+/* every byte of v[0..n), or -errno */
+static long put_all(struct iovec *v, int n)
+{
+	while (n > 0) {
+		long w;
+		if (sink.is_socket) {
+			struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)n };
+			w = rrc_sys_sendmsg(sink.fd, &m, MSG_NOSIGNAL);
+		} else {
+			w = rrc_sys_writev(sink.fd, v, n);
+		}
+		if (w == -EINTR)
+			continue;
+		if (w < 0)
+			return w;
+		if (w == 0)
+			return -EIO;
+		while (n > 0 && (uint64_t)w >= v->iov_len) {
+			w -= (long)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n > 0) {
+			v->iov_base = (uint8_t *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+static void le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+
+long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len)
+{
+	struct iovec v[8];
+	if (sink.fd < 0 || n > 6)
+		return -EBADF;
+	if (!sink.framed) {
+		for (int i = 0; i < n; i++)
+			v[i] = pieces[i];
+		return put_all(v, n);
+	}
+	/* a frame: header (crates/rrc-wire/src/frame.rs Frame::header), the
+	 * payload, and when sealed HMAC(key, number ‖ header ‖ payload) */
+	uint8_t h[WIRE_HEADER], mac[RRC_SHA256_LEN], seq[8];
+	uint32_t crc = 0;
+	for (int i = 0; i < n; i++)
+		crc = rrc_crc32c_extend(crc, pieces[i].iov_base, pieces[i].iov_len);
+	rrc_memcpy(h, WIRE_MAGIC, 4);
+	le16(h + 4, WIRE_VERSION);
+	le16(h + 6, header ? WIRE_LOG_HEADER : WIRE_LOG_BATCH);
+	le32(h + 8, len);
+	le32(h + 12, crc);
+	le32(h + 16, sink.sealed ? WIRE_FLAG_MAC : 0);
+	le32(h + 20, rrc_crc32c(h, 20));
+	v[0] = (struct iovec){ h, WIRE_HEADER };
+	for (int i = 0; i < n; i++)
+		v[1 + i] = pieces[i];
+	sink.seq++;
+	if (!sink.sealed)
+		return put_all(v, n + 1);
+	for (int i = 0; i < 8; i++)
+		seq[i] = (uint8_t)((sink.seq - 1) >> (8 * i));
+	struct rrc_hmac m = sink.keyed;
+	rrc_hmac_update(&m, seq, 8);
+	rrc_hmac_update(&m, h, WIRE_HEADER);
+	for (int i = 0; i < n; i++)
+		rrc_hmac_update(&m, pieces[i].iov_base, pieces[i].iov_len);
+	rrc_hmac_final(&m, mac);
+	v[1 + n] = (struct iovec){ mac, RRC_SHA256_LEN };
+	return put_all(v, n + 2);
+}

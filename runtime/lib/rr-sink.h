@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * rr-sink.c: where the record log's bytes go (issue 14 §2; RRC §4.5). The
+ * writer thread (rr-log.c) hands it the log's header once, then each
+ * batch; the sink puts them on one fd, as the bare log stream
+ * (rrc/rrlog.h) or, with a key, as sealed rrc-wire frames: kind LogHeader
+ * then LogBatch, each with HMAC-SHA256(key, frame number ‖ header ‖
+ * payload), exactly what an agent's FrameReader checks
+ * (crates/rrc-wire/src/session.rs). The sealed form is how the log goes
+ * straight from the process to the backup, on a connection its agent
+ * opened: nobody on the way can add, drop or change a batch unseen.
+ *
+ * The environment (read once by the constructor, then scrubbed):
+ *   RRC_RECORD=PATH        the log file (created, truncated), or
+ *   RRC_RECORD_FD=N        an open fd (a file, a connected socket)
+ *   RRC_RECORD_KEY_FD=M    32 bytes of key on fd M (read, then closed):
+ *                          the log goes as sealed frames
+ *   RRC_RECORD_SEQ=S       the number of the first sealed frame (the
+ *                          frames its agent sent on the connection before)
+ *   RRC_RECORD_FRAMED=1    frames without a key (agents run with
+ *                          --insecure-no-auth: frames without a MAC)
+ *
+ * Raw syscalls only (the writer must never record anything).
+ */
+#ifndef RRC_RR_SINK_H
+#define RRC_RR_SINK_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* 1: a sink is open; 0: no recording asked for; -1: asked for but
+ * impossible (logged why). */
+int rrc_rr_sink_open(void) __attribute__((visibility("hidden")));
+/* The sink's fd (a library fd: in no image), or -1. */
+int rrc_rr_sink_fd(void) __attribute__((visibility("hidden")));
+/* One unit of the log, whole: the header (header != 0) or one batch,
+ * given as pieces of `len` bytes in all. 0, or -errno (then the log is
+ * broken for good: a hole cannot be filled). */
+long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len) __attribute__((visibility("hidden")));
+/* After a restore: the fd is not in the image. */
+void rrc_rr_sink_forget(void) __attribute__((visibility("hidden")));
+
+#endif /* RRC_RR_SINK_H */
