@@ -141,6 +141,17 @@ def test_primary_failure_memcached(lab, tmp_path):
     fail_primary_under_load("memcached", MEMCACHED, 11211, tmp_path, "mc")
 
 
+def test_primary_failure_in_rr_mode(lab, tmp_path):
+    """rr mode as built so far (issue 14: the log goes to the backup, the
+    failover still restores the last checkpoint): the log session does not
+    change what a failover promises, the same connections carry on and
+    every acknowledged write is there; the backup had received the log."""
+    ip = run_service("rrmc", MEMCACHED, extra=("--mode", "rr"))
+    log = status("rrmc")["backup_view"]["stats"]["log"]
+    assert log["state"] == "receiving" and log["received_batches"] > 0, log
+    fail_primary_under_load_on("rrmc", ip, "memcached", 11211, tmp_path)
+
+
 @pytest.mark.parametrize("kind,cmd,port", [("redis", REDIS, 6379), ("memcached", MEMCACHED, 11211)])
 def test_backup_failure(lab, tmp_path, kind, cmd, port):
     ip = run_service("kvb", cmd)
