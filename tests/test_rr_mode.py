@@ -14,7 +14,10 @@ every committed checkpoint's cut has arrived and trimmed the log (the log
 kept stays a small part of what was received), nothing broke, and the
 clients' replies all checked out."""
 import json
+import os
+import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +81,44 @@ def test_a_log_session_from_a_host_that_is_not_the_primary_is_refused(service):
     st = s.wait_committed(more_than=committed)
     log = st["backup_view"]["stats"]["log"]
     assert log["state"] == "receiving" and log["last_error"] is None and log["received_batches"] > 0, log
+
+
+def peer_threads(host: str) -> list[str]:
+    """The agent of `host`'s threads serving peer sessions (replication, log)."""
+    st = json.loads(cli("status", "--json").stdout)
+    pid = next(a for a in st["agents"] if a["host"] == host)["agent_pid"]
+    names = []
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            names.append((t / "comm").read_text().strip())
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return [n for n in names if n == "peer-conn"]
+
+
+def test_stopping_the_backup_ends_its_log_session_even_if_the_primary_never_closes_it(replab):  # noqa: F811
+    """The backup's reader of a log session waits for the next batch with
+    no timeout; stopping the backup (as a failover does) shuts its socket
+    down, so that no thread of its agent is left waiting on a primary that
+    never closes the connection (here: its process frozen with SIGSTOP, as
+    good as a host that died without a word)."""
+    assert peer_threads("b") == []
+    cli("run", "--name", "rrstop", "--primary", "a", "--backup", "b", "--mode", "rr", "--epoch", "100ms",
+        "--failure-timeout", "60s", "--", *REDIS)
+    st = {}
+
+    def receiving():
+        nonlocal st
+        st = json.loads(cli("status", "rrstop", "--json").stdout)
+        return (st.get("backup_view") or {}).get("stats", {}).get("log", {}).get("state") == "receiving"
+    wait_until(receiving, 30, "the log session", diag=lambda: json.dumps(st)[:2000])
+    assert len(peer_threads("b")) == 2, peer_threads("b")  # the replication and the log session
+    pid = st["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        cli("stop", "rrstop", "--agent", "/run/rrc-lab/b/agent.sock")
+        wait_until(lambda: peer_threads("b") == [], 10, "the backup's session threads to end",
+                   diag=lambda: str(peer_threads("b")))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        cli("stop", "rrstop", check=False)

@@ -83,6 +83,10 @@ pub struct Backup {
     /// rr mode: the record log since the last committed checkpoint's cut
     /// (filled by the log session, logship.rs).
     log: Option<Mutex<crate::shipped_log::ShippedLog>>,
+    /// The log session's socket, shut down by [`Backup::halt`]: its reader
+    /// may wait long for the next batch, and a primary that crashed closes
+    /// nothing.
+    log_conn: Mutex<Option<TcpStream>>,
 }
 
 fn refuse(w: &Mutex<FrameWriter<TcpStream>>, e: &anyhow::Error) {
@@ -249,6 +253,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         reported: Mutex::new(std::collections::HashSet::new()),
         bases,
         log: (spec.mode == rrc_wire::msg::Mode::Rr).then(|| Mutex::new(crate::shipped_log::ShippedLog::new())),
+        log_conn: Mutex::new(None),
         spec,
     })
 }
@@ -331,9 +336,23 @@ impl Backup {
         self.stopping.store(true, Ordering::Relaxed);
         self.wake.notify_all();
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        if let Some(c) = lock(&self.log_conn).as_ref() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(hb) = lock(&self.hb).as_ref() {
             hb.signal_stop();
         }
+    }
+
+    /// The log session's socket, for [`Backup::halt`] to end it; false
+    /// if the backup is already halting (the caller ends the session).
+    pub fn attach_log_session(&self, c: TcpStream) -> bool {
+        let mut slot = lock(&self.log_conn);
+        if self.stopping() {
+            return false;
+        }
+        *slot = Some(c);
+        true
     }
 
     /// The threads of a halted backup, joined (stop, or after a failover).

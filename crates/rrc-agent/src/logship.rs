@@ -45,10 +45,16 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame, from: &str) {
         }
         l.session_started();
     }
-    // the library writes when it has something: no read timeout
-    if let Err(e) = conn.set_read_timeout(None) {
-        lock(log).broken(format!("log session: {e}"));
-        return;
+    // the library writes when it has something: no read timeout; the
+    // backup's halt (stop, failover) shuts the socket down instead
+    let attached = conn.ctl.try_clone().map(|c| backup.attach_log_session(c));
+    match (attached, conn.set_read_timeout(None)) {
+        (Ok(true), Ok(())) => {}
+        (Ok(false), _) => return,
+        (Err(e), _) | (_, Err(e)) => {
+            lock(log).broken(format!("log session: {e}"));
+            return;
+        }
     }
     tracing::info!(service = %ls.service, %peer, "log session opened");
     let name = format!("{}'s record log", ls.service);
