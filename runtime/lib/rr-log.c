@@ -356,18 +356,23 @@ static int room_for(struct ring *r, uint64_t len)
 	return 0;
 }
 
+/* One event of r's thread, its data gathered from pieces, if it fits. */
+static void append(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
+		   uint64_t released_at, const struct iovec *pieces, int n)
+{
+	uint64_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += pieces[i].iov_len;
+	if (room_for(r, len))
+		event_raw(r, kind, flags, obj, seq, result, released_at, pieces, n, (uint32_t)len);
+}
+
 void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
 		   const struct iovec *pieces, int n)
 {
 	struct ring *r = my_ring;
-	if (!r || !rrc_rr_mode_on())
-		return;
-	uint64_t len = 0;
-	for (int i = 0; i < n; i++)
-		len += pieces[i].iov_len;
-	if (!room_for(r, len))
-		return;
-	event_raw(r, kind, flags, obj, seq, result, 0, pieces, n, (uint32_t)len);
+	if (r && rrc_rr_mode_on())
+		append(r, kind, flags, obj, seq, result, 0, pieces, n);
 }
 
 void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
@@ -488,10 +493,8 @@ void rrc_rr_acquired(uint16_t kind, uint16_t flags, uint64_t obj, const void *on
 		    __atomic_load_n(&o->rel_next, __ATOMIC_RELAXED) == seq)
 			released_at = __atomic_load_n(&o->rel_at, __ATOMIC_RELAXED);
 	}
-	if (!room_for(r, len))
-		return;
 	struct iovec one = { (void *)data, len };
-	event_raw(r, kind, flags, obj, seq, result, released_at, &one, len ? 1 : 0, len);
+	append(r, kind, flags, obj, seq, result, released_at, &one, len ? 1 : 0);
 }
 
 /* ---- the writer ---- */

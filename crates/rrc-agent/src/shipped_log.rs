@@ -34,6 +34,10 @@ pub struct ShippedLog {
     cuts: BTreeMap<[u8; 16], (Cut, u64)>,
     /// The stream position of the last committed checkpoint's cut.
     committed_at: Option<u64>,
+    /// A log session was opened (one per service).
+    session: bool,
+    /// The counters; what is kept and the cuts pending are derived in
+    /// [`ShippedLog::stats`].
     stats: ShippedLogStats,
 }
 
@@ -48,6 +52,7 @@ impl Default for ShippedLog {
             kept: VecDeque::new(),
             cuts: BTreeMap::new(),
             committed_at: None,
+            session: false,
             stats: ShippedLogStats { state: "waiting for the log session".into(), ..Default::default() },
         }
     }
@@ -60,10 +65,11 @@ impl ShippedLog {
 
     /// A log session is (or was) open: one per service.
     pub fn session_open(&self) -> bool {
-        self.stats.state != "waiting for the log session"
+        self.session
     }
 
     pub fn session_started(&mut self) {
+        self.session = true;
         self.stats.state = "receiving".into();
     }
 
@@ -88,8 +94,6 @@ impl ShippedLog {
             return; // cuts are kept as cuts, not as batches
         }
         self.kept.push_back(Kept { batch: b, bytes });
-        self.stats.kept_bytes += bytes;
-        self.stats.kept_batches = self.kept.len() as u64;
     }
 
     /// The checkpoint of `image` committed: the log before its cut is
@@ -112,8 +116,6 @@ impl ShippedLog {
         });
         self.committed_at = Some(at);
         self.stats.trimmed_batches += (before - self.kept.len()) as u64;
-        self.stats.kept_batches = self.kept.len() as u64;
-        self.stats.kept_bytes = self.kept.iter().map(|k| k.bytes).sum();
         // an earlier image's cut can no longer be committed
         self.cuts.retain(|_, (c, _)| c.sequence > cut.sequence);
         self.stats.last_cut_committed = Some(cut.sequence);
@@ -128,9 +130,12 @@ impl ShippedLog {
     }
 
     pub fn stats(&self) -> ShippedLogStats {
-        let mut s = self.stats.clone();
-        s.cuts_pending = self.cuts.len() as u64;
-        s
+        ShippedLogStats {
+            cuts_pending: self.cuts.len() as u64,
+            kept_batches: self.kept.len() as u64,
+            kept_bytes: self.kept.iter().map(|k| k.bytes).sum(),
+            ..self.stats.clone()
+        }
     }
 
     /// The batches kept, in stream order.
