@@ -212,10 +212,10 @@ def test_broken_logs_are_refused_by_name(rrc, tmp_path, netns):
     cases = {
         "truncated": data[: len(data) - 5],
         "corrupt": data[:200] + bytes([data[200] ^ 0x20]) + data[201:],
-        "version": data[:8] + (5).to_bytes(4, "little") + data[12:],
+        "version": data[:8] + (6).to_bytes(4, "little") + data[12:],
         "not a log": b"this is not a log at all, just some text padding it out",
     }
-    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 5",
+    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 6",
             "not a log": "not an rrc record log"}
     for name, bad in cases.items():
         f = tmp_path / f"{name.replace(' ', '-')}.log"
@@ -522,3 +522,34 @@ def test_a_real_server_recorded_under_load_with_checkpoints(rrc, tmp_path, netns
             if e["result"] >= 0:
                 assert off == sent[e["obj"]], (e, sent[e["obj"]])
                 sent[e["obj"]] += length
+
+    # Each output names its connection (issue 14: the backup's gate knows
+    # the stream by its addresses, the incarnation of a 4-tuple by the
+    # fd-table number of the accept that made the fd), and on each
+    # connection the outputs are contiguous from its first byte.
+    accepts = {e["seq"]: e for e in evs if e["kind"] == "accept" and e["result"] >= 0}
+    per_conn = collections.defaultdict(int)
+    outputs = [e for e in evs if e["kind"] == "output" and e["result"] > 0]
+    for e in outputs:
+        o = e["output"]
+        assert o["conn"] is not None, f"an output to a client names no connection: {e}"
+        assert o["conn"]["local"].endswith(f":{port}") and o["conn"]["peer"].startswith("127.0.0.1:"), e
+        made = accepts.get(o["made"])
+        assert made is not None and made["result"] == e["obj"], f"{e}: made by {o['made']}, not an accept of fd {e['obj']}"
+        key = (o["conn"]["local"], o["conn"]["peer"], o["made"])
+        assert o["offset"] == per_conn[key], (e, per_conn[key])
+        per_conn[key] += o["length"]
+    assert len(per_conn) >= 8, "rrc-check's 8 connections"
+
+    # Release marks (RRC §4.5): every output is covered by one, and what
+    # happened before it is in the stream before that mark. Checked here
+    # for what the log shows across threads: the accept that made the
+    # output's fd (memcached accepts in one thread and answers in others).
+    marks = [e for e in evs if e["kind"] == "mark"]
+    assert marks and [m["mark"]["number"] for m in marks] == list(range(1, len(marks) + 1))
+    for e in outputs:
+        m = next((m for m in marks if dict(map(tuple, m["mark"]["threads"])).get(e["tid"], 0) > e["index"]), None)
+        assert m is not None, f"no mark covers {e}"
+        assert m["batch"] > e["batch"], (e, m)
+        acc = accepts[e["output"]["made"]]
+        assert acc["batch"] < m["batch"], f"{e} is marked by mark {m['mark']['number']} before the accept of its fd arrives"

@@ -49,7 +49,18 @@
 
 enum { K_UNKNOWN = 0, K_SOCKET, K_FILE, K_OTHER };
 
-struct fdt_entry { uint32_t kind; uint32_t pad; uint64_t sent; };
+/* conn: 0 not learnt yet, 1 learnt (addresses below), 2 not an IPv4
+ * TCP connection */
+struct fdt_entry {
+	uint32_t kind;
+	uint16_t conn;
+	uint16_t pad;
+	uint64_t sent;
+	uint64_t made;                  /* the number of the call that made it (0: unknown) */
+	uint32_t local_addr, peer_addr; /* network byte order */
+	uint16_t local_port, peer_port;
+	uint32_t pad2;
+};
 
 /* In ordinary memory (in every image): a replay from a checkpoint
  * continues the sequence, the kinds and the offsets where it left them. */
@@ -165,10 +176,16 @@ static void replayed_end(uint16_t kind, uint64_t obj, int64_t result)
 
 static void set_kind(int fd, uint32_t kind)
 {
-	if (fd >= 0 && fd < RRC_MAX_FDS) {
-		fdt->e[fd].kind = kind;
-		fdt->e[fd].sent = 0;
-	}
+	if (fd >= 0 && fd < RRC_MAX_FDS)
+		fdt->e[fd] = (struct fdt_entry){ .kind = kind };
+}
+
+/* The fd the numbered call `seq` made: which connection of a 4-tuple its
+ * outputs belong to (the backup's gate tells incarnations apart by it). */
+static void note_made(int64_t fd, uint64_t seq)
+{
+	if (fd >= 0 && fd < RRC_MAX_FDS)
+		fdt->e[fd].made = seq;
 }
 
 void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void *data, uint32_t len)
@@ -180,6 +197,8 @@ void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void 
 		return;
 	}
 	int e = errno;
+	if (kind == RRC_EV_ACCEPT)
+		note_made(result, fdt->seq);
 	rrc_hook_enter();
 	rrc_rr_event(kind, 0, obj, fdt->seq++, result, data, len);
 	rrc_hook_leave();
@@ -190,6 +209,13 @@ void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void 
 
 void rrc_fdt_end_fd(int t, uint16_t op, int64_t result, int32_t a, int32_t b)
 {
+	if (t == 1 && result >= 0 && op != RRC_FDOP_CLOSE) {
+		/* a pair (pipe, socketpair: result 0) or one fd (the result) */
+		int pair = op != RRC_FDOP_DUP && op != RRC_FDOP_DUPFD && result == 0 && a >= 0 && b >= 0;
+		note_made(pair ? a : result, fdt->seq);
+		if (pair)
+			note_made(b, fdt->seq);
+	}
 	int32_t fds[2] = { a, b };
 	rrc_fdt_end(t, RRC_EV_FD, op, result, fds, sizeof fds);
 }
@@ -271,10 +297,35 @@ int rrc_fdt_is_file(int fd)
 	return fdt && kind_of(fd) == K_FILE;
 }
 
+/* The connection an output goes to, learnt at the fd's first output
+ * (two raw calls per connection): what the backup's gate knows it by. */
+static void learn_conn(int fd)
+{
+	if (fd >= RRC_MAX_FDS || fdt->e[fd].conn)
+		return;
+	struct fdt_entry *x = &fdt->e[fd];
+	int type = 0;
+	uint32_t tl = sizeof type;
+	struct { uint16_t family, port; uint32_t addr; uint8_t zero[8]; } l, p;
+	uint32_t ll = sizeof l, pl = sizeof p;
+	if (rrc_sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+	    rrc_sys_getsockname(fd, &l, &ll) == 0 && l.family == AF_INET &&
+	    rrc_sys_getpeername(fd, &p, &pl) == 0 && p.family == AF_INET) {
+		x->local_addr = l.addr;
+		x->local_port = l.port;
+		x->peer_addr = p.addr;
+		x->peer_port = p.port;
+		x->conn = 1;
+	} else {
+		x->conn = 2;
+	}
+}
+
 int rrc_out_begin(int fd)
 {
 	if (!fdt || !rrc_rr_recording() || !is_socket(fd))
 		return 0;
+	learn_conn(fd);
 	rrc_rr_reserve(sizeof(struct rrc_log_output));
 	return 1;
 }
@@ -357,11 +408,22 @@ static ssize_t out_event(int fd, ssize_t r, int e, const void *ctx,
 		return r;
 	}
 	uint64_t have;
-	struct rrc_log_output o = { .offset = fd < RRC_MAX_FDS ? fdt->e[fd].sent : 0,
-				    .length = r > 0 ? (uint64_t)r : 0,
+	struct rrc_log_output o = { .length = r > 0 ? (uint64_t)r : 0,
 				    .crc = r > 0 ? crc_of(ctx, (uint64_t)r, &have) : 0 };
-	if (r > 0 && fd < RRC_MAX_FDS)
-		fdt->e[fd].sent += (uint64_t)r;
+	if (fd >= 0 && fd < RRC_MAX_FDS) {
+		struct fdt_entry *x = &fdt->e[fd];
+		o.offset = x->sent;
+		o.made = x->made;
+		if (x->conn == 1) {
+			o.family = RRC_OUT_INET;
+			o.local_addr = x->local_addr;
+			o.peer_addr = x->peer_addr;
+			o.local_port = x->local_port;
+			o.peer_port = x->peer_port;
+		}
+		if (r > 0)
+			x->sent += (uint64_t)r;
+	}
 	rrc_rr_event(RRC_EV_OUTPUT, 0, (uint64_t)fd, 0, r < 0 ? -e : r, &o, sizeof o);
 	rrc_hook_leave();
 	errno = e;

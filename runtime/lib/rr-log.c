@@ -60,14 +60,15 @@ enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_EXITED };
 
 struct ring {
 	volatile uint64_t head;         /* bytes appended (producer) */
-	volatile uint64_t tail;         /* bytes drained (writer) */
-	volatile uint64_t events;       /* events appended (producer) */
+	volatile uint64_t tail;         /* bytes the writer has written out: room again */
+	volatile uint64_t events;       /* events appended (producer), published after head */
 	uint64_t drained_events;        /* writer: first event of its next batch */
 	volatile uint32_t tid;
 	volatile uint32_t state;        /* SLOT_* */
 	volatile uint32_t space;        /* futex: bumped when the writer frees room */
 	volatile uint32_t waiting;      /* the producer sleeps on `space` */
-	uint8_t pad[RING_HDR - 48];
+	uint64_t taken;                 /* writer: bytes handed to the sink (tail once flushed) */
+	uint64_t marked;                /* writer: events the last release mark covered */
 	uint8_t data[RING_DATA];
 };
 _Static_assert(sizeof(struct ring) == RING_BYTES, "ring layout");
@@ -113,6 +114,10 @@ static struct {
 	volatile uint32_t writer_sleeping;
 	volatile uint32_t broken;
 	volatile uint32_t slots_used;    /* rings ever taken: 0 .. slots_used - 1 (the writer looks no further) */
+	volatile uint64_t outputs;       /* OUTPUT events appended, all threads */
+	int prompt;                      /* the sink is a connection to the backup: an output wakes the writer */
+	uint64_t mark_number;            /* writer: the last release mark's */
+	uint64_t mark_outputs;           /* writer: `outputs` when the last mark's counts were taken */
 } rr;
 
 static __thread struct ring *my_ring __attribute__((tls_model("initial-exec")));
@@ -225,9 +230,10 @@ int rrc_rr_init(void)
 	h.pid = (uint32_t)rrc_sys_getpid();
 	h.header_crc = rrc_crc32c(&h, __builtin_offsetof(struct rrc_log_header, header_crc));
 	struct iovec hv = { &h, sizeof h };
-	long w = rrc_rr_sink_put(1, &hv, 1, sizeof h);
+	long w = rrc_rr_sink_put(1, &hv, 1, sizeof h, 0);
 	if (w < 0)
 		return fail_init("cannot write the log header", -w);
+	rr.prompt = rrc_rr_sink_prompt();
 	RRC_STORE(&rrc_rr_mode, RRC_RR_RECORD);
 	my_ring = ring_take(); /* the main thread: THREAD_START, creator 0 */
 	return 0;
@@ -248,7 +254,8 @@ static struct ring *ring_take(void)
 		/* the writer left it empty: head == tail */
 		r->events = 0;
 		r->drained_events = 0;
-		r->head = r->tail = 0;
+		r->head = r->tail = r->taken = 0;
+		r->marked = 0;
 		r->waiting = 0;
 		RRC_STORE(&r->tid, (uint32_t)rrc_sys_gettid());
 		event_raw(r, RRC_EV_THREAD_START, 0, rrc_rr_creator, rrc_rr_birth, 0, 0, 0, 0, 0);
@@ -338,10 +345,21 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 	}
 	if (need > EV_HDR + len)
 		rrc_memset(r->data + off + EV_HDR + len, 0, need - EV_HDR - len);
-	r->events++;
+	/* head, then the count: a count the writer reads is of events it
+	 * can drain (a release mark must never name an event not yet there) */
 	__atomic_store_n(&r->head, pos + need, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->events, r->events + 1, __ATOMIC_RELEASE);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	writing = 0;
+	if (kind == RRC_EV_OUTPUT) {
+		/* a reply waits at the backup's gate for the mark that covers it
+		 * (RRC §4.5): the writer must not sleep its tick out */
+		__atomic_add_fetch(&rr.outputs, 1, __ATOMIC_SEQ_CST);
+		if (rr.prompt) {
+			kick_writer();
+			return;
+		}
+	}
 	if (pos + need - RRC_LOAD(&r->tail) > RING_DATA / 2)
 		kick_writer();
 }
@@ -499,8 +517,11 @@ void rrc_rr_acquired(uint16_t kind, uint16_t flags, uint64_t obj, const void *on
 
 /* ---- the writer ---- */
 
+/* One batch. `held`: its events are ring memory that stays put until the
+ * sink's next flush (the ring's tail moves only after it); otherwise the
+ * pieces are the caller's and are written before this returns. */
 static int write_batch(uint32_t tid, uint64_t first, uint32_t nr, const struct iovec *pieces, int npieces,
-		       uint32_t len)
+		       uint32_t len, int held)
 {
 	struct rrc_log_batch h = {
 		.magic = RRC_LOG_BATCH_MAGIC, .tid = tid, .batch_seq = rr.batch_seq, .first_event = first,
@@ -514,7 +535,7 @@ static int write_batch(uint32_t tid, uint64_t first, uint32_t nr, const struct i
 	struct iovec iov[3] = { { &h, sizeof h } };
 	for (int i = 0; i < npieces; i++)
 		iov[1 + i] = pieces[i];
-	long w = rrc_rr_sink_put(0, iov, 1 + npieces, (uint32_t)sizeof h + len);
+	long w = rrc_rr_sink_put(0, iov, 1 + npieces, (uint32_t)sizeof h + len, held);
 	if (w < 0) {
 		stop_recording("cannot write the log", -w);
 		return -1;
@@ -523,14 +544,14 @@ static int write_batch(uint32_t tid, uint64_t first, uint32_t nr, const struct i
 	return 0;
 }
 
-/* One batch from a ring: the events in [tail, head), in at most two
+/* One batch from a ring: the events in [taken, head), in at most two
  * pieces of contiguous memory (a pad or the ring's end closes a piece),
- * at most RRC_LOG_MAX_PAYLOAD bytes. Returns 1 if it wrote one, 0 if the
- * ring held no event, -1 if the log broke. */
+ * at most RRC_LOG_MAX_PAYLOAD bytes, handed to the sink. Returns 1 if it
+ * wrote one, 0 if the ring held no event, -1 if the log broke. */
 static int drain_one(struct ring *r)
 {
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t pos = r->tail, run = pos;
+	uint64_t pos = r->taken, run = pos;
 	struct iovec pieces[2];
 	int np = 0;
 	uint32_t cnt = 0, len = 0;
@@ -562,15 +583,40 @@ static int drain_one(struct ring *r)
 	}
 	if (pos > run) /* np < 2 here: with two pieces closed no event is taken */
 		pieces[np++] = (struct iovec){ r->data + run % RING_DATA, pos - run };
-	if (cnt && write_batch(RRC_LOAD(&r->tid), r->drained_events, cnt, pieces, np, len) < 0)
+	if (cnt && write_batch(RRC_LOAD(&r->tid), r->drained_events, cnt, pieces, np, len, 1) < 0)
 		return -1;
 	r->drained_events += cnt;
-	__atomic_store_n(&r->tail, pos, __ATOMIC_RELEASE);
-	if (RRC_LOAD(&r->waiting)) {
-		RRC_ATOMIC_INC(&r->space);
-		rrc_sys_futex(&r->space, RRC_FUTEX_WAKE, 1, 0);
-	}
+	r->taken = pos;
 	return cnt ? 1 : 0;
+}
+
+/* After the sink's flush: what it wrote out is room again. */
+static void give_back(uint32_t used)
+{
+	for (uint32_t i = 0; i < used; i++) {
+		struct ring *r = &rr.rings[i];
+		if (RRC_LOAD(&r->state) == SLOT_FREE || r->taken == RRC_LOAD(&r->tail))
+			continue;
+		__atomic_store_n(&r->tail, r->taken, __ATOMIC_RELEASE);
+		if (RRC_LOAD(&r->waiting)) {
+			RRC_ATOMIC_INC(&r->space);
+			rrc_sys_futex(&r->space, RRC_FUTEX_WAKE, 1, 0);
+		}
+	}
+}
+
+/* One process-wide record (a cut, a mark) as a tid-0 batch of one event,
+ * written out at once. */
+static int write_record(uint16_t kind, const void *rec, uint32_t len)
+{
+	static uint8_t buf[EV_HDR + CUT_BYTES + 8]; /* the writer's alone */
+	struct rrc_log_event e = { .kind = kind, .data_len = len };
+	uint32_t n = EV_HDR + ((len + 7u) & ~7u);
+	rrc_memcpy(buf, &e, EV_HDR);
+	rrc_memcpy(buf + EV_HDR, rec, len);
+	rrc_memset(buf + EV_HDR + len, 0, n - EV_HDR - len);
+	struct iovec one = { buf, n };
+	return write_batch(0, 0, 1, &one, 1, n, 0);
 }
 
 static void write_cuts(void)
@@ -579,21 +625,124 @@ static void write_cuts(void)
 		struct cut_slot *c = &rr.ctl->cuts[i];
 		if (!RRC_LOAD(&c->full))
 			continue;
-		struct rrc_log_event e = { .kind = RRC_EV_CUT, .data_len = c->len };
-		uint8_t zero[8] = { 0 };
-		struct iovec p[3] = { { &e, EV_HDR }, { c->rec, c->len }, { zero, ((c->len + 7u) & ~7u) - c->len } };
-		/* one piece for the CRC and the write: header, record, padding */
-		uint8_t buf[EV_HDR + CUT_BYTES + 8];
-		uint32_t n = 0;
-		for (int k = 0; k < 3; k++) {
-			rrc_memcpy(buf + n, p[k].iov_base, p[k].iov_len);
-			n += (uint32_t)p[k].iov_len;
-		}
-		struct iovec one = { buf, n };
-		if (write_batch(0, 0, 1, &one, 1, n) < 0)
+		if (write_record(RRC_EV_CUT, c->rec, c->len) < 0)
 			return;
 		RRC_STORE(&c->full, 0);
 	}
+}
+
+/* ---- release marks (RRC §4.5's PBSN/BBSN) ----
+ *
+ * An output may leave the backup's gate once every event that happened
+ * before it is at the backup. The writer takes each ring's count of
+ * published events (`counts`), then drains every ring: an event counted
+ * was published before its ring's count was read, so everything that
+ * happened before it (published earlier, on any ring) was published
+ * before the last count was read, hence before any ring is drained. The
+ * mark written after the drain says so for the counted events. Events
+ * published during the drain are marked by the next pass, at once when
+ * they include an output (the loop in writer_main). */
+static struct {
+	uint32_t tid[RING_SLOTS];
+	uint64_t count[RING_SLOTS];
+	uint8_t rec[sizeof(struct rrc_log_mark) + RING_SLOTS * sizeof(struct rrc_log_cut_thread)];
+} counts;
+
+static void take_counts(uint32_t used)
+{
+	for (uint32_t i = 0; i < used; i++) {
+		struct ring *r = &rr.rings[i];
+		counts.tid[i] = RRC_LOAD(&r->state) == SLOT_FREE ? 0 : RRC_LOAD(&r->tid);
+		counts.count[i] = __atomic_load_n(&r->events, __ATOMIC_ACQUIRE);
+	}
+}
+
+static int write_mark(uint32_t used)
+{
+	struct rrc_log_mark *m = (struct rrc_log_mark *)counts.rec;
+	struct rrc_log_cut_thread *t = (struct rrc_log_cut_thread *)(counts.rec + sizeof *m);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < used; i++) {
+		struct ring *r = &rr.rings[i];
+		if (!counts.tid[i] || counts.count[i] <= r->marked)
+			continue;
+		uint32_t tid = counts.tid[i], j = n; /* ascending by tid */
+		while (j > 0 && t[j - 1].tid > tid) {
+			t[j] = t[j - 1];
+			j--;
+		}
+		t[j] = (struct rrc_log_cut_thread){ .tid = tid, .next_event = counts.count[i] };
+		n++;
+	}
+	if (!n)
+		return 0;
+	*m = (struct rrc_log_mark){ .number = ++rr.mark_number, .nr_threads = n };
+	if (write_record(RRC_EV_MARK, counts.rec, (uint32_t)(sizeof *m + n * sizeof *t)) < 0)
+		return -1;
+	for (uint32_t i = 0; i < used; i++)
+		if (counts.tid[i] && counts.count[i] > rr.rings[i].marked)
+			rr.rings[i].marked = counts.count[i];
+	return 0;
+}
+
+/* A thread gone whose last events no mark covers yet: its ring waits. */
+static int exited_unmarked(uint32_t used)
+{
+	for (uint32_t i = 0; i < used; i++)
+		if (RRC_LOAD(&rr.rings[i].state) == SLOT_EXITED && rr.rings[i].marked != RRC_LOAD(&rr.rings[i].events))
+			return 1;
+	return 0;
+}
+
+/* One pass: the cuts waiting, every ring drained, a mark if outputs came
+ * since the last one (`outs`: rr.outputs read before the counts), the
+ * sink flushed, the rings' room given back. Each step inside the hook
+ * guard (writer_main). -1 once the log broke or the mode went off. */
+static int writer_pass(uint64_t outs)
+{
+	rrc_hook_enter();
+	int ok = rrc_rr_mode_on();
+	if (ok)
+		write_cuts();
+	rrc_hook_leave();
+	uint32_t used = __atomic_load_n(&rr.slots_used, __ATOMIC_ACQUIRE);
+	int mark = outs != rr.mark_outputs || exited_unmarked(used);
+	if (mark)
+		take_counts(used);
+	int d = 0;
+	for (uint32_t i = 0; ok && i < used && d >= 0; i++) {
+		rrc_hook_enter();
+		if (!(ok = rrc_rr_mode_on())) {
+			rrc_hook_leave();
+			break;
+		}
+		struct ring *r = &rr.rings[i];
+		uint32_t st = RRC_LOAD(&r->state);
+		if (st != SLOT_FREE) {
+			while ((d = drain_one(r)) > 0)
+				;
+			/* an exited thread's ring is freed once its last events are
+			 * written out and marked (a mark names its tid) */
+			if (d >= 0 && st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) &&
+			    r->marked == RRC_LOAD(&r->events) && rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
+				RRC_STORE(&r->state, SLOT_FREE);
+		}
+		rrc_hook_leave();
+	}
+	if (!ok || d < 0)
+		return -1;
+	rrc_hook_enter();
+	if ((ok = rrc_rr_mode_on())) {
+		if (mark && write_mark(used) == 0)
+			rr.mark_outputs = outs;
+		long f = rrc_rr_sink_flush();
+		if (f < 0)
+			stop_recording("cannot write the log", -f);
+		else
+			give_back(used);
+	}
+	rrc_hook_leave();
+	return ok && rrc_rr_mode_on() ? 0 : -1;
 }
 
 static void *writer_main(void *arg)
@@ -607,38 +756,17 @@ static void *writer_main(void *arg)
 	 * park waits until the step is over; after a restore the mode is off
 	 * and the loop ends before touching a ring again. */
 	while (rrc_rr_mode_on()) {
-		int d = 0;
-		rrc_hook_enter();
-		if (rrc_rr_mode_on())
-			write_cuts();
-		rrc_hook_leave();
-		uint32_t used = __atomic_load_n(&rr.slots_used, __ATOMIC_ACQUIRE);
-		for (uint32_t i = 0; i < used && d >= 0; i++) {
-			rrc_hook_enter();
-			if (!rrc_rr_mode_on()) {
-				rrc_hook_leave();
-				break;
-			}
-			struct ring *r = &rr.rings[i];
-			uint32_t st = RRC_LOAD(&r->state);
-			if (st != SLOT_FREE) {
-				while ((d = drain_one(r)) > 0)
-					;
-				if (d >= 0 && st == SLOT_EXITED && r->tail == __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) &&
-				    rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
-					RRC_STORE(&r->state, SLOT_FREE);
-			}
-			rrc_hook_leave();
-		}
-		if (!rrc_rr_mode_on())
-			break;
-		/* a pass drained every ring: sleep a tick, or until a ring is
-		 * half full (or the library exits) and its thread kicks, so that
-		 * batches are large and the writer does not take a CPU from the
-		 * application on a small machine (it used to loop again at once
-		 * while it found anything: a thousand small writes a second and
-		 * a wakeup each) */
 		uint32_t k = RRC_LOAD(&rr.kick);
+		uint64_t outs = __atomic_load_n(&rr.outputs, __ATOMIC_SEQ_CST);
+		if (writer_pass(outs) < 0)
+			break;
+		/* outputs during the pass: the mark that covers them needs a
+		 * pass whose counts come after them, now (a client waits) */
+		if (rr.prompt && __atomic_load_n(&rr.outputs, __ATOMIC_SEQ_CST) != outs)
+			continue;
+		/* else sleep a tick, or until an output, a ring half full or the
+		 * library's exit kicks, so that batches are large and the writer
+		 * does not take a CPU from the application on a small machine */
 		RRC_STORE(&rr.writer_sleeping, 1);
 		struct rrc_ts ts = { 0, WRITER_TICK_NS };
 		rrc_sys_futex(&rr.kick, RRC_FUTEX_WAIT, k, &ts);

@@ -120,6 +120,11 @@ int rrc_rr_sink_open(void)
 	return 1;
 }
 
+int rrc_rr_sink_prompt(void)
+{
+	return sink.fd >= 0 && sink.is_socket;
+}
+
 /* every byte of v[0..n), or -errno */
 static long put_all(struct iovec *v, int n)
 {
@@ -153,15 +158,52 @@ static long put_all(struct iovec *v, int n)
 static void le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static void le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 
-long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len)
+/* Units waiting for the flush: their iovecs, and the bytes they own
+ * (frame headers, batch headers, MACs). The writer's alone. */
+#define PEND_IOV   512
+#define PEND_BYTES 32768
+static struct {
+	struct iovec v[PEND_IOV];
+	int n;
+	uint8_t own[PEND_BYTES];
+	uint32_t used;
+} pend;
+
+long rrc_rr_sink_flush(void)
 {
-	struct iovec v[8];
-	if (sink.fd < 0 || n > 6)
+	long r = pend.n ? put_all(pend.v, pend.n) : 0;
+	pend.n = 0;
+	pend.used = 0;
+	return r;
+}
+
+/* A copy of p's bytes in the pending area (room was checked). */
+static struct iovec own(const void *p, size_t len)
+{
+	struct iovec v = { pend.own + pend.used, len };
+	rrc_memcpy(pend.own + pend.used, p, len);
+	pend.used += (uint32_t)((len + 7u) & ~7u);
+	return v;
+}
+
+long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len, int held)
+{
+	if (sink.fd < 0 || n < 1 || n > 6)
 		return -EBADF;
+	/* room for this unit: its iovecs (a frame header, the pieces, a MAC)
+	 * and the bytes it owns */
+	size_t owned = WIRE_HEADER + RRC_SHA256_LEN + ((pieces[0].iov_len + 7u) & ~7ul);
+	if (pend.n + n + 2 > PEND_IOV || pend.used + owned > PEND_BYTES) {
+		long f = rrc_rr_sink_flush();
+		if (f < 0)
+			return f;
+	}
+	struct iovec first = own(pieces[0].iov_base, pieces[0].iov_len);
 	if (!sink.framed) {
-		for (int i = 0; i < n; i++)
-			v[i] = pieces[i];
-		return put_all(v, n);
+		pend.v[pend.n++] = first;
+		for (int i = 1; i < n; i++)
+			pend.v[pend.n++] = pieces[i];
+		return held ? 0 : rrc_rr_sink_flush();
 	}
 	/* a frame: header (crates/rrc-wire/src/frame.rs Frame::header), the
 	 * payload, and when sealed HMAC(key, number ‖ header ‖ payload) */
@@ -176,20 +218,21 @@ long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len
 	le32(h + 12, crc);
 	le32(h + 16, sink.sealed ? WIRE_FLAG_MAC : 0);
 	le32(h + 20, rrc_crc32c(h, 20));
-	v[0] = (struct iovec){ h, WIRE_HEADER };
-	for (int i = 0; i < n; i++)
-		v[1 + i] = pieces[i];
+	pend.v[pend.n++] = own(h, WIRE_HEADER);
+	pend.v[pend.n++] = first;
+	for (int i = 1; i < n; i++)
+		pend.v[pend.n++] = pieces[i];
 	sink.seq++;
-	if (!sink.sealed)
-		return put_all(v, n + 1);
-	for (int i = 0; i < 8; i++)
-		seq[i] = (uint8_t)((sink.seq - 1) >> (8 * i));
-	struct rrc_hmac m = sink.keyed;
-	rrc_hmac_update(&m, seq, 8);
-	rrc_hmac_update(&m, h, WIRE_HEADER);
-	for (int i = 0; i < n; i++)
-		rrc_hmac_update(&m, pieces[i].iov_base, pieces[i].iov_len);
-	rrc_hmac_final(&m, mac);
-	v[1 + n] = (struct iovec){ mac, RRC_SHA256_LEN };
-	return put_all(v, n + 2);
+	if (sink.sealed) {
+		for (int i = 0; i < 8; i++)
+			seq[i] = (uint8_t)((sink.seq - 1) >> (8 * i));
+		struct rrc_hmac m = sink.keyed;
+		rrc_hmac_update(&m, seq, 8);
+		rrc_hmac_update(&m, h, WIRE_HEADER);
+		for (int i = 0; i < n; i++)
+			rrc_hmac_update(&m, pieces[i].iov_base, pieces[i].iov_len);
+		rrc_hmac_final(&m, mac);
+		pend.v[pend.n++] = own(mac, RRC_SHA256_LEN);
+	}
+	return held ? 0 : rrc_rr_sink_flush();
 }

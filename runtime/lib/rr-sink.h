@@ -34,9 +34,19 @@ int rrc_rr_sink_open(void) __attribute__((visibility("hidden")));
 /* The sink's fd (a library fd: in no image), or -1. */
 int rrc_rr_sink_fd(void) __attribute__((visibility("hidden")));
 /* One unit of the log, whole: the header (header != 0) or one batch,
- * given as pieces of `len` bytes in all. 0, or -errno (then the log is
- * broken for good: a hole cannot be filled). */
-long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len) __attribute__((visibility("hidden")));
+ * given as pieces of `len` bytes in all (at most 6). pieces[0] is copied;
+ * with `held`, pieces[1..n) are the caller's memory that stays unchanged
+ * until the next rrc_rr_sink_flush (the rings' bytes), and the unit may
+ * wait for it (the writer's pass goes out in one sendmsg); without, the
+ * unit and everything before it are written before this returns. 0, or
+ * -errno (then the log is broken for good: a hole cannot be filled). */
+long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len, int held)
+	__attribute__((visibility("hidden")));
+/* Writes every unit waiting. 0 or -errno. */
+long rrc_rr_sink_flush(void) __attribute__((visibility("hidden")));
+/* 1 if the sink is a connection (to the backup): outputs wait for the
+ * log there, so the writer drains at once when one is logged. */
+int rrc_rr_sink_prompt(void) __attribute__((visibility("hidden")));
 /* After a restore: the fd is not in the image. */
 void rrc_rr_sink_forget(void) __attribute__((visibility("hidden")));
 

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use serde::Serialize;
 
@@ -16,7 +17,7 @@ use crate::le::*;
 use crate::ImageId;
 
 pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
-pub const LOG_VERSION: u32 = 4;
+pub const LOG_VERSION: u32 = 5;
 pub const LOG_HEADER_SIZE: usize = 48;
 pub const BATCH_HEADER_SIZE: usize = 40;
 pub const EVENT_HEADER_SIZE: usize = 48;
@@ -30,7 +31,10 @@ pub const MAX_DATA: u32 = 64 << 10;
 pub const EVF_FILE: u16 = 1 << 3;
 const CUT_SIZE: usize = 32;
 const CUT_THREAD_SIZE: usize = 16;
-const OUTPUT_SIZE: usize = 24;
+const OUTPUT_SIZE: usize = 48;
+const MARK_SIZE: usize = 16;
+/// `RRC_OUT_INET`: an output's connection is an IPv4 TCP one.
+pub const OUT_INET: u16 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -99,10 +103,11 @@ pub enum EventKind {
     Fd = 60,
     Output = 70,
     Cut = 90,
+    Mark = 91,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 31] = [
+    pub const ALL: [EventKind; 32] = [
         EventKind::ThreadStart,
         EventKind::ThreadCreate,
         EventKind::ThreadExit,
@@ -134,6 +139,7 @@ impl EventKind {
         EventKind::Fd,
         EventKind::Output,
         EventKind::Cut,
+        EventKind::Mark,
     ];
 
     pub fn from_raw(v: u16) -> Option<EventKind> {
@@ -174,6 +180,7 @@ impl EventKind {
             EventKind::Fd => "fd",
             EventKind::Output => "output",
             EventKind::Cut => "cut",
+            EventKind::Mark => "mark",
         }
     }
 
@@ -193,7 +200,7 @@ impl EventKind {
     /// Process-wide records travel in tid-0 batches, everything else in
     /// a thread's own.
     pub fn process_wide(self) -> bool {
-        self == EventKind::Cut
+        matches!(self, EventKind::Cut | EventKind::Mark)
     }
 }
 
@@ -342,34 +349,129 @@ impl Cut {
         if u32_at(d, 28) != 0 {
             return Err("a cut's reserved field is not zero".into());
         }
-        let mut threads = Vec::with_capacity(n);
-        for i in 0..n {
-            let o = CUT_SIZE + i * CUT_THREAD_SIZE;
-            let tid = u32_at(d, o);
-            if u32_at(d, o + 4) != 0 {
-                return Err(format!("cut thread {i}: reserved field not zero"));
-            }
-            if tid == 0 || threads.last().is_some_and(|(t, _)| *t >= tid) {
-                return Err(format!("cut thread {i}: tid {tid} not above the one before"));
-            }
-            threads.push((tid, u64_at(d, o + 8)));
-        }
+        let threads = thread_positions(d, CUT_SIZE, n, "cut")?;
         Ok(Cut { image_id: ImageId(id_at(d, 0)), sequence: u64_at(d, 16), threads })
     }
+}
+
+/// The connection an output went to (`struct rrc_log_output`'s family,
+/// addresses and `made`): what the backup's gate knows it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct OutputConn {
+    pub local: SocketAddrV4,
+    pub peer: SocketAddrV4,
 }
 
 /// `struct rrc_log_output`
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Output {
+    /// Bytes the fd had sent before.
     pub offset: u64,
     pub length: u64,
     pub crc: u32,
+    /// `None`: not an IPv4 TCP connection, or not known.
+    pub conn: Option<OutputConn>,
+    /// The fd-table number of the call that made the fd (0: unknown).
+    pub made: u64,
+}
+
+fn addr_at(d: &[u8], addr: usize, port: usize) -> SocketAddrV4 {
+    let a: [u8; 4] = d[addr..addr + 4].try_into().expect("4 bytes");
+    SocketAddrV4::new(Ipv4Addr::from(a), u16::from_be_bytes([d[port], d[port + 1]]))
 }
 
 impl Output {
-    pub fn decode(d: &[u8]) -> Option<Output> {
-        (d.len() == OUTPUT_SIZE && u32_at(d, 20) == 0).then(|| Output { offset: u64_at(d, 0), length: u64_at(d, 8), crc: u32_at(d, 16) })
+    /// Checks its shape: reserved fields zero, a known family.
+    pub fn decode(d: &[u8]) -> Result<Output, String> {
+        if d.len() != OUTPUT_SIZE {
+            return Err(format!("an output record of {} bytes (want {OUTPUT_SIZE})", d.len()));
+        }
+        if u16_at(d, 22) != 0 || u32_at(d, 36) != 0 {
+            return Err("an output record whose reserved fields are not zero".into());
+        }
+        let conn = match u16_at(d, 20) {
+            0 if d[24..36].iter().all(|&b| b == 0) => None,
+            0 => return Err("an output with addresses but no family".into()),
+            OUT_INET => Some(OutputConn { local: addr_at(d, 24, 32), peer: addr_at(d, 28, 34) }),
+            f => return Err(format!("an output to a connection of family {f} (want 0 or {OUT_INET})")),
+        };
+        Ok(Output { offset: u64_at(d, 0), length: u64_at(d, 8), crc: u32_at(d, 16), conn, made: u64_at(d, 40) })
     }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(OUTPUT_SIZE);
+        b.extend_from_slice(&self.offset.to_le_bytes());
+        b.extend_from_slice(&self.length.to_le_bytes());
+        b.extend_from_slice(&self.crc.to_le_bytes());
+        let (family, c) = match self.conn {
+            Some(c) => (OUT_INET, c),
+            None => (0, OutputConn { local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), peer: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0) }),
+        };
+        b.extend_from_slice(&family.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&c.local.ip().octets());
+        b.extend_from_slice(&c.peer.ip().octets());
+        b.extend_from_slice(&c.local.port().to_be_bytes());
+        b.extend_from_slice(&c.peer.port().to_be_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&self.made.to_le_bytes());
+        b
+    }
+}
+
+/// A release mark (`struct rrc_log_mark`; RRC §4.5's BBSN): for each
+/// listed thread, everything that happened before its events below the
+/// position is in the stream before the mark, so its outputs there may
+/// be released.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    pub number: u64,
+    /// (tid, events covered), ascending by tid
+    pub threads: Vec<(u32, u64)>,
+}
+
+impl Mark {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(MARK_SIZE + CUT_THREAD_SIZE * self.threads.len());
+        b.extend_from_slice(&self.number.to_le_bytes());
+        b.extend_from_slice(&(self.threads.len() as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        for (tid, next) in &self.threads {
+            b.extend_from_slice(&tid.to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&next.to_le_bytes());
+        }
+        b
+    }
+
+    pub fn decode(d: &[u8]) -> Result<Mark, String> {
+        if d.len() < MARK_SIZE {
+            return Err(format!("a release mark of {} bytes, shorter than its {MARK_SIZE}-byte head", d.len()));
+        }
+        let n = u32_at(d, 8) as usize;
+        if d.len() != MARK_SIZE + n * CUT_THREAD_SIZE || u32_at(d, 12) != 0 {
+            return Err(format!("a release mark of {n} threads in {} bytes (or its reserved field not zero)", d.len()));
+        }
+        let threads = thread_positions(d, MARK_SIZE, n, "release mark")?;
+        Ok(Mark { number: u64_at(d, 0), threads })
+    }
+}
+
+/// `rrc_log_cut_thread[n]` at `at`: tids ascending, reserved zero.
+fn thread_positions(d: &[u8], at: usize, n: usize, what: &str) -> Result<Vec<(u32, u64)>, String> {
+    let mut threads: Vec<(u32, u64)> = Vec::with_capacity(n);
+    for i in 0..n {
+        let o = at + i * CUT_THREAD_SIZE;
+        let tid = u32_at(d, o);
+        if u32_at(d, o + 4) != 0 {
+            return Err(format!("{what} thread {i}: reserved field not zero"));
+        }
+        if tid == 0 || threads.last().is_some_and(|(t, _)| *t >= tid) {
+            return Err(format!("{what} thread {i}: tid {tid} not above the one before"));
+        }
+        threads.push((tid, u64_at(d, o + 8)));
+    }
+    Ok(threads)
 }
 
 /// Reads and verifies a log, one batch at a time.
@@ -382,6 +484,8 @@ pub struct LogReader<R: Read> {
     next_event: BTreeMap<u32, u64>,
     /// per thread: the last place in the order of returns it took
     last_return: BTreeMap<u32, u64>,
+    /// the last release mark's number
+    last_mark: u64,
 }
 
 impl<R: Read> LogReader<R> {
@@ -414,7 +518,7 @@ impl<R: Read> LogReader<R> {
             return Err(LogError::HeaderFlags { source_name: src, flags });
         }
         let header = LogHeader { log_id: ImageId(id_at(&b, 16)), created_ns: u64_at(&b, 32), pid: u32_at(&b, 40) };
-        Ok(LogReader { r, source_name: src, header, offset: LOG_HEADER_SIZE as u64, next_batch: 0, next_event: BTreeMap::new(), last_return: BTreeMap::new() })
+        Ok(LogReader { r, source_name: src, header, offset: LOG_HEADER_SIZE as u64, next_batch: 0, next_event: BTreeMap::new(), last_return: BTreeMap::new(), last_mark: 0 })
     }
 
     pub fn header(&self) -> &LogHeader {
@@ -505,15 +609,35 @@ impl<R: Read> LogReader<R> {
         self.last_return.insert(tid, last);
         self.offset = at + (BATCH_HEADER_SIZE + payload.len()) as u64;
         self.next_batch += 1;
+        for e in events.iter().filter(|e| e.kind == EventKind::Mark) {
+            self.last_mark = Mark::decode(&e.data).expect("verified above").number;
+        }
         if tid != 0 {
             self.next_event.insert(tid, first_event + nr_events as u64);
         }
         Ok(Some(Batch { tid, batch_seq, first_event, events }))
     }
 
+    /// A mark follows the one before it and names only events the
+    /// stream has delivered (a mark ahead of its events would release an
+    /// output whose log is not there).
+    fn check_mark(&self, m: &Mark, last: u64) -> Result<(), String> {
+        if m.number != last + 1 {
+            return Err(format!("release mark {} after mark {last}", m.number));
+        }
+        for &(tid, next) in &m.threads {
+            let have = self.next_event.get(&tid).copied().unwrap_or(0);
+            if next > have {
+                return Err(format!("release mark {} covers thread {tid}'s events up to {next}, but the log holds {have}", m.number));
+            }
+        }
+        Ok(())
+    }
+
     fn decode_events(&self, at: u64, tid: u32, first: u64, n: u32, p: &[u8]) -> Result<Vec<Event>, LogError> {
         let mut events = Vec::with_capacity(n as usize);
         let mut o = 0usize;
+        let mut last_mark = self.last_mark;
         for i in 0..n as u64 {
             let eo = at + (BATCH_HEADER_SIZE + o) as u64;
             let bad = |why: String| LogError::BadEvent { source_name: self.source_name.clone(), offset: eo, tid, index: first + i, why };
@@ -561,8 +685,13 @@ impl<R: Read> LogReader<R> {
                 EventKind::Clock if !data.is_empty() => {
                     return Err(bad(format!("a clock reading with {data_len} bytes of data (version 4 keeps the time in seq and result)")));
                 }
-                EventKind::Output if Output::decode(&data).is_none() => {
-                    return Err(bad(format!("an output record of {data_len} bytes (want {OUTPUT_SIZE}, reserved zero)")));
+                EventKind::Output => {
+                    Output::decode(&data).map_err(bad)?;
+                }
+                EventKind::Mark => {
+                    let m = Mark::decode(&data).map_err(&bad)?;
+                    self.check_mark(&m, last_mark).map_err(bad)?;
+                    last_mark = m.number;
                 }
                 _ => {}
             }
@@ -617,6 +746,11 @@ pub struct LogSummary {
     pub by_kind: BTreeMap<&'static str, u64>,
     pub threads: BTreeMap<u32, ThreadSummary>,
     pub cuts: Vec<Cut>,
+    /// release marks, and the outputs the log holds (of which to an IPv4
+    /// TCP connection it names)
+    pub marks: u64,
+    pub outputs: u64,
+    pub outputs_to_connections: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -639,6 +773,9 @@ impl LogSummary {
             by_kind: BTreeMap::new(),
             threads: BTreeMap::new(),
             cuts: Vec::new(),
+            marks: 0,
+            outputs: 0,
+            outputs_to_connections: 0,
         };
         while let Some(b) = rd.next_batch()? {
             s.batches += 1;
@@ -646,9 +783,20 @@ impl LogSummary {
                 s.events += 1;
                 s.data_bytes += e.data.len() as u64;
                 *s.by_kind.entry(e.kind.name()).or_default() += 1;
-                if e.kind == EventKind::Cut {
-                    s.cuts.push(Cut::decode(&e.data).expect("verified by the reader"));
-                    continue;
+                match e.kind {
+                    EventKind::Cut => {
+                        s.cuts.push(Cut::decode(&e.data).expect("verified by the reader"));
+                        continue;
+                    }
+                    EventKind::Mark => {
+                        s.marks += 1;
+                        continue;
+                    }
+                    EventKind::Output => {
+                        s.outputs += 1;
+                        s.outputs_to_connections += u64::from(Output::decode(&e.data).is_ok_and(|o| o.conn.is_some()));
+                    }
+                    _ => {}
                 }
                 let t = s.threads.entry(b.tid).or_default();
                 t.events += 1;
@@ -670,6 +818,11 @@ impl std::fmt::Display for LogSummary {
         for (tid, t) in &self.threads {
             writeln!(f, "  thread {tid}: {} events, {} bytes of data: {}", t.events, t.data_bytes, kinds(&t.by_kind))?;
         }
+        writeln!(
+            f,
+            "  {} outputs ({} to IPv4 TCP connections), {} release marks",
+            self.outputs, self.outputs_to_connections, self.marks
+        )?;
         if self.cuts.is_empty() {
             writeln!(f, "  no cuts (no checkpoint was taken while recording)")?;
         }

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::io::Write;
 
-use rrc_image::rrlog::{Batch, LogReader, LogSummary};
+use rrc_image::rrlog::{Batch, EventKind, LogReader, LogSummary, Mark, Output};
 use rrc_image::Chain;
 
 use crate::JsonFlag;
@@ -177,9 +177,15 @@ fn dump_events(path: &std::path::Path, key: Option<[u8; 32]>, all_data: bool) ->
     for b in &batches {
         for (i, e) in b.events.iter().enumerate() {
             let mut line = serde_json::json!({
-                "tid": b.tid, "index": b.first_event + i as u64, "kind": e.kind.name(), "flags": e.flags,
+                "tid": b.tid, "index": b.first_event + i as u64, "batch": b.batch_seq, "kind": e.kind.name(), "flags": e.flags,
                 "obj": e.obj, "seq": e.seq, "result": e.result, "data_len": e.data.len(),
             });
+            // the records the reader decoded, by name (their bytes stay in "data")
+            match e.kind {
+                EventKind::Output => line["output"] = serde_json::to_value(Output::decode(&e.data).ok())?,
+                EventKind::Mark => line["mark"] = serde_json::to_value(Mark::decode(&e.data).ok())?,
+                _ => {}
+            }
             if e.kind.is_call() {
                 line["ret"] = e.ret.into();
                 line["ret_ns"] = e.ret_ns.into();

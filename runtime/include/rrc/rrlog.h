@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT
  *
- * The rrc record log, version 4 (issue 13; RRC §4.1, §4.7, HyCoR §4.1).
+ * The rrc record log, version 5 (issues 13, 14; RRC §4.1, §4.5, §4.7,
+ * HyCoR §4.1).
+ *
+ * Version 5 against 4: an output names its connection (addresses, and the
+ * fd-table number of the call that made its fd), and the writer marks how
+ * far each thread's outputs may be released (RRC §4.5's PBSN/BBSN): the
+ * backup releases a reply once the log that reproduces it is in.
  *
  * Version 4 against 3: a mutex's or spinlock's release is no event of its
  * own any more, the next acquisition carries where it happened
@@ -42,7 +48,7 @@
 #include <stdint.h>
 
 #define RRC_LOG_MAGIC         "RRCLOG\0\0" /* 8 bytes */
-#define RRC_LOG_VERSION       4u
+#define RRC_LOG_VERSION       5u
 #define RRC_LOG_BATCH_MAGIC   0x424c5252u  /* "RRLB" little-endian */
 /* A batch's payload is at most this long: a reader refuses a longer one
  * before reading it (one thread's batch is flushed well before). */
@@ -54,7 +60,7 @@
 struct rrc_log_header {
 	char     magic[8];        /* RRC_LOG_MAGIC */
 	uint32_t version;         /* RRC_LOG_VERSION */
-	uint32_t flags;           /* zero in version 4 */
+	uint32_t flags;           /* zero */
 	uint8_t  log_id[16];      /* random, unique per recording */
 	uint64_t created_ns;      /* CLOCK_REALTIME when recording began */
 	uint32_t pid;             /* the recorded process, as it sees itself */
@@ -132,6 +138,7 @@ enum rrc_log_kind {
 	RRC_EV_OUTPUT        = 70,
 	/* process-wide (tid 0) records */
 	RRC_EV_CUT           = 90,  /* data = struct rrc_log_cut + rrc_log_cut_thread[] */
+	RRC_EV_MARK          = 91,  /* a release mark: data = struct rrc_log_mark + rrc_log_cut_thread[] */
 };
 
 /* A release's seq when no acquisition of the object was numbered */
@@ -209,8 +216,21 @@ struct rrc_log_output {
 	uint64_t offset;          /* bytes this fd had sent before */
 	uint64_t length;
 	uint32_t crc;             /* CRC32C of the bytes */
-	uint32_t reserved;
-};
+	/* The connection, as its socket names itself (learnt once per fd):
+	 * family RRC_OUT_INET for an IPv4 TCP connection, 0 when it is none
+	 * or unknown (its outputs wait for a checkpoint). Addresses and ports
+	 * in network byte order, as in a sockaddr_in. */
+	uint16_t family;
+	uint16_t reserved;
+	uint32_t local_addr;
+	uint32_t peer_addr;
+	uint16_t local_port;
+	uint16_t peer_port;
+	uint32_t reserved2;
+	uint64_t made;            /* the fd-table number (seq) of the call that made the fd, 0
+				   * if made outside the order: which connection of a 4-tuple */
+};                                /* 48 bytes */
+#define RRC_OUT_INET 2u
 
 /* A cut: where each thread's log stood when checkpoint image_id was taken.
  * "Image N plus each thread's events from next_event on" is what a replay
@@ -226,5 +246,18 @@ struct rrc_log_cut_thread {
 	uint32_t reserved;
 	uint64_t next_event;      /* the first event after the cut */
 };
+
+/* A release mark (tid-0 batch; RRC §4.5's BBSN): for each listed thread,
+ * every event that happened before one of its events below next_event is
+ * in the stream before this mark. So an output among those events may be
+ * released: the log that reproduces it is complete. The writer collects
+ * every ring's count of events before it drains them all, and writes the
+ * mark after (rr-log.c). Listed: the threads whose count moved since the
+ * previous mark; ascending by tid. */
+struct rrc_log_mark {
+	uint64_t number;          /* 1, 2, 3... in stream order */
+	uint32_t nr_threads;
+	uint32_t reserved;
+};                                /* 16 bytes, then rrc_log_cut_thread[nr_threads] */
 
 #endif /* RRC_RRLOG_H */

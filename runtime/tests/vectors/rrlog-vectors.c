@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include "rrc/crc32c.h"
 #include "rrc/rrlog.h"
 #include "vecout.h"
@@ -34,7 +35,14 @@ PIN(rrc_log_event, result, 24);
 PIN(rrc_log_event, ret, 32);
 PIN(rrc_log_event, ret_ns, 40);
 _Static_assert(sizeof(struct rrc_log_event) == 48, "rrc_log_event size");
-_Static_assert(sizeof(struct rrc_log_output) == 24, "rrc_log_output size");
+PIN(rrc_log_output, family, 20);
+PIN(rrc_log_output, local_addr, 24);
+PIN(rrc_log_output, peer_addr, 28);
+PIN(rrc_log_output, local_port, 32);
+PIN(rrc_log_output, peer_port, 34);
+PIN(rrc_log_output, made, 40);
+_Static_assert(sizeof(struct rrc_log_output) == 48, "rrc_log_output size");
+_Static_assert(sizeof(struct rrc_log_mark) == 16, "rrc_log_mark size");
 _Static_assert(sizeof(struct rrc_log_cut) == 32, "rrc_log_cut size");
 _Static_assert(sizeof(struct rrc_log_cut_thread) == 16, "rrc_log_cut_thread size");
 
@@ -103,6 +111,12 @@ static size_t good(struct buf *b, uint32_t version)
 	bt = (struct batch){ .tid = 2, .seq = 1, .first = 0 };
 	event(&bt, RRC_EV_THREAD_START, 1, 0, 0, NULL, 0);
 	event(&bt, RRC_EV_RANDOM, 0, 0, 5, "abcde", 5);
+	/* 5 bytes to 10.0.0.9:40000 from 10.0.0.1:6379, on fd 5 made by
+	 * the fd table's call 7 */
+	struct rrc_log_output o = { .offset = 0, .length = 5, .crc = 0x12345678, .family = RRC_OUT_INET,
+				    .local_addr = htonl(0x0a000001), .peer_addr = htonl(0x0a000009),
+				    .local_port = htons(6379), .peer_port = htons(40000), .made = 7 };
+	event(&bt, RRC_EV_OUTPUT, 5, 0, 5, &o, sizeof o);
 	out(b, &bt);
 	struct {
 		struct rrc_log_cut c;
@@ -119,8 +133,23 @@ static size_t good(struct buf *b, uint32_t version)
 	bt = (struct batch){ .tid = 0, .seq = 2, .first = 0 };
 	event(&bt, RRC_EV_CUT, 0, 0, 0, &cut, sizeof cut);
 	out(b, &bt);
+	/* a release mark: thread 1's first 4 events, thread 2's 3 */
+	struct {
+		struct rrc_log_mark m;
+		struct rrc_log_cut_thread t[2];
+	} mark;
+	memset(&mark, 0, sizeof mark);
+	mark.m.number = 1;
+	mark.m.nr_threads = 2;
+	mark.t[0].tid = 1;
+	mark.t[0].next_event = 4;
+	mark.t[1].tid = 2;
+	mark.t[1].next_event = 3;
+	bt = (struct batch){ .tid = 0, .seq = 3, .first = 0 };
+	event(&bt, RRC_EV_MARK, 0, 0, 0, &mark, sizeof mark);
+	out(b, &bt);
 	size_t last = b->len;
-	bt = (struct batch){ .tid = 1, .seq = 3, .first = 4 };
+	bt = (struct batch){ .tid = 1, .seq = 4, .first = 4 };
 	/* the mutex again, released after this thread's event 3 */
 	event(&bt, RRC_EV_MUTEX_LOCK, 0x5000, 1, 0, NULL, 0);
 	struct rrc_log_event *acq = (struct rrc_log_event *)(bt.payload.p + bt.payload.len - sizeof *acq);

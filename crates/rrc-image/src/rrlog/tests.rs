@@ -23,15 +23,31 @@ fn sample() -> Vec<u8> {
         tid: 2,
         batch_seq: 1,
         first_event: 0,
-        events: vec![ev(EventKind::ThreadStart, 1, 0, 0, b""), ev(EventKind::Random, 0, 0, 5, b"abcde").returned(2, 2000)],
+        events: vec![
+            ev(EventKind::ThreadStart, 1, 0, 0, b""),
+            ev(EventKind::Random, 0, 0, 5, b"abcde").returned(2, 2000),
+            ev(EventKind::Output, 5, 0, 5, &sample_output().encode()).returned(3, 3000),
+        ],
     };
     let cut = Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] };
     let cuts = Batch { tid: 0, batch_seq: 2, first_event: 0, events: vec![ev(EventKind::Cut, 0, 0, 0, &cut.encode())] };
-    let main2 = Batch { tid: 1, batch_seq: 3, first_event: 4, events: vec![ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(4)] };
-    for x in [main, worker, cuts, main2] {
+    let mark = Mark { number: 1, threads: vec![(1, 4), (2, 3)] };
+    let marks = Batch { tid: 0, batch_seq: 3, first_event: 0, events: vec![ev(EventKind::Mark, 0, 0, 0, &mark.encode())] };
+    let main2 = Batch { tid: 1, batch_seq: 4, first_event: 4, events: vec![ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(4)] };
+    for x in [main, worker, cuts, marks, main2] {
         b.extend_from_slice(&x.encode());
     }
     b
+}
+
+fn sample_output() -> Output {
+    Output {
+        offset: 0,
+        length: 5,
+        crc: 0x1234_5678,
+        conn: Some(OutputConn { local: "10.0.0.1:6379".parse().unwrap(), peer: "10.0.0.9:40000".parse().unwrap() }),
+        made: 7,
+    }
 }
 
 fn summary(b: &[u8]) -> Result<LogSummary, LogError> {
@@ -41,11 +57,13 @@ fn summary(b: &[u8]) -> Result<LogSummary, LogError> {
 #[test]
 fn a_log_reads_back_with_its_counts_and_cuts() {
     let s = summary(&sample()).unwrap();
-    assert_eq!((s.batches, s.events, s.bytes), (4, 8, sample().len() as u64));
+    assert_eq!((s.batches, s.events, s.bytes), (5, 10, sample().len() as u64));
+    assert_eq!((s.marks, s.outputs, s.outputs_to_connections), (1, 1, 1));
     assert_eq!(s.by_kind["thread_start"], 2);
     assert_eq!(s.by_kind["cut"], 1);
     assert_eq!(s.threads[&1].events, 5);
-    assert_eq!(s.threads[&2].data_bytes, 5);
+    assert!(!s.threads.contains_key(&0), "process-wide records are no thread's");
+    assert_eq!(s.threads[&2].data_bytes, 5 + 48);
     assert_eq!(s.cuts, vec![Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] }]);
     let text = s.to_string();
     assert!(text.contains("cut for image 09090909090909090909090909090909 (sequence 3): 1@4 2@2"), "{text}");
@@ -201,7 +219,7 @@ fn the_c_vectors_are_what_this_side_writes_and_refuses() {
     assert!(matches!(summary(&vector("rrlog-truncated.bin")).unwrap_err(), LogError::Truncated { .. }));
     assert!(matches!(summary(&vector("rrlog-bad-crc.bin")).unwrap_err(), LogError::PayloadCrc { .. }));
     let e = summary(&vector("rrlog-other-version.bin")).unwrap_err();
-    assert!(matches!(e, LogError::VersionMismatch { found: 5, expected: 4, .. }), "{e}");
+    assert!(matches!(e, LogError::VersionMismatch { found: 6, expected: 5, .. }), "{e}");
 }
 
 /// A log of one batch: thread 1's `events`.
@@ -242,4 +260,48 @@ fn acquisitions_carry_where_the_release_before_them_came() {
     // a clock keeps its reading in seq and result
     let e = log(vec![start(), ev(EventKind::Clock, 1, 0, 0, &[0; 16]).returned(1, 5)]).unwrap_err();
     assert!(e.to_string().contains("a clock reading with 16 bytes of data"), "{e}");
+}
+
+#[test]
+fn outputs_name_their_connection() {
+    let o = sample_output();
+    assert_eq!(Output::decode(&o.encode()), Ok(o));
+    let none = Output { conn: None, made: 0, ..o };
+    assert_eq!(Output::decode(&none.encode()), Ok(none));
+    let mut b = o.encode();
+    b[20] = 10; // AF_INET6: not carried
+    assert!(Output::decode(&b).unwrap_err().contains("family 10"));
+    let mut b = none.encode();
+    b[24] = 1; // an address without a family
+    assert!(Output::decode(&b).is_err());
+    let mut b = o.encode();
+    b[36] = 1;
+    assert!(Output::decode(&b).unwrap_err().contains("reserved"));
+}
+
+/// A log of thread 1's `n` events, then tid-0 batches of these marks.
+fn marked(n: u64, marks: &[Mark]) -> Result<LogSummary, LogError> {
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut events = vec![ev(EventKind::ThreadStart, 0, 0, 0, b"")];
+    events.extend((1..n).map(|i| ev(EventKind::Clock, 1, 0, 0, b"").returned(i, 5)));
+    b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events }.encode());
+    for (i, m) in marks.iter().enumerate() {
+        b.extend(Batch { tid: 0, batch_seq: 1 + i as u64, first_event: 0, events: vec![ev(EventKind::Mark, 0, 0, 0, &m.encode())] }.encode());
+    }
+    summary(&b)
+}
+
+#[test]
+fn marks_follow_one_another_and_never_run_ahead_of_the_log() {
+    let m = |number, next| Mark { number, threads: vec![(1, next)] };
+    assert_eq!(marked(4, &[m(1, 2), m(2, 4)]).unwrap().marks, 2);
+    let e = marked(4, &[m(1, 2), m(3, 4)]).unwrap_err();
+    assert!(e.to_string().contains("release mark 3 after mark 1"), "{e}");
+    let e = marked(4, &[m(1, 5)]).unwrap_err();
+    assert!(e.to_string().contains("covers thread 1's events up to 5, but the log holds 4"), "{e}");
+    let e = marked(4, &[Mark { number: 1, threads: vec![(2, 1)] }]).unwrap_err();
+    assert!(e.to_string().contains("thread 2's events up to 1, but the log holds 0"), "{e}");
+    let unordered = Mark { number: 1, threads: vec![(2, 0), (1, 0)] };
+    assert!(marked(4, &[unordered]).is_err());
+    assert!(Mark::decode(&m(1, 1).encode()[..20]).is_err());
 }
