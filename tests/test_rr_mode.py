@@ -3,15 +3,18 @@ the service recorded, and its library sends the record log straight to the
 backup on a session of its own (sealed frames, the MAC computed inside the
 process: no agent on the way); the backup verifies every frame and batch
 and keeps the log since the last committed checkpoint's cut, trimming it
-at every commit. Not built yet, and so not tested here: replies released
-on the log instead of the checkpoint, failover by replay (the service
-still runs with checkpoint-mode semantics, which test_replication.py and
-test_failover.py check).
+at every commit. The log writer's release marks say which outputs the log
+covers; the backup hands those to its gate, which verifies each against
+the server's packets (the log's cover). Not built yet, and so not tested
+here: replies released on that cover instead of the checkpoint, failover
+by replay (the service still runs with checkpoint-mode semantics, which
+test_replication.py and test_failover.py check).
 
 For redis and memcached -t 4 under rrc-check load through the gate, on
 the lab of test_replication.py: the backup's log session is receiving,
 every committed checkpoint's cut has arrived and trimmed the log (the log
-kept stays a small part of what was received), nothing broke, and the
+kept stays a small part of what was received), every reply was covered by
+a mark and verified by the gate with no mismatch, nothing broke, and the
 clients' replies all checked out."""
 import json
 import os
@@ -54,6 +57,19 @@ def test_the_backup_receives_and_trims_the_record_log(service, name):
     # the primary's side: the same service, recorded (the library's log fd
     # is not the application's: its fds and connections are as before)
     assert st["primary_view"]["stats"]["last_error"] is None, st["primary_view"]["stats"]
+    # release marks covered the replies, and the gate found each covered
+    # output's bytes, at its offset on its connection, in the server's own
+    # packets (CRC32C): the log names exactly what the clients received.
+    # It still releases on commits only (no failover by replay yet).
+    assert log["outputs_marked"] >= rep["ops"] and log["outputs_dropped"] == 0, (log, rep["ops"])
+    cover = st["backup_view"]["gate"]["log"]
+    assert cover["outputs"] == log["outputs_marked"], (cover, log)
+    assert cover["output_bytes"] >= rep["ops"] * 3, (cover, rep["ops"])  # "+OK\r\n", "STORED\r\n"...
+    assert (cover["mismatched"], cover["foreign"], cover["unknown_stream"], cover["unverifiable"]) == (0, 0, 0, 0), cover
+    # every byte of every covered output verified (the load is over: no
+    # output waits for its packets any more)
+    assert cover["verified_bytes"] == cover["output_bytes"], cover
+    assert not st["backup_view"]["gate"]["log_release"] and cover["released_packets"] == 0, cover
 
 
 def rejected(host: str) -> tuple[dict, list]:

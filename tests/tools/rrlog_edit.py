@@ -9,6 +9,7 @@ import struct
 
 HEADER_SIZE, BATCH_SIZE, EVENT_SIZE = 48, 40, 48
 BATCH_MAGIC = 0x424C5252
+MARK_KIND = 91
 
 _TABLE = []
 for _n in range(256):
@@ -93,3 +94,13 @@ def remove_event(batches, tid, number):
             del b.events[number - b.first]
         elif b.first > number:
             b.first -= 1
+    # the release marks that counted it count one fewer (their positions
+    # stay where the thread's events are)
+    for b in batches:
+        for e in b.events if b.tid == 0 else ():
+            if e.kind != MARK_KIND:
+                continue
+            number_, n = struct.unpack_from("<QI", e.data)
+            threads = [struct.unpack_from("<IIQ", e.data, 16 + 16 * i) for i in range(n)]
+            threads = [(t, r, nx - 1 if t == tid and nx > number else nx) for t, r, nx in threads]
+            e.data = struct.pack("<QII", number_, n, 0) + b"".join(struct.pack("<IIQ", *t) for t in threads)

@@ -15,6 +15,7 @@ pub mod failover;
 pub mod heartbeat;
 pub mod intake;
 pub mod logship;
+pub mod marked_outputs;
 pub mod net;
 pub mod peer;
 pub mod primary;

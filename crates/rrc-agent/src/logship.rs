@@ -18,6 +18,7 @@ use rrc_wire::logstream::SealedLog;
 use rrc_wire::msg::LogStream;
 use rrc_wire::{Frame, Rejection};
 
+use crate::marked_outputs::MarkedOutputs;
 use crate::peer::PeerConn;
 use crate::{lock, Agent};
 
@@ -58,10 +59,23 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame, from: &str) {
     }
     tracing::info!(service = %ls.service, %peer, "log session opened");
     let name = format!("{}'s record log", ls.service);
+    let mut marks = MarkedOutputs::new();
     let ended = match LogReader::open(SealedLog::from_frames(conn.reader), &name) {
         Ok(mut rd) => loop {
             match rd.next_batch() {
-                Ok(Some(b)) => lock(log).push(b),
+                Ok(Some(b)) => {
+                    // the outputs a mark covers go to the gate at once: a
+                    // reply waits there for them (RRC §4.5)
+                    let covered = marks.batch(&b);
+                    if !covered.is_empty() {
+                        if let Err(e) = backup.gate().logged(&covered) {
+                            tracing::warn!(service = %ls.service, "telling the gate what the log covers: {e}");
+                        }
+                    }
+                    let mut l = lock(log);
+                    l.push(b);
+                    l.outputs(covered.len() as u64, marks.waiting() as u64, marks.dropped);
+                }
                 Ok(None) => break None,
                 Err(e) => break Some(e.to_string()),
             }

@@ -122,6 +122,13 @@ impl ShippedLog {
         true
     }
 
+    /// Where the session's release marks stand (`marked_outputs.rs`).
+    pub fn outputs(&mut self, marked: u64, waiting: u64, dropped: u64) {
+        self.stats.outputs_marked += marked;
+        self.stats.outputs_waiting = waiting;
+        self.stats.outputs_dropped = dropped;
+    }
+
     /// The stream stopped with this error (the session ends; what was
     /// kept stays).
     pub fn broken(&mut self, why: String) {

@@ -14,6 +14,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use serde::{Deserialize, Serialize};
 
+use crate::logged::{self, LogCoverStats, LoggedOutput};
 use crate::packet::{self, Transport};
 use crate::record::{to_abs, ByteRecord};
 use crate::stream::{raise, Cover, Footprint, Held, PacketId, Stream, StreamData, StreamKey, StreamSnapshot};
@@ -124,6 +125,11 @@ pub struct GateStats {
     pub release_enabled: bool,
     pub arrival_counter: u64,
     pub arrival_bound: u64,
+    /// rr mode: what the record log covers, and whether it releases.
+    #[serde(default)]
+    pub log: LogCoverStats,
+    #[serde(default)]
+    pub log_release: bool,
 }
 
 /// Commits after which a stream that no commit ever listed, with nothing
@@ -159,6 +165,12 @@ pub struct GateCore {
     over_held: bool,
     over_bytes: bool,
     stats: GateStats,
+    /// Release on the record log's cover too, not only on commits (rr
+    /// mode with failover by replay).
+    log_release: bool,
+    /// Packets released while deciding on another (the log's cover
+    /// completed by its bytes): `take_released` hands them out.
+    released_now: Vec<PacketId>,
 }
 
 impl GateCore {
@@ -177,6 +189,8 @@ impl GateCore {
             over_held: false,
             over_bytes: false,
             stats: GateStats::default(),
+            log_release: false,
+            released_now: Vec::new(),
         }
     }
 
@@ -352,7 +366,11 @@ impl GateCore {
             }
         }
         let release_enabled = self.release_enabled;
+        let log_release = self.log_release;
         let bound = self.arrival_bound;
+        let mut log_stats = self.stats.log;
+        let mut released_now = std::mem::take(&mut self.released_now);
+        let before = released_now.len() as u64;
         let decision = self.with_stream(key, |s| {
             s.last_arrival = arrival;
             s.idle_commits = 0;
@@ -412,13 +430,27 @@ impl GateCore {
             }
             // A retransmission that the last commit already covers needs
             // no new commit, but may not overtake held packets.
-            if release_enabled && s.held.is_empty() && held.covered(s.committed_write, bound) {
+            if release_enabled && s.held.is_empty() && held.covered(logged::release_cursor(s, log_release), bound) {
                 s.released(&held);
                 return Decision::Accept;
             }
             s.hold(held);
+            // the log may have been waiting for these bytes
+            if s.log.pending() > 0 {
+                logged::advance(s, &mut log_stats);
+                if release_enabled && log_release {
+                    let mut out = Vec::new();
+                    s.release(bound, true, &mut out);
+                    released_now.extend(out.into_iter().map(|(_, id)| id));
+                }
+            }
             Decision::Hold
         });
+        let newly = released_now.len() as u64 - before;
+        log_stats.released_packets += newly;
+        self.stats.log = log_stats;
+        self.stats.packets_released += newly;
+        self.released_now = released_now;
         if decision == Decision::Accept {
             self.forget_if_finished(key);
         }
@@ -524,6 +556,78 @@ impl GateCore {
         self.release_enabled
     }
 
+    /// Packets released while deciding on others (the log's cover
+    /// completed by a packet's bytes), in order: their verdicts go out
+    /// before the deciding packet's own.
+    pub fn take_released(&mut self) -> Vec<PacketId> {
+        std::mem::take(&mut self.released_now)
+    }
+
+    /// Outputs the record log now covers (rr mode): each stream's cover
+    /// moves on as far as the server's bytes verify it. With log release
+    /// on, returns what that releases, in arrival order.
+    pub fn logged(&mut self, outputs: &[LoggedOutput]) -> Vec<PacketId> {
+        let mut touched = Vec::new();
+        for o in outputs {
+            self.stats.log.outputs += 1;
+            self.stats.log.output_bytes += o.length;
+            let key = (o.client, o.server);
+            let Some(s) = self.streams.get_mut(&key) else {
+                self.stats.log.unknown_stream += 1;
+                continue;
+            };
+            logged::add(s, o, &mut self.stats.log);
+            if touched.last() != Some(&key) {
+                touched.push(key);
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        let mut released = Vec::new();
+        let (release, bound, mut stats) = (self.release_enabled && self.log_release, self.arrival_bound, self.stats.log);
+        for key in touched {
+            self.with_stream(key, |s| {
+                logged::advance(s, &mut stats);
+                if release {
+                    s.release(bound, true, &mut released);
+                }
+            });
+        }
+        self.stats.log = stats;
+        self.finish_release(released)
+    }
+
+    /// Turns releasing on the log's cover on or off (on: rr mode, whose
+    /// failover replays the log). Turning it on returns what the cover
+    /// releases at once.
+    pub fn set_log_release(&mut self, on: bool) -> Vec<PacketId> {
+        self.log_release = on;
+        if !on || !self.release_enabled {
+            return Vec::new();
+        }
+        let mut released = Vec::new();
+        let bound = self.arrival_bound;
+        let keys: Vec<StreamKey> = self.streams.keys().copied().collect();
+        for key in keys {
+            self.with_stream(key, |s| s.release(bound, true, &mut released));
+        }
+        self.finish_release(released)
+    }
+
+    /// Counts what the log released, in arrival order, and forgets the
+    /// streams that are done.
+    fn finish_release(&mut self, mut released: Vec<(u64, PacketId)>) -> Vec<PacketId> {
+        released.sort_unstable_by_key(|&(a, _)| a);
+        self.stats.log.released_packets += released.len() as u64;
+        self.stats.packets_released += released.len() as u64;
+        let keys: Vec<StreamKey> = self.streams.keys().copied().collect();
+        for key in keys {
+            self.forget_if_finished(key);
+        }
+        self.check_bounds();
+        released.into_iter().map(|(_, id)| id).collect()
+    }
+
     fn apply(&mut self, c: Commit) -> Vec<PacketId> {
         // The bound echoes a number this gate gave out; a larger one is a
         // bug upstream and would release packets the snapshot never saw.
@@ -565,7 +669,13 @@ impl GateCore {
         let mut released: Vec<(u64, PacketId)> = Vec::new();
         let keys: Vec<StreamKey> = self.streams.keys().copied().collect();
         for key in keys {
-            self.with_stream(key, |s| s.release(bound, &mut released));
+            let (log_release, mut stats) = (self.log_release, self.stats.log);
+            self.with_stream(key, |s| {
+                // a commit may let the log's cover continue
+                logged::advance(s, &mut stats);
+                s.release(bound, log_release, &mut released);
+            });
+            self.stats.log = stats;
         }
         while self.other.front().is_some_and(|h| h.arrival <= bound) {
             if let Some(h) = self.other.pop_front() {
@@ -623,6 +733,7 @@ impl GateCore {
             recorded_client_bytes: self.totals.client_bytes,
             retained_server_bytes: self.totals.retained_bytes,
             release_enabled: self.release_enabled,
+            log_release: self.log_release,
             arrival_counter: self.arrival,
             arrival_bound: self.arrival_bound,
             ..self.stats.clone()
@@ -670,78 +781,7 @@ fn apply_delta(t: &mut Footprint, before: Footprint, after: Footprint) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::build::{ipv4, Segment};
-    use crate::packet::{TcpOptions, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN};
-
-    const SVC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
-    const CISN: u32 = 1_000_000;
-    const SISN: u32 = 5_000_000;
-
-    fn cli() -> SocketAddrV4 {
-        SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 40000)
-    }
-    fn srv() -> SocketAddrV4 {
-        SocketAddrV4::new(SVC, 80)
-    }
-
-    /// A core plus a packet id counter and helpers that speak relative
-    /// sequence numbers.
-    struct T {
-        core: GateCore,
-        next: u32,
-        cisn: u32,
-        sisn: u32,
-    }
-
-    impl T {
-        fn new() -> T {
-            T::with_isns(CISN, SISN)
-        }
-        fn with_isns(cisn: u32, sisn: u32) -> T {
-            T { core: GateCore::new(SVC, GateLimits::default()), next: 1, cisn, sisn }
-        }
-        fn send(&mut self, seg: Segment) -> (PacketId, Decision) {
-            let id = PacketId(self.next);
-            self.next += 1;
-            let d = self.core.on_packet(id, &seg.bytes());
-            (id, d)
-        }
-        /// Client→server segment at relative seq/ack.
-        fn c(&mut self, rel: u32, ack_rel: u32, flags: u8, data: &[u8]) -> (PacketId, Decision) {
-            let seq = self.cisn.wrapping_add(1).wrapping_add(rel);
-            let ack = self.sisn.wrapping_add(1).wrapping_add(ack_rel);
-            self.send(Segment::new(cli(), srv(), seq, ack, flags).payload(data))
-        }
-        /// Server→client segment at relative seq/ack.
-        fn s(&mut self, rel: u32, ack_rel: u32, flags: u8, data: &[u8]) -> (PacketId, Decision) {
-            let seq = self.sisn.wrapping_add(1).wrapping_add(rel);
-            let ack = self.cisn.wrapping_add(1).wrapping_add(ack_rel);
-            self.send(Segment::new(srv(), cli(), seq, ack, flags).payload(data))
-        }
-        fn handshake(&mut self) {
-            let copt = TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, timestamps: Some((111, 0)) };
-            let sopt = TcpOptions { mss: Some(1400), window_scale: Some(9), sack_permitted: true, timestamps: Some((222, 111)) };
-            let (_, d) = self.send(Segment::new(cli(), srv(), self.cisn, 0, TCP_SYN).options(copt));
-            assert_eq!(d, Decision::Accept);
-            let (_, d) = self.send(Segment::new(srv(), cli(), self.sisn, self.cisn.wrapping_add(1), TCP_SYN | TCP_ACK).options(sopt));
-            assert_eq!(d, Decision::Accept, "SYN-ACK passes at once");
-            let (_, d) = self.c(0, 0, TCP_ACK, b"");
-            assert_eq!(d, Decision::Accept);
-        }
-        fn commit(&mut self, epoch: u64, bound: u64, write: u32, read: u32) -> Vec<PacketId> {
-            self.core.commit(Commit {
-                epoch,
-                arrival_bound: bound,
-                streams: vec![ServerStream { client: cli(), server: srv(), write_seq_rel: write, read_seq_rel: read, state: 1 }],
-            })
-        }
-        fn snap(&self) -> StreamSnapshot {
-            self.core.stream_data(cli(), srv()).expect("stream known").snapshot
-        }
-        fn data(&self) -> StreamData {
-            self.core.stream_data(cli(), srv()).expect("stream known")
-        }
-    }
+    use crate::testkit::*;
 
     #[test]
     fn handshake_records_isns_and_options() {

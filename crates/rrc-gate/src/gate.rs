@@ -111,20 +111,35 @@ impl Gate {
     /// Applies a commit and accepts the packets it releases, in order.
     /// Returns how many were released.
     pub fn commit(&self, commit: Commit) -> Result<usize, GateError> {
-        self.running()?;
-        let core = &mut *self.shared.core();
-        let ids = core.commit(commit);
-        self.send_release(&ids)?;
-        Ok(ids.len())
+        self.release_by(|core| core.commit(commit))
     }
 
     /// Stops or resumes releasing (fault injection; failover stops it).
     /// Resuming applies the newest commit noted meanwhile; returns how
     /// many packets that released.
     pub fn set_release_enabled(&self, enabled: bool) -> Result<usize, GateError> {
+        self.release_by(|core| core.set_release_enabled(enabled))
+    }
+
+    /// Outputs the record log now covers (rr mode; `logged.rs`): accepts
+    /// what that releases, in order, with log release on. Returns how
+    /// many packets.
+    pub fn logged(&self, outputs: &[crate::LoggedOutput]) -> Result<usize, GateError> {
+        self.release_by(|core| core.logged(outputs))
+    }
+
+    /// Releasing on the log's cover on or off (on only where a failover
+    /// replays the log up to what was released).
+    pub fn set_log_release(&self, on: bool) -> Result<usize, GateError> {
+        self.release_by(|core| core.set_log_release(on))
+    }
+
+    /// One decision of the core that releases packets, and their verdicts,
+    /// with the core locked (so that they reach the kernel in its order).
+    fn release_by(&self, decide: impl FnOnce(&mut GateCore) -> Vec<PacketId>) -> Result<usize, GateError> {
         self.running()?;
         let core = &mut *self.shared.core();
-        let ids = core.set_release_enabled(enabled);
+        let ids = decide(core);
         self.send_release(&ids)?;
         Ok(ids.len())
     }
@@ -215,7 +230,10 @@ fn handle_datagram(shared: &Shared, core: &mut GateCore, d: &[u8], accepts: &mut
                 if truncated {
                     tracing::warn!(packet = id.0, "packet truncated by the copy range");
                 }
-                if core.on_packet(id, payload) == Decision::Accept {
+                let d = core.on_packet(id, payload);
+                // held ones this packet's bytes released (the log's cover)
+                accepts.extend(core.take_released());
+                if d == Decision::Accept {
                     accepts.push(id);
                 }
             }

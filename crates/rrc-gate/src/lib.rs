@@ -18,13 +18,17 @@
 pub mod core;
 pub mod error;
 pub mod gate;
+pub mod logged;
 pub mod nfqueue;
 pub mod packet;
 pub mod record;
 pub mod stream;
+#[cfg(test)]
+mod testkit;
 
 pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream, StreamSeed};
 pub use crate::error::GateError;
 pub use crate::gate::{Gate, GateConfig};
+pub use crate::logged::{LogCoverStats, LoggedOutput};
 pub use crate::packet::TcpOptions;
 pub use crate::stream::{PacketId, StreamData, StreamSnapshot};

@@ -11,6 +11,7 @@ use std::net::SocketAddrV4;
 
 use serde::Serialize;
 
+use crate::logged::{release_cursor, LogCover};
 use crate::packet::TcpOptions;
 use crate::record::ByteRecord;
 
@@ -123,6 +124,8 @@ pub struct Stream {
     pub idle_commits: u64,
     pub reset: bool,
     pub last_arrival: u64,
+    /// What the backup's record log covers (rr mode; `logged.rs`).
+    pub log: LogCover,
 }
 
 /// Raises `slot` to `v` (values only move forward).
@@ -163,6 +166,7 @@ impl Stream {
             idle_commits: 0,
             reset: false,
             last_arrival: 0,
+            log: LogCover::default(),
         }
     }
 
@@ -201,11 +205,13 @@ impl Stream {
         self.held.is_empty() && (self.reset || self.both_fins_acked())
     }
 
-    /// Pops the held packets at the front that the stream's cursor or the
-    /// arrival bound covers, applying what their release implies.
-    pub fn release(&mut self, bound: u64, out: &mut Vec<(u64, PacketId)>) {
+    /// Pops the held packets at the front that the stream's cursor (the
+    /// commits', and the log's with `log_release`) or the arrival bound
+    /// covers, applying what their release implies.
+    pub fn release(&mut self, bound: u64, log_release: bool, out: &mut Vec<(u64, PacketId)>) {
+        let cursor = release_cursor(self, log_release);
         while let Some(h) = self.held.front() {
-            if !h.covered(self.committed_write, bound) {
+            if !h.covered(cursor, bound) {
                 break;
             }
             let Some(h) = self.held.pop_front() else { break };

@@ -287,6 +287,15 @@ pub struct ShippedLogStats {
     pub kept_batches: u64,
     pub kept_bytes: u64,
     pub trimmed_batches: u64,
+    /// Outputs a release mark covered and the gate was told of; outputs
+    /// waiting for their mark; outputs dropped unmarked
+    /// (`crates/rrc-agent/src/marked_outputs.rs`).
+    #[serde(default)]
+    pub outputs_marked: u64,
+    #[serde(default)]
+    pub outputs_waiting: u64,
+    #[serde(default)]
+    pub outputs_dropped: u64,
     pub last_error: Option<String>,
 }
 

@@ -375,6 +375,19 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 "    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded",
                 g.streams, g.held_packets, g.held_bytes, g.packets_released, g.recorded_client_bytes
             );
+            let l = &g.log;
+            if l.outputs > 0 {
+                println!(
+                    "    gate, the log's cover: {} outputs, {} bytes verified against the server's packets, {} mismatched, {} of another connection, {} unverifiable, {} to unknown streams; {}",
+                    l.outputs,
+                    l.verified_bytes,
+                    l.mismatched,
+                    l.foreign,
+                    l.unverifiable,
+                    l.unknown_stream,
+                    if g.log_release { format!("releasing on it ({} packets)", l.released_packets) } else { "releasing on commits only".into() }
+                );
+            }
         }
         let log = s.backup_view.as_ref().and_then(|b| match &b.stats {
             RoleStats::Backup(st) => st.log.as_ref(),
@@ -384,6 +397,10 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             println!(
                 "    record log at the backup: {}, {} batches ({} events, {} bytes) received, {} cuts, kept since the last committed cut: {} batches ({} bytes)",
                 l.state, l.received_batches, l.received_events, l.received_bytes, l.cuts, l.kept_batches, l.kept_bytes
+            );
+            println!(
+                "    release marks: {} outputs covered, {} waiting for a mark, {} dropped unmarked",
+                l.outputs_marked, l.outputs_waiting, l.outputs_dropped
             );
         }
         for f in s.primary_view.iter().flat_map(|p| p.failovers.iter().flatten()) {
