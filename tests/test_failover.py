@@ -142,14 +142,22 @@ def test_primary_failure_memcached(lab, tmp_path):
 
 
 def test_primary_failure_in_rr_mode(lab, tmp_path):
-    """rr mode as built so far (issue 14: the log goes to the backup, the
-    failover still restores the last checkpoint): the log session does not
-    change what a failover promises, the same connections carry on and
-    every acknowledged write is there; the backup had received the log."""
+    """rr mode (issue 14; RRC §4.4): replies leave the gate as soon as the
+    log that reproduces them is at the backup, so a failover must replay
+    that log: it restores the last committed checkpoint, replays the log
+    kept since on the clients' own connections (reads take the clients'
+    bytes off them, outputs go out again, the clients drop what they had)
+    and goes live at its end. The same connections carry on with no error
+    and every acknowledged write is there (memcached -t 4, 8 connections)."""
     ip = run_service("rrmc", MEMCACHED, extra=("--mode", "rr"))
-    log = status("rrmc")["backup_view"]["stats"]["log"]
+    st = status("rrmc")
+    log = st["backup_view"]["stats"]["log"]
     assert log["state"] == "receiving" and log["received_batches"] > 0, log
-    fail_primary_under_load_on("rrmc", ip, "memcached", 11211, tmp_path)
+    assert st["backup_view"]["gate"]["log_release"], st["backup_view"]["gate"]
+    rep, fo = fail_primary_under_load_on("rrmc", ip, "memcached", 11211, tmp_path)
+    r = fo["replay"]
+    assert r["events"] > 0 and r["connections"] <= 8 and r["faults"] == 0, r
+    assert any(s["step"].startswith("replayed the log") for s in fo["steps"]), fo["steps"]
 
 
 @pytest.mark.parametrize("kind,cmd,port", [("redis", REDIS, 6379), ("memcached", MEMCACHED, 11211)])

@@ -243,27 +243,27 @@ def test_a_turn_that_never_comes_is_reported_in_bounded_time(rrc, tmp_path, netn
                     acq.setdefault(b.tid, []).append(e)
     def find():
         """a1 (A, X) ... a2 (A, Y) and b1 (B, Y) ... b2 (B, X), with the
-        numbers a1 < b2 on X and b1 < a2 on Y: swapped, each waits for the other."""
-        objs = {e.obj for evs in acq.values() for e in evs}
-        for X in objs:
-            for Y in objs - {X}:
-                for a_tid in acq:
-                    for b_tid in acq:
-                        if a_tid == b_tid:
-                            continue
-                        A, B = acq[a_tid], acq[b_tid]
-                        for ia, a1 in enumerate(A):
-                            if a1.obj != X:
-                                continue
-                            a2 = next((e for e in A[ia + 1:] if e.obj == Y), None)
-                            if not a2:
-                                break
-                            for ib, b1 in enumerate(B):
-                                if b1.obj != Y or a2.seq <= b1.seq:
-                                    continue
-                                b2 = next((e for e in B[ib + 1:] if e.obj == X and e.seq > a1.seq), None)
-                                if b2:
-                                    return a1, a2, b1, b2
+        numbers a1 < b2 on X and b1 < a2 on Y: swapped, each waits for the
+        other. a2 is A's next acquisition of another object after a1; B is
+        scanned once per a1 with, per position, the highest number of
+        each object acquired after it (a search over every pair of
+        objects took minutes on some logs)."""
+        for b_tid, B in acq.items():
+            later = [dict() for _ in range(len(B) + 1)]  # later[i]: obj -> highest seq in B[i:]
+            for i in range(len(B) - 1, -1, -1):
+                later[i] = dict(later[i + 1])
+                later[i][B[i].obj] = max(later[i].get(B[i].obj, -1), B[i].seq)
+            for a_tid, A in acq.items():
+                if a_tid == b_tid:
+                    continue
+                for ia, a1 in enumerate(A):
+                    a2 = next((e for e in A[ia + 1:] if e.obj != a1.obj), None)
+                    if not a2:
+                        break
+                    for ib, b1 in enumerate(B):
+                        if b1.obj == a2.obj and b1.seq < a2.seq and later[ib + 1].get(a1.obj, -1) > a1.seq:
+                            b2 = next(e for e in B[ib + 1:] if e.obj == a1.obj and e.seq > a1.seq)
+                            return a1, a2, b1, b2
         raise AssertionError("no crossing pair of acquisitions")
 
     a1, a2, b1, b2 = find()

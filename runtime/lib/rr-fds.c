@@ -46,6 +46,7 @@
 #include "rr-fds.h"
 #include "rr-epoll.h"
 #include "rr-replay.h"
+#include "rr-conns.h"
 
 enum { K_UNKNOWN = 0, K_SOCKET, K_FILE, K_OTHER };
 
@@ -231,6 +232,7 @@ void rrc_fdt_closed(int fd)
 	if (fdt)
 		set_kind(fd, K_UNKNOWN);
 	rrc_rp_fd_closed(fd);
+	rrc_rc_fd_closed(fd);
 	rrc_ep_fd_closed(fd);
 }
 
@@ -332,8 +334,12 @@ int rrc_out_begin(int fd)
 
 /* Replay: the output's event, checked (offset, CRC32C of the bytes the
  * program gives now), or NULL if live. crc_of(ctx, length) computes it. */
+/* How a checked output goes out on a client connection in a failover's
+ * replay (rr-conns.h): the bytes of ctx, `len` of them. */
+typedef void (*send_fn)(int fd, const void *ctx, uint64_t len);
+
 static const struct rrc_log_event *out_replay(int fd, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *),
-					      const void *ctx)
+					      send_fn send_of, const void *ctx)
 {
 	if (!fdt || !rrc_rr_replaying() || !is_socket(fd))
 		return 0;
@@ -354,6 +360,8 @@ static const struct rrc_log_event *out_replay(int fd, uint32_t (*crc_of)(const v
 	rrc_rp_output(o.length);
 	if (fd < RRC_MAX_FDS)
 		fdt->e[fd].sent += o.length;
+	if (o.length)
+		send_of(fd, ctx, o.length);
 	return e;
 }
 
@@ -367,10 +375,16 @@ static uint32_t iov_crc(const void *ctx, uint64_t len, uint64_t *have)
 	return rrc_rr_crc_iov(c->iov, c->cnt, len);
 }
 
+static void iov_send(int fd, const void *ctx, uint64_t len)
+{
+	const struct iov_ctx *c = ctx;
+	rrc_rc_output(fd, c->iov, c->cnt, len);
+}
+
 int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
 {
 	struct iov_ctx c = { iov, cnt };
-	const struct rrc_log_event *e = out_replay(fd, iov_crc, &c);
+	const struct rrc_log_event *e = out_replay(fd, iov_crc, iov_send, &c);
 	if (!e)
 		return 0;
 	*r = rrc_rp_result(e);
@@ -382,11 +396,12 @@ int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
  * which then ran on the restored stand-in of its socket): its event is
  * this thread's next, checked against the bytes like a replayed one; the
  * program sees the recorded outcome. 1 if so (*r set). */
-static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *), ssize_t *r)
+static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *), send_fn send_of,
+		    ssize_t *r)
 {
 	if (!rrc_rr_replaying())
 		return 0;
-	const struct rrc_log_event *ev = out_replay(fd, crc_of, ctx);
+	const struct rrc_log_event *ev = out_replay(fd, crc_of, send_of, ctx);
 	if (ev)
 		*r = rrc_rp_result(ev);
 	return 1;
@@ -398,13 +413,13 @@ static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, ui
  * restored into replay has no event to write, its call is the log's next
  * (out_late). The result for the program. */
 static ssize_t out_event(int fd, ssize_t r, int e, const void *ctx,
-			 uint32_t (*crc_of)(const void *, uint64_t, uint64_t *))
+			 uint32_t (*crc_of)(const void *, uint64_t, uint64_t *), send_fn send_of)
 {
 	rrc_hook_enter();
 	if (!rrc_rr_recording()) {
 		rrc_hook_leave();
 		errno = e;
-		out_late(fd, ctx, crc_of, &r);
+		out_late(fd, ctx, crc_of, send_of, &r);
 		return r;
 	}
 	uint64_t have;
@@ -435,9 +450,9 @@ ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)
 	if (!t)
 		return r;
 	struct iov_ctx c = { iov, cnt };
-	if (out_late(fd, &c, iov_crc, &r))
+	if (out_late(fd, &c, iov_crc, iov_send, &r))
 		return r;
-	return out_event(fd, r, errno, &c, iov_crc);
+	return out_event(fd, r, errno, &c, iov_crc, iov_send);
 }
 
 /* ---- the calls that make fds, without another home ---- */
@@ -612,6 +627,12 @@ static uint32_t file_crc(const void *ctx, uint64_t len, uint64_t *have)
 	return crc;
 }
 
+static void file_send(int fd, const void *ctx, uint64_t len)
+{
+	const struct file_ctx *c = ctx;
+	rrc_rc_output_file(fd, c->fd, c->start, len);
+}
+
 /* sendfile's bytes come from a file: the CRC covers what was sent, read
  * back from the file at the offset sendfile used (pread, no offset moved). */
 ssize_t sendfile(int out, int in, off_t *off, size_t n)
@@ -619,7 +640,7 @@ ssize_t sendfile(int out, int in, off_t *off, size_t n)
 	RESOLVE(sendfile);
 	int active = rrc_rr_replaying() || rrc_rr_recording();
 	struct file_ctx c = { in, active ? (off ? (long)*off : rrc_sys_lseek(in, 0, SEEK_CUR)) : 0 };
-	const struct rrc_log_event *ev = active ? out_replay(out, file_crc, &c) : 0;
+	const struct rrc_log_event *ev = active ? out_replay(out, file_crc, file_send, &c) : 0;
 	if (ev) {
 		/* the file's offset moves as the real call would have moved it */
 		if (ev->result > 0 && off)
@@ -630,9 +651,9 @@ ssize_t sendfile(int out, int in, off_t *off, size_t n)
 	}
 	int t = rrc_out_begin(out);
 	ssize_t r = real_sendfile(out, in, off, n);
-	if (!t || out_late(out, &c, file_crc, &r))
+	if (!t || out_late(out, &c, file_crc, file_send, &r))
 		return r;
-	return out_event(out, r, errno, &c, file_crc);
+	return out_event(out, r, errno, &c, file_crc, file_send);
 }
 
 ssize_t sendfile64(int out, int in, off_t *off, size_t n) __attribute__((alias("sendfile")));

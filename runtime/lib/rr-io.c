@@ -41,6 +41,7 @@
 #include "rr-io.h"
 #include "rr-fds.h"
 #include "rr-replay.h"
+#include "rr-conns.h"
 #include "rrc/crc32c.h"
 
 static ssize_t (*real_read)(int, void *, size_t);
@@ -165,6 +166,7 @@ static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how
 		rrc_memcpy(&h, d, sizeof h);
 		d += sizeof h;
 		scatter(d, n, iov, cnt);
+		rrc_rc_read(fd, d, n);
 		if (m) {
 			if (m->msg_name && h.name_len) {
 				uint32_t k = h.name_len < m->msg_namelen ? h.name_len : m->msg_namelen;
@@ -180,7 +182,8 @@ static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how
 		}
 	} else {
 		scatter(d, n, iov, cnt);
-		rrc_rp_owe(fd, d, n);
+		if (!rrc_rc_read(fd, d, n))
+			rrc_rp_owe(fd, d, n);
 	}
 	*r = rrc_rp_result(e);
 	return 1;

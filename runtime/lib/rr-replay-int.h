@@ -26,7 +26,10 @@ struct rp_thread {
 	uint32_t first_batch;               /* stream position of its first batch */
 	uint64_t birth;                     /* THREAD_START's seq */
 	const struct rrc_log_event **ev;    /* its events, index = the log's numbering */
-	uint32_t n, n_all;                  /* filled, counted */
+	uint32_t n, n_all;                  /* filled, counted (from 0: base included) */
+	uint32_t base;                      /* its first event in this log: 0, or (a log the
+					     * backup kept since a checkpoint) where it was
+					     * trimmed; ev[0 .. base) are not there */
 	uint32_t n_end;                     /* n, or its position at the cut replayed to */
 	uint32_t start, end;                /* what it replays: [start, end) */
 	volatile uint32_t pos;              /* its next event */

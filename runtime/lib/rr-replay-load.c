@@ -32,6 +32,7 @@
 #include "rrc_lib.h"
 #include "rrc/crc32c.h"
 #include "rr-replay-int.h"
+#include "rr-conns.h"
 #include "rr-replay-plan.h"
 
 struct rp_state rp = { .log_fd = -1 };
@@ -43,7 +44,10 @@ int rrc_rp_log_fd(void)
 
 static void *map_zero(uint64_t bytes)
 {
-	long m = rrc_sys_mmap(0, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* NORESERVE: the index of a trimmed log has room for the events
+	 * before each thread's base, never touched */
+	long m = rrc_sys_mmap(0, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			      -1, 0);
 	return m < 0 && m > -4096 ? 0 : (void *)m;
 }
 
@@ -161,14 +165,22 @@ static int index_batches(const uint8_t *base, uint64_t size, int fill_pass)
 		} else {
 			struct rp_thread *t = incarnation_of(v.b->tid, fill_pass ? rp.fill_next : rp.nr_threads);
 			if (!t || v.b->first_event == 0) {
+				/* a thread's first batch in a log the backup kept since
+				 * a checkpoint starts where that log was trimmed */
+				uint64_t first = t ? 0 : v.b->first_event;
+				if (first > 0xffffffffull - v.b->nr_events)
+					return fail("a thread's events are numbered beyond what a replay indexes", off);
 				if (!fill_pass) {
 					if (rp.nr_threads >= RP_MAX_THREADS)
 						return fail("more thread incarnations than a replay indexes (4096)", off);
 					t = &rp.threads[rp.nr_threads++];
 					t->tid = v.b->tid;
 					t->first_batch = batch;
+					t->base = t->n_all = (uint32_t)first;
+					events += first;
 				} else {
 					t = &rp.threads[rp.fill_next++];
+					t->n = t->base;
 				}
 			}
 			if (!fill_pass) {
@@ -217,12 +229,14 @@ static int choose(void)
 		}
 		if (ct[i].next_event > pick->n)
 			return fail("the cut is past a thread's last event", ~0ull);
+		if (ct[i].next_event < pick->base)
+			return fail("the log was trimmed past the cut of a thread", ~0ull);
 		pick->role = RP_CUT;
 		pick->start = (uint32_t)ct[i].next_event;
 	}
 	for (uint32_t k = 0; k < rp.nr_threads; k++) {
 		struct rp_thread *t = &rp.threads[k];
-		if (t->role != RP_NONE || t->n == 0 || t->ev[0]->kind != RRC_EV_THREAD_START)
+		if (t->role != RP_NONE || t->base || t->n == 0 || t->ev[0]->kind != RRC_EV_THREAD_START)
 			continue;
 		t->creator = (uint32_t)t->ev[0]->obj;
 		t->birth = t->ev[0]->seq;
@@ -304,7 +318,7 @@ int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 	rp.log_fd = -1;
 	rp_debts_reset();
 	rrc_memcpy(rp.image_id, id, 16);
-	if (rq->has_end) {
+	if (rq->flags & RRC_REPLAY_END) {
 		rrc_memcpy(rp.end_id, rq->to, 16);
 		rp.has_end = 1;
 	}
@@ -312,7 +326,8 @@ int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 	rp.timeout_ns = (uint64_t)(rq->timeout_ms ? rq->timeout_ms : 5000) * 1000000ull;
 	rp.races = rq->races;
 	rp.pace_max_ns = (uint64_t)(rq->pace_max_us ? rq->pace_max_us : 10000) * 1000ull;
-	if (rq->has_end && rq->until_fd >= 0)
+	rrc_rc_setup(rq->flags & RRC_REPLAY_CONNECTIONS);
+	if ((rq->flags & RRC_REPLAY_END) && rq->until_fd >= 0)
 		return fail("a replay goes live at an image's cut or at an output, not both", ~0ull);
 	if (rrc_sys_fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return fail("the log handed over is not a regular file", ~0ull);

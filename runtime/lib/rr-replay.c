@@ -28,6 +28,7 @@
 #include "rr-replay-int.h"
 #include "rr-replay-plan.h"
 #include "rr-fds.h"
+#include "rr-conns.h"
 
 static __thread struct rp_thread *rp_me __attribute__((tls_model("initial-exec")));
 static __thread uint32_t rp_me_generation __attribute__((tls_model("initial-exec")));
@@ -574,6 +575,12 @@ void rrc_rp_status(struct rrc_ctl_replay *o, char *msg, uint32_t cap, uint32_t *
 	o->debts_left = rp.debts_left;
 	o->returns_ordered = RRC_LOAD(&rp.returns_ordered);
 	o->paced_ns = RRC_LOAD(&rp.paced_ns);
+	struct rrc_rc_stats c;
+	rrc_rc_stats(&c);
+	o->connections = c.connections;
+	o->conn_read_bytes = c.read_bytes;
+	o->conn_sent_bytes = c.sent_bytes;
+	o->conn_faults = c.faults;
 	uint32_t n = 0;
 	if (RRC_LOAD(&rp.report_taken))
 		while (n < cap && rp.report[n])

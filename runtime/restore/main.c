@@ -43,7 +43,7 @@ static void usage(void)
 {
 	rst_fail(RRC_RST_USAGE, 0, 0,
 		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] [--replay-fd L [--replay-timeout-ms T] [--replay-to IMAGE_ID] "
-		 "[--replay-until FD:BYTES] [--replay-races off|order|pace] [--replay-pace-max-us U]] "
+		 "[--replay-until FD:BYTES] [--replay-races off|order|pace] [--replay-pace-max-us U] [--replay-connections]] "
 		 "{IMAGE... | --image-stream FD}");
 }
 
@@ -121,6 +121,8 @@ int main(int argc, char **argv)
 			replay_races = argv[++i];
 		else if (!strcmp(argv[i], "--replay-pace-max-us") && i + 1 < argc)
 			rq.pace_max_us = (uint32_t)strtoul(argv[++i], 0, 10);
+		else if (!strcmp(argv[i], "--replay-connections"))
+			rq.flags |= RRC_REPLAY_CONNECTIONS;
 		else if (!strcmp(argv[i], "--"))
 			{ i++; break; }
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -238,7 +240,7 @@ int main(int argc, char **argv)
 				rst_fail(RRC_RST_USAGE, 0, 0, "--replay-to %s: not an image id (32 hex digits)", replay_to_hex);
 			rq.to[k] = (uint8_t)v;
 		}
-		rq.has_end = 1;
+		rq.flags |= RRC_REPLAY_END;
 	}
 	in.replay = rq;
 	in.image_fds = xcalloc((size_t)nimg, sizeof(int));

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rrc_image::sections::{FdDetail, FdKind, TcpStream};
-use rrc_wire::msg::ConnSeed;
-use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
+use rrc_wire::msg::{ConnSeed, Mode};
+use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReplay, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
 use crate::repair_plan::{self, HeldConn, Listener, Repair};
@@ -125,8 +125,8 @@ fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'stat
 /// Rebuilds one connection in `netns`; returns the socket and where its
 /// byte counts start (a repaired socket's kernel counters start at zero at
 /// the repair: the next checkpoint's TCP table counts from there).
-fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream) -> Result<(OwnedFd, RepairBase)> {
-    let spec = rrc_repair::spec_from_gate(d, t)?;
+fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream, before_replay: bool) -> Result<(OwnedFd, RepairBase)> {
+    let spec = if before_replay { rrc_repair::spec_before_replay(d, t)? } else { rrc_repair::spec_from_gate(d, t)? };
     let (cisn, sisn) = (d.snapshot.client_isn.unwrap_or(0), d.snapshot.server_isn.unwrap_or(0));
     let base = RepairBase {
         conn: (d.snapshot.client, d.snapshot.server),
@@ -134,8 +134,23 @@ fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream) -> Result<(
         read_base: spec.recv_seq.wrapping_sub(cisn.wrapping_add(1)),
     };
     let sock = in_netns(netns, move || rrc_repair::repair(&spec))??;
+    if before_replay {
+        // the replay sends an epoch's replies on it at once, while the
+        // clients' acknowledgments wait at the gate (rr-conns.c): room
+        let room: libc::c_int = REPLAY_SNDBUF;
+        // SAFETY: setsockopt on our socket with an int.
+        let r = unsafe {
+            libc::setsockopt(std::os::fd::AsRawFd::as_raw_fd(&sock), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, (&room as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as u32)
+        };
+        if r != 0 {
+            tracing::warn!("SO_SNDBUFFORCE on a repaired socket: {}", std::io::Error::last_os_error());
+        }
+    }
     Ok((sock, base))
 }
+
+/// A repaired socket's send buffer before a replay.
+const REPLAY_SNDBUF: libc::c_int = 16 << 20;
 
 /// Where a repaired connection's byte counts start, relative to its ISNs.
 struct RepairBase {
@@ -158,6 +173,9 @@ pub struct Standby {
 struct StandbyRestorer {
     started: rrc_launch::Started,
     image_tx: OwnedFd,
+    /// rr mode: the file (a memfd) the restorer's library will replay,
+    /// written at the failover with the log kept since the checkpoint.
+    replay_log: Option<std::fs::File>,
 }
 
 /// The service's data directory at a failover: the backup's committed copy,
@@ -190,7 +208,8 @@ impl Standby {
             std::fs::create_dir_all(&d.live).with_context(|| format!("creating {}", d.live.display()))
         });
         let from = format!("committed state of {} (restorer started in advance)", spec.name);
-        let restorer = match prepared.and_then(|()| start_restorer(agent, spec, &netns, data.as_ref(), &from)) {
+        let replay = spec.mode == Mode::Rr;
+        let restorer = match prepared.and_then(|()| start_restorer(agent, spec, &netns, data.as_ref(), &from, replay)) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(service = %spec.name, "starting the failover's restorer in advance: {e:#}; the failover will start it");
@@ -234,9 +253,27 @@ fn fill_copy(committed: &std::path::Path, live: &std::path::Path) -> Result<()> 
 }
 
 /// rrc-restore started in the container's namespace `netns`, reading its
-/// image from a new pipe whose write end is returned.
-fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str) -> Result<StandbyRestorer> {
+/// image from a new pipe whose write end is returned; with `replay`, also
+/// told to replay a log from a file (a memfd) written later, on the
+/// clients' own connections (runtime/lib/rr-conns.h).
+fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str, replay: bool) -> Result<StandbyRestorer> {
     let (images, image_tx) = rrc_launch::Images::stream(from)?;
+    let (replay, replay_log) = if replay {
+        let log = replay_memfd()?;
+        let theirs = OwnedFd::from(log.try_clone().context("duplicating the replay log's fd")?);
+        let spec = rrc_launch::ReplaySpec {
+            log: theirs,
+            timeout_ms: REPLAY_STALL_MS,
+            to: None,
+            until: None,
+            races: rrc_launch::Races::Order,
+            pace_max_us: 0,
+            connections: true,
+        };
+        (Some(spec), Some(log))
+    } else {
+        (None, None)
+    };
     let launch = rrc_launch::LaunchSpec {
         images,
         netns: Some(netns.into()),
@@ -244,10 +281,27 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
         binds: data.map(|d| rrc_container::Bind { host: d.live.clone(), target: d.target.clone() }).into_iter().collect(),
         restorer: agent.cfg.restorer.clone(),
         container: container_config(agent),
-        replay: None,
+        replay,
     };
     let started = rrc_launch::start(launch)?;
-    Ok(StandbyRestorer { started, image_tx })
+    Ok(StandbyRestorer { started, image_tx, replay_log })
+}
+
+/// A replay that makes no progress this long is a divergence (the
+/// library's watchdog), and the whole replay may take at most
+/// [`REPLAY_WAIT`]: an epoch's log replays in a few ms (bench/replay.py).
+const REPLAY_STALL_MS: u32 = 2000;
+const REPLAY_WAIT: Duration = Duration::from_secs(10);
+
+/// An empty file in memory for the replay log (the restored library maps it).
+fn replay_memfd() -> Result<std::fs::File> {
+    // SAFETY: memfd_create with a constant name; the fd is ours.
+    let fd = unsafe { libc::memfd_create(c"rrc-replay-log".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(anyhow::Error::new(std::io::Error::last_os_error()).context("memfd_create for the replay log"));
+    }
+    // SAFETY: a fresh fd we own.
+    Ok(std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }))
 }
 
 /// Entry point, on the heartbeat monitor's thread.
@@ -322,6 +376,24 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             .collect();
         (b.corrected_table(store.tcp_streams()), conns, listeners, b.last_committed_epoch())
     };
+    // 3a'. rr mode (RRC §4.4): the log kept since that checkpoint, to
+    // replay up to where the primary was; the gate may have released
+    // replies of it. Without it (no cut committed yet) the connections
+    // whose replies went past the checkpoint cannot be matched: they are
+    // restored closed, as a repair that fails always is.
+    let restored_id = rrc_store::new_image_id().context("an id for the restored image")?;
+    let replay_log: Option<Vec<u8>> = match b.spec.mode {
+        Mode::Rr => {
+            let log = b.shipped_log().and_then(|l| crate::lock(l).replay_log(restored_id));
+            if log.is_none() {
+                tracing::warn!(service = %b.spec.name, "no record log to replay from the committed checkpoint: restoring it without replay");
+            }
+            log
+        }
+        Mode::Checkpoint => None,
+    };
+    let replaying = replay_log.is_some();
+
     // 3b. What this host prepared when it became the backup (Standby):
     // the container's network namespace, holding the service IP, now
     // routed to (the input is held by the gate meanwhile), and rrc-restore
@@ -339,7 +411,8 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                 if !alive {
                     tracing::warn!(service = %b.spec.name, "the restorer started in advance has ended (see the service's log); starting one now");
                 }
-                alive
+                // one started to replay must get a log, one that was not cannot
+                alive && r.replay_log.is_some() == replaying
             });
             (net, restorer)
         }
@@ -372,18 +445,25 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // store is halted: nothing changes it meanwhile).
     let ccfg = container_config(agent);
     let from = format!("committed state of {}, epoch {epoch}", b.spec.name);
-    let (started, image_tx) = match restorer {
-        Some(r) => (r.started, r.image_tx),
-        None => match start_restorer(agent, &b.spec, &netns, data.as_ref(), &from) {
-            Ok(r) => (r.started, r.image_tx),
+    let (started, image_tx, log_file) = match restorer {
+        Some(r) => (r.started, r.image_tx, r.replay_log),
+        None => match start_restorer(agent, &b.spec, &netns, data.as_ref(), &from, replaying) {
+            Ok(r) => (r.started, r.image_tx, r.replay_log),
             Err(e) => return Err(fail(&net, e)),
         },
     };
+    // the restored library maps the log once the threads are restored
+    if let (Some(f), Some(log)) = (log_file, replay_log.as_ref()) {
+        use std::io::Write;
+        if let Err(e) = (&f).write_all(log) {
+            return Err(fail(&net, anyhow::Error::new(e).context("writing the replay log")));
+        }
+    }
     let writer = {
         let b = b.clone();
         std::thread::Builder::new()
             .name("failover-image".into())
-            .spawn(move || b.store().stream_image(std::fs::File::from(image_tx)))
+            .spawn(move || b.store().stream_image_as(std::fs::File::from(image_tx), restored_id))
             .map_err(|e| fail(&net, anyhow::Error::new(e).context("starting the image writer")))?
     };
 
@@ -400,7 +480,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
     let mut bases: Vec<RepairBase> = Vec::new();
     for Repair { fd, peer, accept_queue, from } in plan {
-        let r = from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, t));
+        let r = from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, t, replaying));
         let reason = match r {
             Ok((sock, base)) => {
                 bases.push(base);
@@ -449,6 +529,43 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     };
     step(&mut steps, &b.spec.name, "restored, library answered", t0);
 
+    // 4'. rr mode: the replay runs the log on the clients' connections
+    // (reads take their bytes off them, outputs go out again) and every
+    // thread goes live at its end.
+    let mut replay = None;
+    if let Some(log) = &replay_log {
+        let control = rrc_container::control_socket_of(restored.record.pid);
+        let watched = rrc_launch::watch_replay(&control, REPLAY_WAIT);
+        let st = match watched {
+            Ok(st) if st.phase == rrc_control::ReplayPhase::Live => st,
+            other => {
+                let why = match other {
+                    Ok(st) => format!("the replay diverged: {}", st.report),
+                    Err(e) => format!("{e:#}"),
+                };
+                if let Err(e) = rrc_container::kill(&ccfg, &restored.record) {
+                    tracing::error!(service = %b.spec.name, "removing the restored container: {e}");
+                }
+                net.destroy();
+                anyhow::bail!("replaying the log kept since the checkpoint: {why}");
+            }
+        };
+        if st.conn_faults > 0 {
+            tracing::warn!(service = %b.spec.name, faults = st.conn_faults, "the replay left connections out of step with their clients (see the service's log)");
+        }
+        replay = Some(FailoverReplay {
+            log_bytes: log.len() as u64,
+            events: st.events_done,
+            events_dropped: st.events_dropped,
+            replay_ms: st.replay_ns as f64 / 1e6,
+            connections: st.connections,
+            read_bytes: st.conn_read_bytes,
+            sent_bytes: st.conn_sent_bytes,
+            faults: st.conn_faults,
+        });
+        step(&mut steps, &b.spec.name, "replayed the log, live at its end", t0);
+    }
+
     // 5. Live: the held input goes to the restored service (the route
     // already points to the container). From here the gate passes every
     // client packet at once (the service's output already bypasses it),
@@ -494,6 +611,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         connections: Some(outcomes),
         error: None,
         reprotected: None,
+        replay,
     };
     Ok(Live {
         spec: b.spec.clone(),

@@ -58,31 +58,41 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame, from: &str) {
         }
     }
     tracing::info!(service = %ls.service, %peer, "log session opened");
+    // rr mode: a reply goes out as soon as the log that reproduces it is
+    // here (the gate checks it against the packets); a failover replays
+    // the log up to there (failover.rs)
+    if let Err(e) = backup.gate().set_log_release(true) {
+        tracing::warn!(service = %ls.service, "turning the gate's release on the log on: {e}");
+    }
     let name = format!("{}'s record log", ls.service);
     let mut marks = MarkedOutputs::new();
     let ended = match LogReader::open(SealedLog::from_frames(conn.reader), &name) {
-        Ok(mut rd) => loop {
-            match rd.next_batch() {
-                Ok(Some(b)) => {
-                    // the outputs a mark covers go to the gate at once: a
-                    // reply waits there for them (RRC §4.5)
-                    let covered = marks.batch(&b);
-                    if !covered.is_empty() {
-                        if let Err(e) = backup.gate().logged(&covered) {
-                            tracing::warn!(service = %ls.service, "telling the gate what the log covers: {e}");
+        Ok(mut rd) => {
+            // a failover's replay log begins with it (shipped_log.rs)
+            lock(log).set_header(*rd.header());
+            loop {
+                match rd.next_batch() {
+                    Ok(Some(b)) => {
+                        // the outputs a mark covers go to the gate at once: a
+                        // reply waits there for them (RRC §4.5)
+                        let covered = marks.batch(&b);
+                        if !covered.is_empty() {
+                            if let Err(e) = backup.gate().logged(&covered) {
+                                tracing::warn!(service = %ls.service, "telling the gate what the log covers: {e}");
+                            }
                         }
+                        let mut l = lock(log);
+                        l.push(b);
+                        l.outputs(covered.len() as u64, marks.waiting() as u64, marks.dropped);
                     }
-                    let mut l = lock(log);
-                    l.push(b);
-                    l.outputs(covered.len() as u64, marks.waiting() as u64, marks.dropped);
+                    Ok(None) => break None,
+                    Err(e) => break Some(e.to_string()),
                 }
-                Ok(None) => break None,
-                Err(e) => break Some(e.to_string()),
+                if backup.is_stopping() {
+                    break None;
+                }
             }
-            if backup.is_stopping() {
-                break None;
-            }
-        },
+        }
         Err(e) => Some(e.to_string()),
     };
     let mut l = lock(log);

@@ -665,6 +665,7 @@ impl Primary {
             connections: None,
             error: err,
             reprotected: None,
+            replay: None,
         };
         tracing::info!(service = %self.spec.name, timeline = ?timeline, "serving clients directly, UNPROTECTED");
         let mut sh = lock(&self.shared);

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rrc_image::rrlog::{Batch, Cut, EventKind, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
+use rrc_image::rrlog::{Batch, Cut, Event, EventKind, LogHeader, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
 use rrc_image::ImageId;
 use rrc_wire::reply::ShippedLogStats;
 
@@ -32,8 +32,12 @@ pub struct ShippedLog {
     /// Cuts seen in the stream and not yet committed, by image, with the
     /// stream position (batch_seq) of the batch that carried them.
     cuts: BTreeMap<[u8; 16], (Cut, u64)>,
-    /// The stream position of the last committed checkpoint's cut.
+    /// The stream position of the last committed checkpoint's cut, and
+    /// the cut.
     committed_at: Option<u64>,
+    committed_cut: Option<Cut>,
+    /// The log's header (its id, the process).
+    header: Option<LogHeader>,
     /// A log session was opened (one per service).
     session: bool,
     /// The counters; what is kept and the cuts pending are derived in
@@ -52,6 +56,8 @@ impl Default for ShippedLog {
             kept: VecDeque::new(),
             cuts: BTreeMap::new(),
             committed_at: None,
+            committed_cut: None,
+            header: None,
             session: false,
             stats: ShippedLogStats { state: "waiting for the log session".into(), ..Default::default() },
         }
@@ -66,6 +72,11 @@ impl ShippedLog {
     /// A log session is (or was) open: one per service.
     pub fn session_open(&self) -> bool {
         self.session
+    }
+
+    /// The log's header, as the session's reader checked it.
+    pub fn set_header(&mut self, h: LogHeader) {
+        self.header = Some(h);
     }
 
     pub fn session_started(&mut self) {
@@ -115,6 +126,7 @@ impl ShippedLog {
             None => earlier.map_or(true, |e| k.batch.batch_seq > e),
         });
         self.committed_at = Some(at);
+        self.committed_cut = Some(cut.clone());
         self.stats.trimmed_batches += (before - self.kept.len()) as u64;
         // an earlier image's cut can no longer be committed
         self.cuts.retain(|_, (c, _)| c.sequence > cut.sequence);
@@ -143,6 +155,34 @@ impl ShippedLog {
             kept_bytes: self.kept.iter().map(|k| k.bytes).sum(),
             ..self.stats.clone()
         }
+    }
+
+    /// What a failover replays from the committed checkpoint (RRC §4.4),
+    /// as a log the restored library reads (runtime/lib/rr-replay-load.c):
+    /// the header, the committed checkpoint's cut, then every batch kept,
+    /// numbered again from 0 (a thread's first batch starts where the log
+    /// was trimmed, which the loader takes as that thread's base). The
+    /// cut names `restored`, the image a failover restores (the store's
+    /// committed state under an id of its own). None without a header or
+    /// a committed cut (nothing to replay from).
+    pub fn replay_log(&self, restored: ImageId) -> Option<Vec<u8>> {
+        let (header, cut) = (self.header.as_ref()?, self.committed_cut.as_ref()?);
+        let cut = Cut { image_id: restored, ..cut.clone() };
+        let mut out = header.encode().to_vec();
+        let mut seq = 0..;
+        let mut put = |b: Batch| out.extend(Batch { batch_seq: seq.next().unwrap_or_default(), ..b }.encode());
+        put(Batch { tid: 0, batch_seq: 0, first_event: 0, events: vec![Event::new(EventKind::Cut, 0, 0, 0, cut.encode())] });
+        // a thread of the cut that did nothing since: an empty batch at its
+        // position (the loader wants every thread of the cut in the log)
+        for &(tid, next) in &cut.threads {
+            if next > 0 && !self.kept.iter().any(|k| k.batch.tid == tid) {
+                put(Batch { tid, batch_seq: 0, first_event: next, events: Vec::new() });
+            }
+        }
+        for k in &self.kept {
+            put(k.batch.clone());
+        }
+        Some(out)
     }
 
     /// The batches kept, in stream order.
@@ -222,5 +262,29 @@ mod tests {
         assert_eq!(l.stats().cuts_pending, 1);
         assert!(!l.committed(&ImageId([1; 16])), "an image older than the committed one");
         assert!(l.committed(&ImageId([3; 16])));
+    }
+
+    #[test]
+    fn the_replay_log_is_the_committed_cut_and_what_follows_numbered_again() {
+        let mut l = ShippedLog::new();
+        assert!(l.replay_log(ImageId([4; 16])).is_none(), "no header, no cut");
+        let h = LogHeader { log_id: ImageId([3; 16]), created_ns: 5, pid: 1 };
+        l.set_header(h);
+        l.push(batch(1, 0, 0, 10));
+        l.push(batch(2, 1, 0, 3));
+        l.push(cut(9, 1, 2, &[(1, 8), (2, 3)]));
+        l.push(batch(1, 3, 10, 4));
+        assert!(l.replay_log(ImageId([4; 16])).is_none(), "nothing committed yet");
+        assert!(l.committed(&ImageId([9; 16])));
+        let out = l.replay_log(ImageId([4; 16])).unwrap();
+        // the committed image's cut, naming the image restored
+        let c = Cut { image_id: ImageId([4; 16]), sequence: 1, threads: vec![(1, 8), (2, 3)] };
+        let mut want = h.encode().to_vec();
+        want.extend(Batch { tid: 0, batch_seq: 0, first_event: 0, events: vec![Event::new(EventKind::Cut, 0, 0, 0, c.encode())] }.encode());
+        // thread 2 did nothing since the cut: an empty batch at its place
+        want.extend(batch(2, 1, 3, 0).encode());
+        want.extend(batch(1, 2, 0, 10).encode()); // crosses the cut: kept
+        want.extend(batch(1, 3, 10, 4).encode());
+        assert_eq!(out, want);
     }
 }

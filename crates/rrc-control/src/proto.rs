@@ -160,7 +160,7 @@ pub struct Resumed {
 }
 
 /// `struct rrc_ctl_replay`'s size; the divergence report follows it.
-pub const REPLAY_STATE_SIZE: usize = 88;
+pub const REPLAY_STATE_SIZE: usize = 120;
 
 /// `rrc_ctl_replay.state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -194,6 +194,13 @@ pub struct ReplayState {
     pub returns_ordered: u64,
     /// Time returns waited to keep their recorded gaps.
     pub paced_ns: u64,
+    /// A failover's replay (`--replay-connections`): the client
+    /// connections it read or wrote, the bytes taken off and sent on them,
+    /// and the bytes that were not there, differed or could not be sent.
+    pub connections: u64,
+    pub conn_read_bytes: u64,
+    pub conn_sent_bytes: u64,
+    pub conn_faults: u64,
     pub report: String,
 }
 
@@ -398,7 +405,22 @@ impl Message {
                 };
                 p.extend_from_slice(&phase.to_le_bytes());
                 p.extend_from_slice(&m.threads.to_le_bytes());
-                for v in [m.events_total, m.events_done, m.events_dropped, m.outputs, m.output_bytes, m.load_ns, m.replay_ns, m.debts_left, m.returns_ordered, m.paced_ns] {
+                for v in [
+                    m.events_total,
+                    m.events_done,
+                    m.events_dropped,
+                    m.outputs,
+                    m.output_bytes,
+                    m.load_ns,
+                    m.replay_ns,
+                    m.debts_left,
+                    m.returns_ordered,
+                    m.paced_ns,
+                    m.connections,
+                    m.conn_read_bytes,
+                    m.conn_sent_bytes,
+                    m.conn_faults,
+                ] {
                     p.extend_from_slice(&v.to_le_bytes());
                 }
                 p.extend_from_slice(m.report.as_bytes());
@@ -578,6 +600,10 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
                 debts_left: u64_at(p, 64),
                 returns_ordered: u64_at(p, 72),
                 paced_ns: u64_at(p, 80),
+                connections: u64_at(p, 88),
+                conn_read_bytes: u64_at(p, 96),
+                conn_sent_bytes: u64_at(p, 104),
+                conn_faults: u64_at(p, 112),
                 report: String::from_utf8_lossy(&p[REPLAY_STATE_SIZE..]).into_owned(),
             })
         }

@@ -82,8 +82,41 @@ fn every_vector_decodes_and_reencodes_identically() {
                 assert_eq!(r.phase, ReplayPhase::Diverged);
                 assert_eq!(u(&e["state"]), 3);
                 assert_eq!(
-                    [r.threads.into(), r.events_total, r.events_done, r.events_dropped, r.outputs, r.output_bytes, r.load_ns, r.replay_ns, r.debts_left, r.returns_ordered, r.paced_ns],
-                    ["threads", "events_total", "events_done", "events_dropped", "outputs", "output_bytes", "load_ns", "replay_ns", "debts_left", "returns_ordered", "paced_ns"].map(|k| u(&e[k]))
+                    [
+                        r.threads.into(),
+                        r.events_total,
+                        r.events_done,
+                        r.events_dropped,
+                        r.outputs,
+                        r.output_bytes,
+                        r.load_ns,
+                        r.replay_ns,
+                        r.debts_left,
+                        r.returns_ordered,
+                        r.paced_ns,
+                        r.connections,
+                        r.conn_read_bytes,
+                        r.conn_sent_bytes,
+                        r.conn_faults
+                    ],
+                    [
+                        "threads",
+                        "events_total",
+                        "events_done",
+                        "events_dropped",
+                        "outputs",
+                        "output_bytes",
+                        "load_ns",
+                        "replay_ns",
+                        "debts_left",
+                        "returns_ordered",
+                        "paced_ns",
+                        "connections",
+                        "conn_read_bytes",
+                        "conn_sent_bytes",
+                        "conn_faults"
+                    ]
+                    .map(|k| u(&e[k]))
                 );
                 assert_eq!(r.report, e["report"].as_str().unwrap());
             }

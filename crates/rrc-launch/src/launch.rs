@@ -120,6 +120,10 @@ pub struct ReplaySpec {
     pub races: Races,
     /// With [`Races::Pace`]: the longest wait before one return.
     pub pace_max_us: u32,
+    /// The restored TCP connections are the clients' own (a failover,
+    /// docs/failover.md): replayed reads take their bytes off them and
+    /// replayed outputs go out on them (runtime/lib/rr-conns.h).
+    pub connections: bool,
 }
 
 /// How a replay treats what the recording did not order (RRC §4.7;
@@ -348,6 +352,9 @@ pub fn start(l: LaunchSpec) -> Result<Started> {
         }
         argv.extend(["--replay-races".into(), r.races.name().into()]);
         argv.extend(["--replay-pace-max-us".into(), r.pace_max_us.to_string().into()]);
+        if r.connections {
+            argv.push("--replay-connections".into());
+        }
     }
     argv.extend(image_args);
     let env: Vec<(OsString, OsString)> = vec![

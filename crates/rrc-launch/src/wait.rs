@@ -130,3 +130,24 @@ pub fn wait_for_pong(c: &Container, want_restored: bool) -> Result<Pong> {
         log_tail(&c.record.log)
     )
 }
+
+/// Polls a restored library (its control socket) until its replay is
+/// live or diverged. `wait` bounds the whole; the library's own watchdog
+/// (no progress for its timeout) turns a stuck replay into a divergence
+/// well before. `rrc restore --replay` and a failover in rr mode use it.
+pub fn watch_replay(control: &Path, wait: Duration) -> Result<rrc_control::ReplayState> {
+    use rrc_control::ReplayPhase;
+    let deadline = Instant::now() + wait;
+    loop {
+        let s = rrc_control::replay_status(control, Duration::from_secs(5)).context("asking the restored process how its replay goes")?;
+        match s.phase {
+            ReplayPhase::Live | ReplayPhase::Diverged => return Ok(s),
+            ReplayPhase::None => bail!("the restored process replays nothing (its library did not take the log)"),
+            ReplayPhase::Running => {}
+        }
+        if Instant::now() >= deadline {
+            bail!("the replay did not finish within {wait:?}: {} of {} events", s.events_done, s.events_total);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

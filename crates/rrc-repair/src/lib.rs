@@ -15,4 +15,4 @@ pub mod sys;
 
 pub use crate::error::{RepairError, Unsupported};
 pub use crate::repair::repair;
-pub use crate::spec::{spec_from_gate, RepairSpec, TsSpec, DEFAULT_RCV_WND};
+pub use crate::spec::{spec_before_replay, spec_from_gate, RepairSpec, TsSpec, DEFAULT_RCV_WND};

@@ -99,6 +99,21 @@ const TCP_ESTABLISHED: u8 = 1;
 /// * MSS, window scales, SACK and timestamps from the SYN and SYN-ACK;
 ///   snd_wnd = the client's latest window << its scale.
 pub fn spec_from_gate(data: &StreamData, table: &TcpStream) -> Result<RepairSpec, RepairError> {
+    spec(data, table, false)
+}
+
+/// The connection at its checkpoint's state for a failover that then
+/// replays the record log (rr mode; docs/tcp-repair.md "Before a
+/// replay"): the gate may have released, and the client acknowledged,
+/// server bytes beyond what the checkpoint's application had written (the
+/// log covered them). The socket stands at the checkpoint's write point
+/// with the unacknowledged bytes before it; the replay sends the rest
+/// again (runtime/lib/rr-conns.c), the client drops what it has.
+pub fn spec_before_replay(data: &StreamData, table: &TcpStream) -> Result<RepairSpec, RepairError> {
+    spec(data, table, true)
+}
+
+fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec, RepairError> {
     let s = &data.snapshot;
     let (client, server) = (s.client, s.server);
     let unsupported = |reason| RepairError::Unsupported {
@@ -148,18 +163,24 @@ pub fn spec_from_gate(data: &StreamData, table: &TcpStream) -> Result<RepairSpec
         ));
     };
     let acked = unwrap_near(ack_rel, written);
+    // before a replay, what the client acknowledged beyond the write
+    // point is sent again by the replay
+    let acked = if replay { acked.min(written) } else { acked };
+    // written by the checkpoint's application, never released: lost
+    let gap = |have| RepairError::WriteQueueGap {
+        client,
+        server,
+        have,
+        need: written,
+    };
     if released_end < written {
-        return Err(RepairError::WriteQueueGap {
-            client,
-            server,
-            have: released_end,
-            need: written,
-        });
+        return Err(gap(released_end));
     }
-    if released_end > written {
+    if released_end > written && !replay {
         // In checkpoint-only mode a commit releases only what its
-        // checkpoint's application had written; anything beyond would
-        // have to come from replaying a log (not built).
+        // checkpoint's application had written; anything beyond comes
+        // from the log, which only a replay reproduces
+        // (spec_before_replay).
         return Err(inconsistent(format!(
             "the gate released server bytes up to offset {released_end}, beyond the {written} the checkpoint's application had written"
         )));
@@ -169,22 +190,22 @@ pub fn spec_from_gate(data: &StreamData, table: &TcpStream) -> Result<RepairSpec
             "the client acknowledged offset {acked}, beyond the {written} bytes written"
         )));
     }
-    let kept_from = unwrap_near(s.server_unacked_from_rel, written);
-    let kept_to = kept_from + data.server_unacked.len() as u64;
-    if kept_from > acked {
-        return Err(inconsistent(format!("the gate keeps unacknowledged server bytes from offset {kept_from}, after the client's ACK {acked}")));
-    }
-    if kept_to < written {
-        // Released but not retained (a hole in the gate's record): just as lost.
-        return Err(RepairError::WriteQueueGap {
-            client,
-            server,
-            have: kept_to,
-            need: written,
-        });
-    }
-    let write_queue =
-        data.server_unacked[(acked - kept_from) as usize..(written - kept_from) as usize].to_vec();
+    let write_queue = if acked == written {
+        // nothing unacknowledged before the write point (before a replay:
+        // the client may have more, which the replay sends again)
+        Vec::new()
+    } else {
+        let kept_from = unwrap_near(s.server_unacked_from_rel, written);
+        let kept_to = kept_from + data.server_unacked.len() as u64;
+        if kept_from > acked {
+            return Err(inconsistent(format!("the gate keeps unacknowledged server bytes from offset {kept_from}, after the client's ACK {acked}")));
+        }
+        if kept_to < written {
+            // Released but not retained (a hole in the gate's record): just as lost.
+            return Err(gap(kept_to));
+        }
+        data.server_unacked[(acked - kept_from) as usize..(written - kept_from) as usize].to_vec()
+    };
 
     // ---- the receive queue: [read, end of the contiguous recording) ----
     let recorded_from = unwrap_near(s.client_base_rel, read);
@@ -535,5 +556,25 @@ mod tests {
             spec_from_gate(&d, &t),
             Err(RepairError::Inconsistent { .. })
         ));
+    }
+
+    #[test]
+    fn before_a_replay_the_socket_stands_at_the_checkpoint_whatever_was_released_after() {
+        // the checkpoint's app had written 100; the log let the gate
+        // release up to 180, of which the client acknowledged 150
+        let d = stream(1000, 5000, 150, 180, 0, 20);
+        let t = table(100, 20);
+        assert!(matches!(spec_from_gate(&d, &t), Err(RepairError::Inconsistent { .. })), "not in checkpoint mode");
+        let sp = spec_before_replay(&d, &t).unwrap();
+        assert_eq!(sp.send_seq, 5000 + 1 + 100, "the write point: the replay sends the rest again");
+        assert!(sp.write_queue.is_empty());
+        // acknowledged only up to 60: the bytes 60..100 wait in the queue
+        let d = stream(1000, 5000, 60, 180, 0, 20);
+        let sp = spec_before_replay(&d, &t).unwrap();
+        assert_eq!(sp.send_seq, 5000 + 1 + 60);
+        assert_eq!(sp.write_queue, (60u64..100).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>());
+        // what the checkpoint wrote and the gate never released is still lost
+        let d = stream(1000, 5000, 60, 90, 0, 20);
+        assert!(matches!(spec_before_replay(&d, &t), Err(RepairError::WriteQueueGap { .. })));
     }
 }

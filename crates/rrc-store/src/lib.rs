@@ -142,7 +142,8 @@ fn new_page(data: &[u8]) -> Box<Page> {
     p
 }
 
-fn random_id() -> std::io::Result<ImageId> {
+/// A fresh image id (random, never all zero).
+pub fn new_image_id() -> std::io::Result<ImageId> {
     let mut f = File::open("/dev/urandom")?;
     loop {
         let mut id = [0u8; 16];
@@ -356,16 +357,23 @@ impl Store {
     /// the image to a file first); header fields as [`Store::write_image`].
     /// Returns the image id and size.
     pub fn stream_image<W: Write>(&self, w: W) -> Result<(ImageId, u64), WriteError> {
-        let (id, created_ns) = self.new_image_header()?;
+        let (id, _) = self.new_image_header()?;
+        Ok((id, self.stream_image_as(w, id)?))
+    }
+
+    /// [`Store::stream_image`] with an image id chosen before (a failover
+    /// in rr mode names the restored image in the log it replays).
+    pub fn stream_image_as<W: Write>(&self, w: W, id: ImageId) -> Result<u64, WriteError> {
+        let (_, created_ns) = self.new_image_header()?;
         let (_, n) = self.encode_buffered(w, id, created_ns).map_err(|source| WriteError::Io { path: "<image stream>".into(), what: "writing", source })?;
-        Ok((id, n))
+        Ok(n)
     }
 
     /// A fresh image id and the committed image's creation time: the
     /// header of a full image of the committed state.
     fn new_image_header(&self) -> Result<(ImageId, u64), WriteError> {
         let m = self.meta.as_ref().ok_or(WriteError::Empty)?;
-        let id = random_id().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
+        let id = new_image_id().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
         Ok((id, m.header.created_ns))
     }
 

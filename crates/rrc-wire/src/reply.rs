@@ -344,6 +344,28 @@ pub struct FailoverReport {
     /// Set once a spare protects the service again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reprotected: Option<Reprotection>,
+    /// rr mode: the replay of the log kept since the checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<FailoverReplay>,
+}
+
+/// What a failover's replay did (rr mode; runtime/lib/rr-conns.h).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FailoverReplay {
+    /// Bytes of log replayed from (the committed checkpoint's cut on).
+    pub log_bytes: u64,
+    pub events: u64,
+    /// Events after the log's consistent part (a crash's tail).
+    pub events_dropped: u64,
+    pub replay_ms: f64,
+    /// Client connections the replay read or wrote, bytes taken off them
+    /// and sent on them again.
+    pub connections: u64,
+    pub read_bytes: u64,
+    pub sent_bytes: u64,
+    /// Bytes that were not there, differed or could not be sent: those
+    /// connections are out of step with their clients.
+    pub faults: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -438,6 +460,7 @@ mod tests {
             total_ms: 200.0,
             connections: Some(vec![]),
             error: None,
+            replay: None,
             reprotected: Some(Reprotection {
                 new_backup: Some("c".into()),
                 at: "later".into(),

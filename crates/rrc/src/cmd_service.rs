@@ -31,10 +31,12 @@ pub enum ModeArg {
     /// committed at the backup (NiLiCon / Remus).
     Checkpoint,
     /// Record/replay (RRC; issue 14, in progress): the process is recorded
-    /// and its library sends the log straight to the backup, which keeps
-    /// it since the last committed checkpoint (`rrc status`: the backup's
-    /// `log`). Not yet: replies still wait for the checkpoint, and a
-    /// failover restores it without replaying the log.
+    /// and its library sends the log straight to the backup; a reply
+    /// leaves the backup's gate as soon as the log that reproduces it is
+    /// there (not at the next checkpoint), and a failover restores the
+    /// last checkpoint and replays the log kept since. Not yet: connections
+    /// accepted after the last checkpoint survive no failover, and the
+    /// service is not recorded after one (no re-protection in rr mode).
     Rr,
 }
 
@@ -418,6 +420,12 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             if let Some(c) = &f.connections {
                 let ok = c.iter().filter(|x| x.repaired).count();
                 println!("        connections repaired: {ok} of {}", c.len());
+            }
+            if let Some(r) = &f.replay {
+                println!(
+                    "        replayed {} events ({} bytes of log) in {:.1} ms: {} connections, {} bytes taken off them, {} sent again, {} out of step",
+                    r.events, r.log_bytes, r.replay_ms, r.connections, r.read_bytes, r.sent_bytes, r.faults
+                );
             }
         }
         for v in [&s.primary_view, &s.backup_view].into_iter().flatten() {

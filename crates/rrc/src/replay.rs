@@ -6,11 +6,11 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rrc_container::Container;
-use rrc_control::{ReplayPhase, ReplayState};
+use rrc_control::ReplayState;
 use rrc_image::rrlog::{EventKind, LogError, LogReader};
 use rrc_image::ImageId;
 
@@ -70,22 +70,8 @@ pub fn check(path: &Path, image: &ImageId, to: Option<&ImageId>) -> Result<Check
     Ok(CheckedLog { file: f, partial_tail })
 }
 
-/// Polls the restored library until the replay is live or diverged. `wait`
-/// bounds the whole; the library's own watchdog (no progress for its
-/// timeout) turns a stuck replay into a divergence well before.
+/// Polls the restored library until the replay is live or diverged
+/// (rrc_launch::watch_replay).
 pub fn watch(c: &Container, wait: Duration) -> Result<ReplayState> {
-    let sock = c.control_socket();
-    let deadline = Instant::now() + wait;
-    loop {
-        let s = rrc_control::replay_status(&sock, Duration::from_secs(5)).context("asking the restored process how its replay goes")?;
-        match s.phase {
-            ReplayPhase::Live | ReplayPhase::Diverged => return Ok(s),
-            ReplayPhase::None => bail!("the restored process replays nothing (its library did not take the log)"),
-            ReplayPhase::Running => {}
-        }
-        if Instant::now() >= deadline {
-            bail!("the replay did not finish within {wait:?}: {} of {} events", s.events_done, s.events_total);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    rrc_launch::watch_replay(&c.control_socket(), wait)
 }

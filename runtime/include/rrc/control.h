@@ -163,7 +163,12 @@ struct rrc_ctl_replay {
 	uint64_t debts_left;      /* bytes read in the log that pipes/eventfds no longer held at go-live */
 	uint64_t returns_ordered; /* system calls that returned in their recorded order (RRC §4.7) */
 	uint64_t paced_ns;        /* time returns waited to keep their recorded gaps */
-};                                /* 88 bytes */
+	/* with RRC_REPLAY_CONNECTIONS (a failover; lib/rr-conns.h): */
+	uint64_t connections;     /* client connections the replay read or wrote */
+	uint64_t conn_read_bytes; /* bytes replayed reads took off them */
+	uint64_t conn_sent_bytes; /* bytes replayed outputs sent on them */
+	uint64_t conn_faults;     /* bytes that were not there, differed or could not be sent */
+};                                /* 120 bytes */
 
 /* rrc_ctl_error.code */
 enum rrc_ctl_error_code {

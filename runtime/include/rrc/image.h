@@ -351,13 +351,18 @@ enum rrc_races {
 	RRC_RACES_ORDER = 1,      /* and system calls return in their recorded order (RRC §4.7) */
 	RRC_RACES_PACE  = 2,      /* and no sooner after the previous return than they did */
 };
+/* rrc_replay_request.flags */
+#define RRC_REPLAY_END         1u /* go live at the cut of image `to` */
+#define RRC_REPLAY_CONNECTIONS 2u /* the TCP connections are the clients' own (a failover):
+				   * replayed reads take their bytes from them, replayed
+				   * outputs go out on them (lib/rr-conns.h) */
 struct rrc_replay_request {
 	int32_t  fd;              /* the record log (an fd of the restored process),
 				   * replayed from the image's cut; -1: none */
 	uint32_t timeout_ms;      /* no progress this long is a divergence (0: 5000) */
 	uint32_t races;           /* enum rrc_races */
 	uint32_t pace_max_us;     /* RRC_RACES_PACE: the longest wait before one return (0: 10 ms) */
-	uint32_t has_end;         /* 1: go live at the cut of image `to` */
+	uint32_t flags;           /* RRC_REPLAY_* */
 	int32_t  until_fd;        /* >= 0: go live right after the output that brings this fd's */
 	uint64_t until_bytes;     /* stream to until_bytes (and what it depends on) */
 	uint8_t  to[16];
