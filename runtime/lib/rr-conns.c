@@ -47,12 +47,13 @@ static int client(int fd)
 	if (!on || fd < 0 || fd >= RRC_MAX_FDS)
 		return 0;
 	if (kind[fd] == C_UNKNOWN) {
-		int type = 0;
-		uint32_t tl = sizeof type;
+		int type = 0, domain = 0;
+		uint32_t tl = sizeof type, dl = sizeof domain;
 		uint8_t peer[128];
 		uint32_t pl = sizeof peer;
 		kind[fd] = rrc_sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
-				   rrc_sys_getpeername(fd, peer, &pl) == 0
+				   rrc_sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) == 0 &&
+				   (domain == AF_INET || domain == AF_INET6) && rrc_sys_getpeername(fd, peer, &pl) == 0
 			   ? C_CLIENT
 			   : C_OTHER;
 		if (kind[fd] == C_CLIENT)

@@ -79,9 +79,21 @@ struct cut_slot {
 	uint8_t rec[CUT_BYTES];
 };
 
+/* The writer's counts for a release mark (below). */
+struct mark_counts {
+	uint32_t tid[RING_SLOTS];
+	uint64_t count[RING_SLOTS];
+	uint8_t rec[sizeof(struct rrc_log_mark) + RING_SLOTS * sizeof(struct rrc_log_cut_thread)];
+};
+
+/* The head of the region: what the pause and the writer share, and the
+ * writer's own buffers (here rather than in the library's .bss, which the
+ * pause helper inherits only while it is small: pause-helper.c). */
 struct control {
 	struct cut_slot cuts[CUT_QUEUE];
 	uint32_t cut_next;              /* the pause's next slot */
+	struct mark_counts counts;      /* writer */
+	uint8_t record[EV_HDR + CUT_BYTES + 8]; /* writer: a tid-0 record being written */
 };
 
 struct obj {
@@ -201,14 +213,16 @@ int rrc_rr_init(void)
 	if (sink <= 0)
 		return sink;
 	uint64_t ctl_len = (sizeof(struct control) + 4095) & ~4095ull;
-	rr.region_len = ctl_len + (uint64_t)RING_SLOTS * RING_BYTES;
+	uint64_t sink_len = (rrc_rr_sink_area_size() + 4095) & ~4095ull;
+	rr.region_len = ctl_len + sink_len + (uint64_t)RING_SLOTS * RING_BYTES;
 	long m = rrc_sys_mmap(0, rr.region_len, PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m < 0 && m > -4096)
 		return fail_init("cannot map the log rings", -m);
 	rr.region = (uint8_t *)m;
 	rr.ctl = (struct control *)rr.region;
-	rr.rings = (struct ring *)(rr.region + ctl_len);
+	rrc_rr_sink_attach(rr.region + ctl_len);
+	rr.rings = (struct ring *)(rr.region + ctl_len + sink_len);
 	m = rrc_sys_mmap(0, OBJ_SLOTS * sizeof(struct obj), PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m < 0 && m > -4096)
@@ -609,7 +623,7 @@ static void give_back(uint32_t used)
  * written out at once. */
 static int write_record(uint16_t kind, const void *rec, uint32_t len)
 {
-	static uint8_t buf[EV_HDR + CUT_BYTES + 8]; /* the writer's alone */
+	uint8_t *buf = rr.ctl->record;
 	struct rrc_log_event e = { .kind = kind, .data_len = len };
 	uint32_t n = EV_HDR + ((len + 7u) & ~7u);
 	rrc_memcpy(buf, &e, EV_HDR);
@@ -642,11 +656,7 @@ static void write_cuts(void)
  * mark written after the drain says so for the counted events. Events
  * published during the drain are marked by the next pass, at once when
  * they include an output (the loop in writer_main). */
-static struct {
-	uint32_t tid[RING_SLOTS];
-	uint64_t count[RING_SLOTS];
-	uint8_t rec[sizeof(struct rrc_log_mark) + RING_SLOTS * sizeof(struct rrc_log_cut_thread)];
-} counts;
+#define counts (rr.ctl->counts)
 
 static void take_counts(uint32_t used)
 {

@@ -162,12 +162,28 @@ static void le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (u
  * (frame headers, batch headers, MACs). The writer's alone. */
 #define PEND_IOV   512
 #define PEND_BYTES 32768
-static struct {
+struct pending {
 	struct iovec v[PEND_IOV];
 	int n;
 	uint8_t own[PEND_BYTES];
 	uint32_t used;
-} pend;
+};
+/* In the log's region (rr-log.c: excluded from images, like the rings
+ * whose bytes it points to), not in the library's .bss: the pause
+ * helper inherits the library's data only while it is small
+ * (pause-helper.c, PH_INHERIT_MAX). */
+static struct pending *pend_area;
+#define pend (*pend_area)
+
+size_t rrc_rr_sink_area_size(void)
+{
+	return sizeof(struct pending);
+}
+
+void rrc_rr_sink_attach(void *area)
+{
+	pend_area = area;
+}
 
 long rrc_rr_sink_flush(void)
 {
@@ -188,7 +204,7 @@ static struct iovec own(const void *p, size_t len)
 
 long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len, int held)
 {
-	if (sink.fd < 0 || n < 1 || n > 6)
+	if (sink.fd < 0 || !pend_area || n < 1 || n > 6)
 		return -EBADF;
 	/* room for this unit: its iovecs (a frame header, the pieces, a MAC)
 	 * and the bytes it owns */

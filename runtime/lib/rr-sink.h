@@ -26,6 +26,7 @@
 #define RRC_RR_SINK_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <sys/uio.h>
 
 /* 1: a sink is open; 0: no recording asked for; -1: asked for but
@@ -42,6 +43,10 @@ int rrc_rr_sink_fd(void) __attribute__((visibility("hidden")));
  * -errno (then the log is broken for good: a hole cannot be filled). */
 long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len, int held)
 	__attribute__((visibility("hidden")));
+/* The memory the sink keeps units waiting for a flush in: its size, and
+ * the area (the log's region, rr-log.c) before the first unit. */
+size_t rrc_rr_sink_area_size(void) __attribute__((visibility("hidden")));
+void rrc_rr_sink_attach(void *area) __attribute__((visibility("hidden")));
 /* Writes every unit waiting. 0 or -errno. */
 long rrc_rr_sink_flush(void) __attribute__((visibility("hidden")));
 /* 1 if the sink is a connection (to the backup): outputs wait for the

@@ -348,6 +348,10 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let mut steps: Vec<(&str, f64)> = Vec::new();
     // 2. Block, and stop replication.
     b.gate().hold_input().context("holding the clients' packets")?;
+    // nothing more leaves the gate (in rr mode the log session may still
+    // be handing it outputs: the log replayed below must hold every
+    // reply released)
+    b.gate().set_release_enabled(false).context("stopping the gate's releases")?;
     b.route().bypass_output().context("letting the service's output past the gate")?;
     b.halt();
     step(&mut steps, &b.spec.name, "input held, gate stopped releasing", t0);
