@@ -139,8 +139,8 @@ static void scatter(const uint8_t *p, uint64_t n, const struct iovec *iov, int c
  * took is taken from them too). For recvfrom/recvmsg, m receives the
  * address, control data and flags. 1 if replayed (*r the outcome), 0 if
  * the call runs live. */
-static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how, off_t off, struct msghdr *m,
-			  ssize_t *r)
+static int input_replay(int fd, const struct iovec *iov, int cnt, enum how how, off_t off, struct msghdr *m,
+			ssize_t *r, int take)
 {
 	if (!rrc_rr_replaying())
 		return 0;
@@ -166,7 +166,8 @@ static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how
 		rrc_memcpy(&h, d, sizeof h);
 		d += sizeof h;
 		scatter(d, n, iov, cnt);
-		rrc_rc_read(fd, d, n);
+		if (take)
+			rrc_rc_read(fd, d, n);
 		if (m) {
 			if (m->msg_name && h.name_len) {
 				uint32_t k = h.name_len < m->msg_namelen ? h.name_len : m->msg_namelen;
@@ -182,11 +183,17 @@ static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how
 		}
 	} else {
 		scatter(d, n, iov, cnt);
-		if (!rrc_rc_read(fd, d, n))
+		if (!take || !rrc_rc_read(fd, d, n))
 			rrc_rp_owe(fd, d, n);
 	}
 	*r = rrc_rp_result(e);
 	return 1;
+}
+
+static int input_replayed(int fd, const struct iovec *iov, int cnt, enum how how, off_t off, struct msghdr *m,
+			  ssize_t *r)
+{
+	return input_replay(fd, iov, cnt, how, off, m, r, 1);
 }
 
 /* A read begun while recording that returns after a restore into replay:
@@ -210,7 +217,10 @@ static int input_late(int fd, const struct iovec *iov, int cnt, enum how how, of
 		errno = e;
 		return 1;
 	}
-	return input_replayed(fd, iov, cnt, how, off, m, r);
+	/* the call already took its bytes off the socket: before the
+	 * checkpoint (the restored connection starts after them) or on the
+	 * restored one */
+	return input_replay(fd, iov, cnt, how, off, m, r, 0);
 }
 
 ssize_t read(int fd, void *buf, size_t n)

@@ -867,7 +867,9 @@ void rrc_rr_cut(const uint8_t id[16], uint64_t sequence)
 	s->len = (uint32_t)(sizeof *h + n * sizeof *t);
 	c->cut_next++;
 	RRC_STORE(&s->full, 1);
-	RRC_ATOMIC_INC(&rr.kick); /* the writer sees it at its next tick */
+	/* at once: the backup commits this checkpoint's log trim and a
+	 * failover replays from it only once the cut is there */
+	kick_writer();
 }
 
 void rrc_rr_restored(void)

@@ -388,7 +388,8 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let restored_id = rrc_store::new_image_id().context("an id for the restored image")?;
     let replay_log: Option<Vec<u8>> = match b.spec.mode {
         Mode::Rr => {
-            let log = b.shipped_log().and_then(|l| crate::lock(l).replay_log(restored_id));
+            let committed = b.store().committed().map(|h| h.image_id);
+            let log = committed.and_then(|c| b.shipped_log().and_then(|l| crate::lock(l).replay_log(&c, restored_id)));
             if log.is_none() {
                 tracing::warn!(service = %b.spec.name, "no record log to replay from the committed checkpoint: restoring it without replay");
             }

@@ -38,6 +38,8 @@ pub struct ShippedLog {
     committed_cut: Option<Cut>,
     /// The log's header (its id, the process).
     header: Option<LogHeader>,
+    /// A checkpoint committed before its cut arrived: applied when it does.
+    awaiting: Option<ImageId>,
     /// A log session was opened (one per service).
     session: bool,
     /// The counters; what is kept and the cuts pending are derived in
@@ -58,6 +60,7 @@ impl Default for ShippedLog {
             committed_at: None,
             committed_cut: None,
             header: None,
+            awaiting: None,
             session: false,
             stats: ShippedLogStats { state: "waiting for the log session".into(), ..Default::default() },
         }
@@ -99,7 +102,12 @@ impl ShippedLog {
             for e in b.events.iter().filter(|e| e.kind == EventKind::Cut) {
                 if let Ok(c) = Cut::decode(&e.data) {
                     self.stats.cuts += 1;
+                    let id = c.image_id;
                     self.cuts.insert(c.image_id.0, (c, b.batch_seq));
+                    if self.awaiting == Some(id) {
+                        self.awaiting = None;
+                        self.committed(&id);
+                    }
                 }
             }
             return; // cuts are kept as cuts, not as batches
@@ -114,8 +122,11 @@ impl ShippedLog {
     pub fn committed(&mut self, image: &ImageId) -> bool {
         let Some((cut, at)) = self.cuts.remove(&image.0) else {
             self.stats.commits_without_cut += 1;
+            // the log lags the checkpoint: its cut commits when it comes
+            self.awaiting = Some(*image);
             return false;
         };
+        self.awaiting = None;
         let pos: BTreeMap<u32, u64> = cut.threads.iter().copied().collect();
         let before = self.kept.len();
         let earlier = self.committed_at;
@@ -165,8 +176,12 @@ impl ShippedLog {
     /// cut names `restored`, the image a failover restores (the store's
     /// committed state under an id of its own). None without a header or
     /// a committed cut (nothing to replay from).
-    pub fn replay_log(&self, restored: ImageId) -> Option<Vec<u8>> {
+    pub fn replay_log(&self, committed: &ImageId, restored: ImageId) -> Option<Vec<u8>> {
         let (header, cut) = (self.header.as_ref()?, self.committed_cut.as_ref()?);
+        // the log continues the checkpoint the store holds, or nothing
+        if cut.image_id != *committed {
+            return None;
+        }
         let cut = Cut { image_id: restored, ..cut.clone() };
         let mut out = header.encode().to_vec();
         let mut seq = 0..;
@@ -224,15 +239,14 @@ mod tests {
     }
 
     #[test]
-    fn a_commit_whose_cut_has_not_arrived_drops_nothing() {
+    fn a_commit_whose_cut_has_not_arrived_applies_when_it_does() {
         let mut l = ShippedLog::new();
         l.push(batch(1, 0, 0, 10));
         assert!(!l.committed(&ImageId([9; 16])));
         assert_eq!((l.stats().kept_batches, l.stats().commits_without_cut), (1, 1));
-        // the cut comes later: the next commit of it trims
+        // the cut comes later: the commit applies then
         l.push(cut(9, 1, 1, &[(1, 10)]));
-        assert!(l.committed(&ImageId([9; 16])));
-        assert_eq!(l.stats().kept_batches, 0);
+        assert_eq!((l.stats().kept_batches, l.stats().last_cut_committed), (0, Some(1)));
     }
 
     #[test]
@@ -267,16 +281,17 @@ mod tests {
     #[test]
     fn the_replay_log_is_the_committed_cut_and_what_follows_numbered_again() {
         let mut l = ShippedLog::new();
-        assert!(l.replay_log(ImageId([4; 16])).is_none(), "no header, no cut");
+        assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).is_none(), "no header, no cut");
         let h = LogHeader { log_id: ImageId([3; 16]), created_ns: 5, pid: 1 };
         l.set_header(h);
         l.push(batch(1, 0, 0, 10));
         l.push(batch(2, 1, 0, 3));
         l.push(cut(9, 1, 2, &[(1, 8), (2, 3)]));
         l.push(batch(1, 3, 10, 4));
-        assert!(l.replay_log(ImageId([4; 16])).is_none(), "nothing committed yet");
+        assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).is_none(), "nothing committed yet");
         assert!(l.committed(&ImageId([9; 16])));
-        let out = l.replay_log(ImageId([4; 16])).unwrap();
+        assert!(l.replay_log(&ImageId([8; 16]), ImageId([4; 16])).is_none(), "the store holds another checkpoint");
+        let out = l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).unwrap();
         // the committed image's cut, naming the image restored
         let c = Cut { image_id: ImageId([4; 16]), sequence: 1, threads: vec![(1, 8), (2, 3)] };
         let mut want = h.encode().to_vec();
