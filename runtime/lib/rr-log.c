@@ -645,6 +645,19 @@ static void write_cuts(void)
 	}
 }
 
+/* Adds (tid, next) to the n positions of t, kept ascending by tid as the
+ * format wants them (cuts, marks); the new count. ASYNC-SIGNAL-SAFE. */
+static uint32_t insert_by_tid(struct rrc_log_cut_thread *t, uint32_t n, uint32_t tid, uint64_t next)
+{
+	uint32_t j = n;
+	while (j > 0 && t[j - 1].tid > tid) {
+		t[j] = t[j - 1];
+		j--;
+	}
+	t[j] = (struct rrc_log_cut_thread){ .tid = tid, .next_event = next };
+	return n + 1;
+}
+
 /* ---- release marks (RRC §4.5's PBSN/BBSN) ----
  *
  * An output may leave the backup's gate once every event that happened
@@ -674,15 +687,8 @@ static int write_mark(uint32_t used)
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < used; i++) {
 		struct ring *r = &rr.rings[i];
-		if (!counts.tid[i] || counts.count[i] <= r->marked)
-			continue;
-		uint32_t tid = counts.tid[i], j = n; /* ascending by tid */
-		while (j > 0 && t[j - 1].tid > tid) {
-			t[j] = t[j - 1];
-			j--;
-		}
-		t[j] = (struct rrc_log_cut_thread){ .tid = tid, .next_event = counts.count[i] };
-		n++;
+		if (counts.tid[i] && counts.count[i] > r->marked)
+			n = insert_by_tid(t, n, counts.tid[i], counts.count[i]);
 	}
 	if (!n)
 		return 0;
@@ -854,14 +860,7 @@ void rrc_rr_cut(const uint8_t id[16], uint64_t sequence)
 			continue;
 		if (RRC_LOAD(&r->state) == SLOT_EXITED && rrc_sys_tgkill((int)rrc_sys_getpid(), (int)r->tid, 0) == -ESRCH)
 			continue; /* gone: not in the image */
-		/* insertion by tid: the format wants them ascending */
-		uint32_t tid = r->tid, j = n;
-		while (j > 0 && t[j - 1].tid > tid) {
-			t[j] = t[j - 1];
-			j--;
-		}
-		t[j] = (struct rrc_log_cut_thread){ .tid = tid, .next_event = r->events };
-		n++;
+		n = insert_by_tid(t, n, r->tid, r->events);
 	}
 	h->nr_threads = n;
 	s->len = (uint32_t)(sizeof *h + n * sizeof *t);

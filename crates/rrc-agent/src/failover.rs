@@ -259,7 +259,7 @@ fn fill_copy(committed: &std::path::Path, live: &std::path::Path) -> Result<()> 
 fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str, replay: bool) -> Result<StandbyRestorer> {
     let (images, image_tx) = rrc_launch::Images::stream(from)?;
     let (replay, replay_log) = if replay {
-        let log = replay_memfd()?;
+        let log = crate::staging::memfd("rrc-replay-log")?;
         let theirs = OwnedFd::from(log.try_clone().context("duplicating the replay log's fd")?);
         let spec = rrc_launch::ReplaySpec {
             log: theirs,
@@ -293,16 +293,6 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
 const REPLAY_STALL_MS: u32 = 2000;
 const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
-/// An empty file in memory for the replay log (the restored library maps it).
-fn replay_memfd() -> Result<std::fs::File> {
-    // SAFETY: memfd_create with a constant name; the fd is ours.
-    let fd = unsafe { libc::memfd_create(c"rrc-replay-log".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(anyhow::Error::new(std::io::Error::last_os_error()).context("memfd_create for the replay log"));
-    }
-    // SAFETY: a fresh fd we own.
-    Ok(std::fs::File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }))
-}
 
 /// Entry point, on the heartbeat monitor's thread.
 pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {

@@ -15,16 +15,21 @@ pub struct Staging {
     file: File,
 }
 
+/// An empty file in memory (close-on-exec), named `name` in /proc.
+pub fn memfd(name: &str) -> Result<File> {
+    let cname = std::ffi::CString::new(name).context("memfd name")?;
+    // SAFETY: memfd_create with a valid C string; the fd is ours.
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("memfd_create for {name}"));
+    }
+    // SAFETY: fd was just created and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
 impl Staging {
     pub fn new(name: &str) -> Result<Staging> {
-        let cname = std::ffi::CString::new(format!("rrc-staging-{name}")).context("staging buffer name")?;
-        // SAFETY: memfd_create with a valid C string; the fd is ours.
-        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("memfd_create for the staging buffer");
-        }
-        // SAFETY: fd was just created and is owned by nobody else.
-        Ok(Staging { file: unsafe { File::from_raw_fd(fd) } })
+        Ok(Staging { file: memfd(&format!("rrc-staging-{name}"))? })
     }
 
     /// Empties the buffer and rewinds the shared file offset the child

@@ -577,9 +577,7 @@ impl GateCore {
                 continue;
             };
             logged::add(s, o, &mut self.stats.log);
-            if touched.last() != Some(&key) {
-                touched.push(key);
-            }
+            touched.push(key);
         }
         touched.sort_unstable();
         touched.dedup();

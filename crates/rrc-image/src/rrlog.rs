@@ -330,11 +330,7 @@ impl Cut {
         b.extend_from_slice(&self.sequence.to_le_bytes());
         b.extend_from_slice(&(self.threads.len() as u32).to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
-        for (tid, next) in &self.threads {
-            b.extend_from_slice(&tid.to_le_bytes());
-            b.extend_from_slice(&0u32.to_le_bytes());
-            b.extend_from_slice(&next.to_le_bytes());
-        }
+        put_thread_positions(&mut b, &self.threads);
         b
     }
 
@@ -436,11 +432,7 @@ impl Mark {
         b.extend_from_slice(&self.number.to_le_bytes());
         b.extend_from_slice(&(self.threads.len() as u32).to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
-        for (tid, next) in &self.threads {
-            b.extend_from_slice(&tid.to_le_bytes());
-            b.extend_from_slice(&0u32.to_le_bytes());
-            b.extend_from_slice(&next.to_le_bytes());
-        }
+        put_thread_positions(&mut b, &self.threads);
         b
     }
 
@@ -454,6 +446,15 @@ impl Mark {
         }
         let threads = thread_positions(d, MARK_SIZE, n, "release mark")?;
         Ok(Mark { number: u64_at(d, 0), threads })
+    }
+}
+
+/// `rrc_log_cut_thread[]` of (tid, position) pairs, appended to `b`.
+fn put_thread_positions(b: &mut Vec<u8>, threads: &[(u32, u64)]) {
+    for (tid, next) in threads {
+        b.extend_from_slice(&tid.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&next.to_le_bytes());
     }
 }
 

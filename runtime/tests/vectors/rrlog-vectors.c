@@ -121,15 +121,8 @@ static size_t good(struct buf *b, uint32_t version)
 	struct {
 		struct rrc_log_cut c;
 		struct rrc_log_cut_thread t[2];
-	} cut;
-	memset(&cut, 0, sizeof cut);
+	} cut = { .c = { .sequence = 3, .nr_threads = 2 }, .t = { { .tid = 1, .next_event = 4 }, { .tid = 2, .next_event = 2 } } };
 	memset(cut.c.image_id, 9, sizeof cut.c.image_id);
-	cut.c.sequence = 3;
-	cut.c.nr_threads = 2;
-	cut.t[0].tid = 1;
-	cut.t[0].next_event = 4;
-	cut.t[1].tid = 2;
-	cut.t[1].next_event = 2;
 	bt = (struct batch){ .tid = 0, .seq = 2, .first = 0 };
 	event(&bt, RRC_EV_CUT, 0, 0, 0, &cut, sizeof cut);
 	out(b, &bt);
@@ -137,14 +130,7 @@ static size_t good(struct buf *b, uint32_t version)
 	struct {
 		struct rrc_log_mark m;
 		struct rrc_log_cut_thread t[2];
-	} mark;
-	memset(&mark, 0, sizeof mark);
-	mark.m.number = 1;
-	mark.m.nr_threads = 2;
-	mark.t[0].tid = 1;
-	mark.t[0].next_event = 4;
-	mark.t[1].tid = 2;
-	mark.t[1].next_event = 3;
+	} mark = { .m = { .number = 1, .nr_threads = 2 }, .t = { { .tid = 1, .next_event = 4 }, { .tid = 2, .next_event = 3 } } };
 	bt = (struct batch){ .tid = 0, .seq = 3, .first = 0 };
 	event(&bt, RRC_EV_MARK, 0, 0, 0, &mark, sizeof mark);
 	out(b, &bt);
