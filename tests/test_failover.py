@@ -354,37 +354,51 @@ print(json.dumps(out), flush=True)
 '''
 
 
-def test_failure_between_connect_and_accept(lab, tmp_path):
+@pytest.mark.parametrize("mode,connect", [("checkpoint", "before"), ("checkpoint", "after"), ("rr", "before"), ("rr", "after")])
+def test_failure_between_connect_and_accept(lab, tmp_path, mode, connect):
     """Clients whose handshakes the primary's kernel completed, with their
-    requests sent, but that the server had not accept()ed at the last
-    checkpoint: after the primary's failure each is rebuilt at the backup
-    and handed to the restored server's next accept() (runtime/lib/
-    accept-queue.c), which answers on the client's original connection."""
+    requests sent, but that the server had not accept()ed yet: after the
+    primary's failure each is rebuilt at the backup and handed to the
+    restored server's next accept() (runtime/lib/accept-queue.c), which
+    answers on the client's original connection. Connected `before` the
+    last checkpoint they are in its TCP table (the listener's accept
+    queue); connected `after` it only the gate knows them: rebuilt at 0/0
+    (crates/rrc-agent/src/repair_plan.rs). In rr mode the replay's
+    accepts take none of them (the server accepted nothing), so they wait
+    for the live ones."""
     gate = tmp_path / "gate"  # acceptgate accepts nothing until it exists
-    ip = run_service("acq", [str(need(REPO / "runtime" / "build" / "zdtm" / "acceptgate")), "7100", str(gate)])
+    name = f"acq{mode[0]}{connect[0]}"
+    # `after`: an epoch long enough to connect and kill between two checkpoints
+    epoch = "3s" if connect == "after" else "30ms"
+    ip = run_service(name, [str(need(REPO / "runtime" / "build" / "zdtm" / "acceptgate")), "7100", str(gate)],
+                     epoch=epoch, extra=("--mode", mode))
     n = 4
+    if connect == "after":
+        c0 = status(name).get("checkpoints_committed", 0)
+        wait_until(lambda: status(name).get("checkpoints_committed", 0) > c0, 20, "a checkpoint")
     p = subprocess.Popen([str(need(RRC_BIN)), "lab", "exec", "client", "--", "python3", "-c", ACCEPT_CLIENT, ip, "7100", str(n)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
         assert line, f"the client could not connect: {p.stderr.read()[-2000:]}"
         clients = json.loads(line)
-        # checkpoints taken while the connections wait in the accept queue
-        c0 = status("acq").get("checkpoints_committed", 0)
-        wait_until(lambda: status("acq").get("checkpoints_committed", 0) >= c0 + 3, 20, "3 more checkpoints")
+        if connect == "before":
+            # checkpoints taken while the connections wait in the accept queue
+            c0 = status(name).get("checkpoints_committed", 0)
+            wait_until(lambda: status(name).get("checkpoints_committed", 0) >= c0 + 3, 20, "3 more checkpoints")
         cli("lab", "kill", "a")
-        wait_until(lambda: status("acq").get("primary") == "b", 30, "failover to b")
+        wait_until(lambda: status(name).get("primary") == "b", 30, "failover to b")
         gate.touch()
         out, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    st = status("acq")
+    st = status(name)
     fo = st["primary_view"]["failovers"]
     queued = [c for c in fo[0]["connections"] if c["accept_queue"]]
     assert sorted(c["client"] for c in queued) == sorted(clients), fo[0]["connections"]
-    assert all(c["repaired"] for c in queued), queued
+    assert all(c["repaired"] and c["after_checkpoint"] == (connect == "after") for c in queued), (queued, fo[0]["steps"])
     replies = json.loads(out.strip().splitlines()[-1])
     for i, (addr, r) in enumerate(zip(clients, replies)):
         # the reply on the original connection; accept() gave the client's
@@ -395,6 +409,98 @@ def test_failure_between_connect_and_accept(lab, tmp_path):
               "import socket,sys; s=socket.create_connection((sys.argv[1], 7100), timeout=10); s.sendall(b'HELLO new\\n');"
               " s.settimeout(10); print(s.recv(4096).decode().strip(), s.getsockname()[1])", ip).stdout.split()
     assert new[:2] == ["REPLY", "new"] and new[2] == f"peer=198.18.0.10:{new[-1]}" and new[3:5] == ["match=1", "flags=ok"], new
+
+
+# Connections opened after the last checkpoint and used before the
+# primary fails, then used again after the failover, on the same
+# connections. Not idempotent: the value is made by an add and appends, so
+# a request executed twice (say, replayed on a stand-in and then accepted
+# again live) shows as a doubled piece. Prints the clients' addresses and
+# the values before, waits for a line on stdin, prints the values after.
+AFTER_CLIENT = r'''
+import json, socket, sys
+ip, port, kind, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+def request(s, cmd, *args):
+    if kind == "redis":
+        s.sendall(b"*%d\r\n" % (1 + len(args)) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in (cmd, *args)))
+        end = b"\r\n"
+    elif cmd == b"GET":
+        s.sendall(b"get %s\r\n" % args[0])
+        end = b"END\r\n"
+    else:
+        verb = {b"SETNX": b"add", b"APPEND": b"append"}[cmd]
+        s.sendall(b"%s %s 0 0 %d\r\n%s\r\n" % (verb, args[0], len(args[1]), args[1]))
+        end = b"\r\n"
+    buf = b""
+    while not buf.endswith(end) or (kind == "redis" and buf.startswith(b"$") and buf.count(b"\r\n") < 2):
+        d = s.recv(4096)
+        if not d:
+            raise ConnectionError("EOF: %r" % buf)
+        buf += d
+    return buf
+def value(s, key):
+    r = request(s, b"GET", key)
+    return r.split(b"\r\n")[1].decode() if r.count(b"\r\n") >= 2 else r.decode()
+socks = [socket.create_connection((ip, port), timeout=30) for _ in range(n)]
+before = []
+for i, s in enumerate(socks):
+    k = b"after%d" % i
+    request(s, b"SETNX", k, b"a%d-" % i)
+    request(s, b"APPEND", k, b"b")
+    before.append(value(s, k))
+print(json.dumps({"clients": ["%s:%d" % s.getsockname() for s in socks], "before": before}), flush=True)
+sys.stdin.readline()
+after = []
+for i, s in enumerate(socks):
+    try:
+        k = b"after%d" % i
+        v = value(s, k)
+        request(s, b"APPEND", k, b"c")
+        after.append([v, value(s, k)])
+    except Exception as e:
+        after.append(["error: " + repr(e)])
+print(json.dumps(after), flush=True)
+'''
+
+
+@pytest.mark.parametrize("kind,cmd,port", [("redis", REDIS, 6379), ("memcached", MEMCACHED, 11211)])
+def test_connections_opened_after_the_checkpoint_in_rr_mode(lab, tmp_path, kind, cmd, port):
+    """rr mode (issue 14 §4; RRC §4.4): clients that connect after the last
+    checkpoint and get replies (released on the log) before the primary
+    fails: the failover rebuilds their connections at 0/0 from the gate's
+    record, the replayed accept takes each at the fd number the primary
+    gave it, the replay takes their requests off them and sends the
+    replies again (the clients drop what they had). Each client carries
+    on over its connection: the value it wrote is there, a new write works."""
+    name = f"aft{kind[0]}"
+    ip = run_service(name, cmd, epoch="3s", extra=("--mode", "rr"))
+    n = 4
+    c0 = status(name).get("checkpoints_committed", 0)
+    wait_until(lambda: status(name).get("checkpoints_committed", 0) > c0, 20, "a checkpoint")
+    p = subprocess.Popen([str(need(RRC_BIN)), "lab", "exec", "client", "--", "python3", "-c", AFTER_CLIENT, ip, str(port), kind, str(n)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line, f"the client failed: {p.stderr.read()[-2000:]}"
+        before = json.loads(line)
+        cli("lab", "kill", "a")
+        wait_until(lambda: status(name).get("primary") == "b", 30, "failover to b")
+        out, err = p.communicate("go\n", timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    st = status(name)
+    fo = st["primary_view"]["failovers"][0]
+    since = {c["client"]: c for c in fo["connections"] if c["after_checkpoint"]}
+    assert sorted(since) == sorted(before["clients"]), (fo["connections"], fo["steps"])
+    assert all(c["repaired"] for c in since.values()), fo["connections"]
+    r = fo["replay"]
+    assert r is not None and r["connections"] >= n and r["faults"] == 0 and r["sent_bytes"] > 0, (r, lab_diagnosis())
+    after = json.loads(out.strip().splitlines()[-1])
+    assert before["before"] == [f"a{i}-b" for i in range(n)], before
+    # nothing executed twice, nothing lost, the connections carry on
+    assert after == [[f"a{i}-b", f"a{i}-bc"] for i in range(n)], (after, err[-2000:], lab_diagnosis())
 
 
 def test_short_campaign(tmp_path):

@@ -32,6 +32,15 @@
  * accept() at the checkpoint (its syscall restarts after the restore,
  * inside this wrapper's frame) gets the substitution as well.
  *
+ * A failover in rr mode replays the log on the clients' own connections
+ * (rr-conns.h): the connections the clients opened after the checkpoint
+ * come too, and the primary may have accepted some of them, and some of
+ * the accept queue's, during the replayed interval. Those are parked, not
+ * queued: a replayed accept whose recorded peer (and listener port) is a
+ * parked connection's puts it at the recorded fd number, in place of the
+ * stand-in a standalone replay gets; at go-live the ones left get their
+ * dummies (rrc_aq_replay_over), before any thread runs live.
+ *
  * A dump is refused while any such connection waits (rrc_aq_check): its
  * socket and dummy are not in the application's fd table, and an image
  * would lose them. The wait is short in practice (the next accept()).
@@ -51,6 +60,8 @@
 #include "rrc/accept-queue.h"
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "accept-queue.h"
+#include "rr-conns.h"
 #include "rr-io.h"
 #include "rr-replay.h"
 #include "rr-fds.h"
@@ -59,7 +70,7 @@
 
 #define DUMMY_CONNECT_S 1 /* a loopback handshake takes microseconds */
 
-enum { AQ_FREE = 0, AQ_PENDING, AQ_TAKING, AQ_DONE };
+enum { AQ_FREE = 0, AQ_PENDING, AQ_TAKING, AQ_DONE, AQ_PARKED };
 
 /* One repaired connection waiting for accept(). In .bss, hence in images;
  * reset by rrc_aq_restore (and dumps are refused while one is pending). */
@@ -68,8 +79,11 @@ struct aq_entry {
 	int32_t  listener_fd;
 	int32_t  sock_fd;     /* the repaired socket (library fd, high) */
 	int32_t  dummy_fd;    /* our client end of the dummy connection */
-	uint16_t family, port; /* the dummy's local address: its peer as accepted */
+	/* pending: the dummy's local address (its peer as accepted);
+	 * parked: the client's address */
+	uint16_t family, port;
 	uint8_t  addr[16];
+	uint16_t local_port; /* parked: the service's port */
 };
 
 static struct aq_entry aq[RRC_ACCEPT_QUEUE_MAX];
@@ -103,9 +117,12 @@ static void log_num(const char *a, long n, const char *b, long err)
 	rrc_log(m);
 }
 
-/* family, port, address bytes of a sockaddr (v4 or v6) */
+/* family, port, address bytes of a sockaddr (v4 or v6; an IPv4-mapped
+ * IPv6 address, as a dual-stack listener reports an IPv4 client, counts as
+ * the IPv4 one: the repaired sockets are IPv4) */
 static int addr_key(const struct sockaddr_storage *ss, uint16_t *family, uint16_t *port, uint8_t addr[16])
 {
+	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
 	rrc_memset(addr, 0, 16);
 	*family = ss->ss_family;
 	if (ss->ss_family == AF_INET) {
@@ -117,10 +134,27 @@ static int addr_key(const struct sockaddr_storage *ss, uint16_t *family, uint16_
 	if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *a = (const void *)ss;
 		*port = a->sin6_port;
-		rrc_memcpy(addr, &a->sin6_addr, 16);
+		if (rrc_memeq(&a->sin6_addr, v4_mapped, 12)) {
+			*family = AF_INET;
+			rrc_memcpy(addr, (const uint8_t *)&a->sin6_addr + 12, 4);
+		} else {
+			rrc_memcpy(addr, &a->sin6_addr, 16);
+		}
 		return 0;
 	}
 	return -1;
+}
+
+/* The port a socket is bound to (network order), or -1. */
+static int local_port_of(int fd)
+{
+	struct sockaddr_storage ss;
+	uint32_t len = sizeof ss;
+	uint16_t family, port;
+	uint8_t key[16];
+	if (rrc_sys_getsockname(fd, &ss, &len) < 0 || addr_key(&ss, &family, &port, key) < 0)
+		return -1;
+	return port;
 }
 
 static void close_reset(int fd)
@@ -188,7 +222,7 @@ static long dummy_connect(int listener, struct aq_entry *e)
 
 /* After a restore, before the application's threads are released: read
  * rrc-restore's table (if any) and queue each connection behind a dummy. */
-void rrc_aq_restore(void)
+void rrc_aq_restore(int park)
 {
 	static union {
 		struct rrc_accept_queue_header h;
@@ -246,6 +280,26 @@ void rrc_aq_restore(void)
 			log_num("after restore: accept-queue entry ", (long)i, " names no socket: skipped", 0);
 			continue;
 		}
+		if (park) {
+			struct sockaddr_storage ss;
+			uint32_t len = sizeof ss;
+			int lp = local_port_of(sock);
+			if (rrc_sys_getpeername(sock, &ss, &len) < 0 ||
+			    addr_key(&ss, &e->family, &e->port, e->addr) < 0 || lp < 0) {
+				log_num("after restore: accept-queue entry ", (long)i,
+					" is not a connected socket: closed", 0);
+				close_reset(sock);
+				continue;
+			}
+			e->local_port = (uint16_t)lp;
+			e->listener_fd = ent[i].listener_fd;
+			e->sock_fd = rrc_fd_high(sock);
+			e->dummy_fd = -1;
+			RRC_STORE(&e->state, AQ_PARKED);
+			aq_n++;
+			RRC_ATOMIC_INC(&aq_pending);
+			continue;
+		}
 		long d = dummy_connect(ent[i].listener_fd, e);
 		if (d < 0) {
 			/* without a dummy nobody would ever accept it: closed, the
@@ -264,7 +318,35 @@ void rrc_aq_restore(void)
 		RRC_ATOMIC_INC(&aq_pending);
 	}
 	if (aq_n)
-		log_num("after restore: ", (long)aq_n, " repaired connection(s) queued for accept()", 0);
+		log_num("after restore: ", (long)aq_n,
+			park ? " repaired connection(s) kept for the replay's accepts"
+			     : " repaired connection(s) queued for accept()", 0);
+}
+
+void rrc_aq_replay_over(void)
+{
+	uint32_t queued = 0;
+	for (uint32_t i = 0; i < aq_n; i++) {
+		struct aq_entry *e = &aq[i];
+		if (RRC_LOAD(&e->state) != AQ_PARKED)
+			continue;
+		long d = dummy_connect(e->listener_fd, e);
+		if (d < 0) {
+			log_num("replay over: a repaired connection waiting for accept() on fd ", e->listener_fd,
+				" is closed: the loopback connection to its listener failed", -d);
+			close_reset(e->sock_fd);
+			e->sock_fd = -1;
+			RRC_STORE(&e->state, AQ_DONE);
+			__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		e->dummy_fd = (int)d;
+		RRC_STORE(&e->state, AQ_PENDING);
+		queued++;
+	}
+	if (queued)
+		log_num("replay over: ", (long)queued,
+			" repaired connection(s) the replay did not accept queued for accept()", 0);
 }
 
 /* Pause path: 0, or -1 with the error set. */
@@ -277,6 +359,59 @@ int rrc_aq_check(void)
 		    " repaired connection(s) still wait for the application's accept() (an image now "
 		    "would lose them): try again later");
 	return -1;
+}
+
+/* e's repaired socket takes fd number c (closing what c was: the dummy's
+ * server end, or a replay's stand-in), with accept4's flags. The number
+ * the application gets. e is AQ_TAKING. */
+static int put_in_place(struct aq_entry *e, int c, int flags)
+{
+	long fl = rrc_sys_fcntl(e->sock_fd, F_GETFL, 0);
+	if (fl >= 0)
+		rrc_sys_fcntl(e->sock_fd, F_SETFL, (fl & ~O_NONBLOCK) | ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0));
+	int ret = c;
+	if (rrc_sys_dup3(e->sock_fd, c, (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		/* cannot happen with two open fds; never hand out what c was */
+		rrc_sys_close(c);
+		ret = e->sock_fd;
+		rrc_sys_fcntl(ret, F_SETFD, (flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
+	} else {
+		rrc_sys_close(e->sock_fd);
+	}
+	return ret;
+}
+
+/* A replayed accept on listener fd of the connection from the recorded
+ * peer address (len bytes) got stand-in c: the parked connection from that
+ * peer to that listener's port, if any, takes c's number instead. */
+static int take_parked(int listener, const void *peer, uint32_t len, int c, int flags)
+{
+	struct sockaddr_storage ss;
+	uint16_t family, port;
+	uint8_t key[16];
+	if (!RRC_LOAD(&aq_pending))
+		return c;
+	rrc_memset(&ss, 0, sizeof ss);
+	rrc_memcpy(&ss, peer, len < sizeof ss ? len : sizeof ss);
+	int lp = local_port_of(listener);
+	if (addr_key(&ss, &family, &port, key) < 0 || lp < 0)
+		return c;
+	for (uint32_t i = 0; i < aq_n; i++) {
+		struct aq_entry *e = &aq[i];
+		uint32_t want = AQ_PARKED;
+		if (RRC_LOAD(&e->state) != AQ_PARKED || e->family != family || e->port != port ||
+		    e->local_port != (uint16_t)lp || !rrc_memeq(e->addr, key, 16))
+			continue;
+		if (!__atomic_compare_exchange_n(&e->state, &want, AQ_TAKING, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return c;
+		int ret = put_in_place(e, c, flags);
+		rrc_rc_fd_closed(ret); /* a new object at that number: a client connection now */
+		e->sock_fd = -1;
+		RRC_STORE(&e->state, AQ_DONE);
+		__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+		return ret;
+	}
+	return c;
 }
 
 /* c was just accepted. If it is a dummy, it becomes the repaired socket. */
@@ -300,19 +435,7 @@ static int substitute(int c, struct sockaddr *addr, socklen_t *alen, int flags)
 						 __ATOMIC_SEQ_CST))
 			return c;
 		close_reset(e->dummy_fd);
-		long fl = rrc_sys_fcntl(e->sock_fd, F_GETFL, 0);
-		if (fl >= 0)
-			rrc_sys_fcntl(e->sock_fd, F_SETFL,
-				      (fl & ~O_NONBLOCK) | ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0));
-		int ret = c;
-		if (rrc_sys_dup3(e->sock_fd, c, (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-			/* cannot happen with two open fds; never hand out the dummy */
-			rrc_sys_close(c);
-			ret = e->sock_fd;
-			rrc_sys_fcntl(ret, F_SETFD, (flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
-		} else {
-			rrc_sys_close(e->sock_fd);
-		}
+		int ret = put_in_place(e, c, flags);
 		if (addr && alen) {
 			len = sizeof ss;
 			if (rrc_sys_getpeername(ret, &ss, &len) == 0) {
@@ -402,16 +525,27 @@ static int accept_end(int rec, int t, int fd, int c, const struct sockaddr *addr
 		rrc_fdt_made(c, 1);
 	if (!t)
 		t = rrc_fdt_begin(); /* a failed blocking accept: in the order too */
+	/* the peer's address, also when the caller did not ask for it: a
+	 * failover's replay gives the connection from that peer to this call */
+	struct sockaddr_storage peer;
+	const void *d = addr;
 	uint32_t n = c >= 0 && addr && alen ? (uint32_t)*alen : 0;
+	if (c >= 0 && !(addr && alen)) {
+		n = sizeof peer;
+		d = &peer;
+		if (rrc_sys_getpeername(c, &peer, &n) < 0)
+			n = 0;
+	}
 	errno = e;
-	rrc_fdt_end(t, RRC_EV_ACCEPT, (uint64_t)fd, c < 0 ? -e : c, addr, n > 128 ? 128 : n);
+	rrc_fdt_end(t, RRC_EV_ACCEPT, (uint64_t)fd, c < 0 ? -e : c, d, n > 128 ? 128 : n);
 	return c;
 }
 
 /* Replay: in the fd table's turn, a stand-in takes the recorded number: a
  * TCP socket of the peer's family, not connected (a standalone replay has
- * no connection to give; the failover hands the repaired ones over in the
- * next issue). 1 if replayed (*c the outcome), 0 if live. */
+ * no connection to give); a failover's replay puts the client's own
+ * connection there (take_parked). 1 if replayed (*c the outcome), 0 if
+ * live. */
 static int accept_replayed(int fd, struct sockaddr *addr, socklen_t *alen, int flags, int *c)
 {
 	if (!rrc_rr_replaying())
@@ -429,6 +563,8 @@ static int accept_replayed(int fd, struct sockaddr *addr, socklen_t *alen, int f
 					SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
 		r = s < 0 ? -1 : (int)s;
 		err = s < 0 ? (int)-s : 0;
+		if (r >= 0 && e->data_len >= 2)
+			r = take_parked(fd, rrc_rp_data(e), e->data_len, r, flags);
 		if (r >= 0) {
 			rrc_fdt_made(r, 1);
 			if (addr && alen) {

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "accept-queue.h"
 #include "rr-replay.h"
 #include "rr-log.h"
 #include "rr-fds.h"

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include "rrc_lib.h"
+#include "accept-queue.h"
 #include "waits.h"
 #include "rr-log.h"
 #include "rr-io.h"

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include "rrc_lib.h"
+#include "accept-queue.h"
 #include "rr-log.h"
 #include "rr-fds.h"
 #include "rr-replay.h"
@@ -84,17 +85,22 @@ void rrc_post_restore(void)
 				"incremental dump takes it as its parent");
 	}
 	/* connections the primary's kernel had completed but the application
-	 * had not accepted: queued behind dummies before anything runs */
-	rrc_aq_restore();
+	 * had not accepted, and (a failover) those opened since the
+	 * checkpoint: queued behind dummies before anything runs, or, for a
+	 * replay on the clients' connections, parked for the replayed accepts */
+	struct rrc_replay_request replay = ra->replay;
+	int park = replay.fd >= 0 && (replay.flags & RRC_REPLAY_CONNECTIONS);
+	rrc_aq_restore(park);
 	rrc_g.restored = 1;
 	/* `rrc restore --replay`: the log indexed and replay on before any
 	 * thread runs. A log that cannot be replayed leaves the threads parked
 	 * (nothing runs live that should have replayed); REPLAY_STATUS says why. */
-	struct rrc_replay_request replay = ra->replay;
 	ra->magic = 0;
 	if (replay.fd >= 0) {
 		if (rrc_rp_load(ra->image_id, &replay) < 0)
 			return; /* threads stay parked: REPLAY_STATUS reports the refusal */
+		if (park && rrc_rp_live())
+			rrc_aq_replay_over(); /* nothing to replay */
 	}
 	rrc_release();
 }

@@ -29,6 +29,7 @@
 #include "rr-replay-plan.h"
 #include "rr-fds.h"
 #include "rr-conns.h"
+#include "accept-queue.h"
 
 static __thread struct rp_thread *rp_me __attribute__((tls_model("initial-exec")));
 static __thread uint32_t rp_me_generation __attribute__((tls_model("initial-exec")));
@@ -213,6 +214,8 @@ static void settle_debts(int final);
 static void go_live(void)
 {
 	settle_debts(1);
+	/* the connections no replayed accept took wait for live ones */
+	rrc_aq_replay_over();
 	rp.live_ns = rrc_mono_ns() - rp.started_ns;
 	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
 	RRC_STORE(&rp.state, RP_LIVE);

@@ -443,11 +443,6 @@ enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_S
        RRC_SNAP_EPIPE, RRC_SNAP_INCOMPLETE };
 const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
 
-/* ---- accept-queue.c (ASYNC-SIGNAL-SAFE): repaired connections for accept() ---- */
-void rrc_aq_resolve(void) RRC_HIDDEN;        /* constructor: the real accept/accept4 */
-void rrc_aq_restore(void) RRC_HIDDEN;        /* after a restore, before the release */
-int rrc_aq_check(void) RRC_HIDDEN;           /* dump: 0, or -1 while some still wait */
-
 /* ---- control.c / restored.c ---- */
 void *rrc_control_main(void *arg) RRC_HIDDEN;
 void rrc_post_restore(void) RRC_HIDDEN;

@@ -31,7 +31,7 @@ use rrc_wire::msg::{ConnSeed, Mode};
 use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReplay, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
-use crate::repair_plan::{self, HeldConn, Listener, Repair};
+use crate::repair_plan::{self, HeldConn, Listener};
 use crate::heartbeat::Silence;
 use crate::net::ContainerNet;
 use crate::{Agent, Service};
@@ -469,26 +469,35 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // had read and written nothing: the table says 0 and 0); the restored
     // library hands them to the next accept() on that listener (`fd` is
     // then the listener's).
-    let plan = repair_plan::plan(&conns, &listeners, &table, |peer, local| b.gate().stream_data(peer, local));
+    // 4c. And those the clients opened after the checkpoint (the gate's
+    // record only): rebuilt at 0/0 and handed over the same way; a replay
+    // gives each to the replayed accept that took it (accept-queue.c).
+    let streams = b.gate().streams();
+    let plan = repair_plan::plan(&conns, &listeners, &table, &streams, |peer, local| b.gate().stream_data(peer, local));
     let mut outcomes = Vec::new();
     let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
     let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
     let mut bases: Vec<RepairBase> = Vec::new();
-    for Repair { fd, peer, accept_queue, from } in plan {
-        let r = from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, t, replaying));
-        let reason = match r {
+    for r in plan {
+        let (fd, peer, accept_queue, after_checkpoint) = (r.fd, r.peer, r.accept_queue(), r.origin == repair_plan::Origin::AfterCheckpoint);
+        let done = r.from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, &t, replaying));
+        let reason = match done {
             Ok((sock, base)) => {
                 bases.push(base);
                 if accept_queue { &mut pending_accept } else { &mut repaired }.push((fd, sock));
                 None
             }
             Err(e) => {
-                let what = if accept_queue { "connection not yet accepted, not repaired" } else { "connection not repaired, restored closed" };
+                let what = match r.origin {
+                    repair_plan::Origin::Held => "connection not repaired, restored closed",
+                    repair_plan::Origin::AcceptQueue => "connection not yet accepted, not repaired",
+                    repair_plan::Origin::AfterCheckpoint => "connection opened after the checkpoint, not repaired",
+                };
                 tracing::warn!(service = %b.spec.name, fd, accept_queue, client = %peer, "{what}: {e:#}");
                 Some(format!("{e:#}"))
             }
         };
-        outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: reason.is_none(), reason, accept_queue });
+        outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: reason.is_none(), reason, accept_queue, after_checkpoint });
     }
     step(&mut steps, &b.spec.name, "connections repaired", t0);
 

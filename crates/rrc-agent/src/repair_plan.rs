@@ -4,13 +4,20 @@
 //! record of each connection), asks [`plan`], and carries the plan out
 //! with TCP_REPAIR; the unit tests below check the matching without a lab.
 //!
-//! Two kinds of connections are rebuilt (docs/failover.md):
+//! Three kinds of connections are rebuilt (docs/failover.md):
 //! - those the application held as an fd at the checkpoint (`InetConn`
 //!   sockets of the image), found in the TCP table by inode;
 //! - those the kernel had completed but the application had not accepted:
 //!   in the TCP table with inode 0, ESTABLISHED, opened by the client, on
 //!   the port of one of the image's listeners (specific address or
-//!   wildcard); they are handed to the next accept() of that listener.
+//!   wildcard); they are handed to the next accept() of that listener;
+//! - those the clients opened after the checkpoint: in the gate's record,
+//!   never in a commit's table, their handshake complete, on a listener's
+//!   port. The checkpoint's application had read and written nothing of
+//!   them: they are rebuilt at offsets 0/0 (a table entry made here) and
+//!   handed over like the accept queue's; in rr mode the replayed accept
+//!   that took one on the primary takes it again (RRC §4.4), and one the
+//!   primary had not accepted yet waits for a live accept().
 //!
 //! Each needs the gate's record of its bytes (client bytes not yet read,
 //! server bytes not yet acknowledged); without it, or without its TCP
@@ -18,6 +25,7 @@
 
 use std::net::{SocketAddr, SocketAddrV4};
 
+use rrc_gate::StreamSnapshot;
 use rrc_image::sections::TcpStream;
 
 /// A connected socket of the image.
@@ -36,45 +44,114 @@ pub struct Listener {
     pub local: SocketAddrV4,
 }
 
+/// Why a connection is rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An fd of the checkpoint's application.
+    Held,
+    /// In a listener's kernel accept queue at the checkpoint.
+    AcceptQueue,
+    /// Opened by its client after the checkpoint.
+    AfterCheckpoint,
+}
+
 /// One connection of the plan. `fd` is the connection's own fd, or, for
-/// one not yet accepted, its listener's.
+/// one not yet accepted at the checkpoint, its listener's.
 #[derive(Debug, PartialEq)]
-pub struct Repair<'t, D> {
+pub struct Repair<D> {
     pub fd: i32,
     pub peer: SocketAddrV4,
-    pub accept_queue: bool,
+    pub origin: Origin,
     /// What to rebuild it from, or why it cannot be.
-    pub from: Result<(&'t TcpStream, D), &'static str>,
+    pub from: Result<(TcpStream, D), &'static str>,
+}
+
+impl<D> Repair<D> {
+    /// Handed to a listener's accept() rather than placed at an fd.
+    pub fn accept_queue(&self) -> bool {
+        self.origin != Origin::Held
+    }
 }
 
 const NOT_IN_TABLE: &str = "not in the checkpoint's TCP table";
 const NOT_IN_GATE: &str = "the gate has no record of this connection";
 
 /// Every connection to rebuild, held ones first, in the image's order;
-/// the accept queue's in the TCP table's order (the kernel's hash order:
-/// the primary's queue order is not recorded; clients do not see the
-/// order in which they are accepted).
-/// `gate(peer, local)` is the gate's record of a connection.
-pub fn plan<'t, D>(held: &[HeldConn], listeners: &[Listener], table: &'t [TcpStream], gate: impl Fn(SocketAddrV4, SocketAddrV4) -> Option<D>) -> Vec<Repair<'t, D>> {
+/// then the accept queue's in the TCP table's order (the kernel's hash
+/// order: the primary's queue order is not recorded; clients do not see
+/// the order in which they are accepted); then those begun after the
+/// checkpoint, in `streams`' order.
+/// `streams` are the gate's, `gate(peer, local)` its record of one.
+pub fn plan<D>(
+    held: &[HeldConn],
+    listeners: &[Listener],
+    table: &[TcpStream],
+    streams: &[StreamSnapshot],
+    gate: impl Fn(SocketAddrV4, SocketAddrV4) -> Option<D>,
+) -> Vec<Repair<D>> {
     let mut out = Vec::new();
     for c in held {
         let entry = table.iter().find(|t| t.inode == c.inode && c.inode != 0);
         let from = match (entry, gate(c.peer, c.local)) {
             (None, _) => Err(NOT_IN_TABLE),
             (_, None) => Err(NOT_IN_GATE),
-            (Some(t), Some(d)) => Ok((t, d)),
+            (Some(t), Some(d)) => Ok((t.clone(), d)),
         };
-        out.push(Repair { fd: c.fd, peer: c.peer, accept_queue: false, from });
+        out.push(Repair { fd: c.fd, peer: c.peer, origin: Origin::Held, from });
     }
     for t in table.iter().filter(|t| t.inode == 0 && t.state == TCP_ESTABLISHED && !t.is_active_open()) {
         let (Some(local), Some(peer)) = (socket_v4(t.local), socket_v4(t.remote)) else { continue };
-        let Some(l) = listeners.iter().find(|l| l.local.port() == local.port() && (l.local.ip().is_unspecified() || l.local.ip() == local.ip())) else {
-            continue;
-        };
-        let from = gate(peer, local).map(|d| (t, d)).ok_or(NOT_IN_GATE);
-        out.push(Repair { fd: l.fd, peer, accept_queue: true, from });
+        let Some(l) = listener_of(listeners, local) else { continue };
+        let from = gate(peer, local).map(|d| (t.clone(), d)).ok_or(NOT_IN_GATE);
+        out.push(Repair { fd: l.fd, peer, origin: Origin::AcceptQueue, from });
+    }
+    let in_table = |s: &StreamSnapshot| table.iter().any(|t| socket_v4(t.local) == Some(s.server) && socket_v4(t.remote) == Some(s.client));
+    for s in streams.iter().filter(|s| begun_after_checkpoint(s) && !in_table(s)) {
+        let Some(l) = listener_of(listeners, s.server) else { continue };
+        let from = gate(s.client, s.server).map(|d| (unread_unwritten(s.server, s.client), d)).ok_or(NOT_IN_GATE);
+        out.push(Repair { fd: l.fd, peer: s.client, origin: Origin::AfterCheckpoint, from });
     }
     out
+}
+
+/// A stream that no checkpoint knew of and whose client completed the
+/// handshake (it acknowledged the SYN-ACK: the primary's kernel may have
+/// queued it, its application accepted it). One whose handshake the gate
+/// did not see complete is left to the restored kernel: the client's
+/// retransmitted SYN makes a new connection. A reset one is gone.
+fn begun_after_checkpoint(s: &StreamSnapshot) -> bool {
+    !s.seen_in_commit && s.client_isn.is_some() && s.server_isn.is_some() && s.client_ack_rel.is_some() && !s.reset
+}
+
+/// The listener a passive connection to `local` came through.
+fn listener_of(listeners: &[Listener], local: SocketAddrV4) -> Option<&Listener> {
+    listeners.iter().find(|l| l.local.port() == local.port() && (l.local.ip().is_unspecified() || l.local.ip() == local.ip()))
+}
+
+/// The table entry of a connection the application has read and written
+/// nothing of: synchronized, established, at relative offsets 0 and 0.
+fn unread_unwritten(local: SocketAddrV4, remote: SocketAddrV4) -> TcpStream {
+    TcpStream {
+        family: libc::AF_INET as u16,
+        state: TCP_ESTABLISHED,
+        state_name: "ESTABLISHED",
+        options: 0,
+        snd_wscale: 0,
+        rcv_wscale: 0,
+        flags: rrc_image::sections::TCP_F_SEQ,
+        local: SocketAddr::V4(local),
+        remote: SocketAddr::V4(remote),
+        snd_mss: 0,
+        inode: 0,
+        cookie: 0,
+        rqueue: 0,
+        wqueue: 0,
+        bytes_acked: 0,
+        bytes_received: 0,
+        write_seq_rel: Some(0),
+        read_seq_rel: Some(0),
+        ifindex: 0,
+    }
 }
 
 /// The kernel's TCP_ESTABLISHED.
@@ -132,8 +209,8 @@ mod tests {
     fn a_held_connection_is_rebuilt_from_its_table_entry_and_the_gate_s_record() {
         let table = [entry(SERVICE, "198.18.0.10:4000", 77, 1, false)];
         let held = [HeldConn { fd: 9, local: addr(SERVICE), peer: addr("198.18.0.10:4000"), inode: 77 }];
-        let p = plan(&held, &[], &table, gate);
-        assert_eq!(p, vec![Repair { fd: 9, peer: addr("198.18.0.10:4000"), accept_queue: false, from: Ok((&table[0], 4000)) }]);
+        let p = plan(&held, &[], &table, &[], gate);
+        assert_eq!(p, vec![Repair { fd: 9, peer: addr("198.18.0.10:4000"), origin: Origin::Held, from: Ok((table[0].clone(), 4000)) }]);
     }
 
     #[test]
@@ -145,7 +222,7 @@ mod tests {
             // inode 0 never matches the accept queue's entries
             HeldConn { fd: 11, local: addr(SERVICE), peer: addr("198.18.0.10:4001"), inode: 0 },
         ];
-        let p = plan(&held, &[], &table, gate);
+        let p = plan(&held, &[], &table, &[], gate);
         let why: Vec<_> = p.iter().map(|r| r.from.as_ref().err().copied()).collect();
         assert_eq!(why, vec![Some(NOT_IN_TABLE), Some(NOT_IN_GATE), Some(NOT_IN_TABLE)]);
     }
@@ -167,10 +244,88 @@ mod tests {
             entry("0.0.0.0:0", "0.0.0.0:0", 0, 10, false), // a listener itself
             entry("198.18.0.100:7100", "198.18.0.10:5000", 0, 1, false), // queued on fd 3, unknown to the gate
         ];
-        let p = plan(&[], &listeners, &table, gate);
-        let got: Vec<_> = p.iter().map(|r| (r.fd, r.peer.port(), r.accept_queue, r.from.as_ref().err().copied())).collect();
+        let p = plan(&[], &listeners, &table, &[], gate);
+        let got: Vec<_> = p.iter().map(|r| (r.fd, r.peer.port(), r.accept_queue(), r.from.as_ref().err().copied())).collect();
         assert_eq!(got, vec![(3, 4000, true, None), (4, 4004, true, None), (3, 5000, true, Some(NOT_IN_GATE))]);
-        assert_eq!(p[0].from, Ok((&table[0], 4000)));
+        assert_eq!(p[0].from, Ok((table[0].clone(), 4000)));
+    }
+
+    /// A stream of the gate from `client` to `server`: handshake complete,
+    /// never listed by a commit, unless changed.
+    fn stream(server: &str, client: &str) -> StreamSnapshot {
+        StreamSnapshot {
+            client: addr(client),
+            server: addr(server),
+            client_isn: Some(100),
+            server_isn: Some(200),
+            client_syn_options: None,
+            server_syn_options: None,
+            client_base_rel: 0,
+            client_recorded_len: 5,
+            client_out_of_order_bytes: 0,
+            client_fin: false,
+            client_ack_rel: Some(0),
+            client_window: 500,
+            client_timestamps: None,
+            server_unacked_from_rel: 0,
+            server_unacked_to_rel: 0,
+            server_retained_bytes: 0,
+            server_released_end_rel: 0,
+            server_fin: false,
+            server_ack_rel: Some(5),
+            server_timestamps: None,
+            held_packets: 0,
+            committed_write_rel: None,
+            committed_read_rel: None,
+            last_state: None,
+            reset: false,
+            seen_in_commit: false,
+        }
+    }
+
+    /// A connection no checkpoint listed, whose client completed the
+    /// handshake on a listener's port, goes to that listener at 0/0; one
+    /// a commit listed (it ended before the checkpoint), one in the table
+    /// (rebuilt from there), one not yet established, one reset, one on
+    /// no listener's port, are not.
+    #[test]
+    fn connections_begun_after_the_checkpoint_go_to_their_listener_at_offsets_zero() {
+        let listeners = [Listener { fd: 3, local: addr("0.0.0.0:7100") }];
+        let table = [entry("198.18.0.100:7100", "198.18.0.10:4001", 77, 1, false)];
+        let held = [HeldConn { fd: 9, local: addr("198.18.0.100:7100"), peer: addr("198.18.0.10:4001"), inode: 77 }];
+        let streams = [
+            stream("198.18.0.100:7100", "198.18.0.10:4000"),
+            StreamSnapshot { seen_in_commit: true, ..stream("198.18.0.100:7100", "198.18.0.10:4002") },
+            stream("198.18.0.100:7100", "198.18.0.10:4001"), // in the table
+            StreamSnapshot { client_ack_rel: None, ..stream("198.18.0.100:7100", "198.18.0.10:4003") },
+            StreamSnapshot { reset: true, ..stream("198.18.0.100:7100", "198.18.0.10:4004") },
+            StreamSnapshot { server_isn: None, ..stream("198.18.0.100:7100", "198.18.0.10:4005") },
+            stream("198.18.0.100:7300", "198.18.0.10:4006"), // no listener
+            stream("198.18.0.100:7100", "198.18.0.10:5000"), // unknown to the gate's record
+        ];
+        let p = plan(&held, &listeners, &table, &streams, gate);
+        let got: Vec<_> = p.iter().map(|r| (r.fd, r.peer.port(), r.origin, r.from.as_ref().err().copied())).collect();
+        assert_eq!(got, vec![(9, 4001, Origin::Held, None), (3, 4000, Origin::AfterCheckpoint, None), (3, 5000, Origin::AfterCheckpoint, Some(NOT_IN_GATE))]);
+        let (t, _) = p[1].from.as_ref().unwrap();
+        assert_eq!((t.state, t.write_seq_rel, t.read_seq_rel, t.inode), (TCP_ESTABLISHED, Some(0), Some(0), 0));
+        assert_eq!((socket_v4(t.local), socket_v4(t.remote)), (Some(addr("198.18.0.100:7100")), Some(addr("198.18.0.10:4000"))));
+        assert!(p[1].accept_queue() && !p[0].accept_queue());
+    }
+
+    /// The table entry made for one rebuilds it with every client byte in
+    /// its receive queue and nothing written (what a repair derives).
+    #[test]
+    fn a_connection_begun_after_the_checkpoint_is_rebuilt_unread_and_unwritten() {
+        let s = stream("198.18.0.100:7100", "198.18.0.10:4000");
+        let data = rrc_gate::StreamData { snapshot: s.clone(), client_unread: b"PING\n".to_vec(), server_unacked: vec![] };
+        let t = unread_unwritten(s.server, s.client);
+        let spec = rrc_repair::spec_before_replay(&data, &t).unwrap();
+        assert_eq!((spec.recv_seq, spec.recv_queue.as_slice(), spec.send_seq, spec.write_queue.len()), (101, &b"PING\n"[..], 201, 0));
+        // without a replay, nothing may have been released yet
+        assert!(rrc_repair::spec_from_gate(&data, &t).is_ok());
+        let released = rrc_gate::StreamData { snapshot: StreamSnapshot { server_released_end_rel: 6, client_ack_rel: Some(6), ..s }, ..data };
+        assert!(rrc_repair::spec_from_gate(&released, &t).is_err());
+        assert!(rrc_repair::spec_before_replay(&released, &t).is_ok());
     }
 
     #[test]

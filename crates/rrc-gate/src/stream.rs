@@ -278,6 +278,9 @@ pub struct StreamSnapshot {
     pub committed_read_rel: Option<u32>,
     pub last_state: Option<u8>,
     pub reset: bool,
+    /// Listed by a commit's TCP table at least once: the stream existed at
+    /// a checkpoint (a failover tells the connections begun since).
+    pub seen_in_commit: bool,
 }
 
 /// A snapshot plus the bytes failover needs: the client bytes the server
@@ -318,6 +321,7 @@ impl Stream {
             committed_read_rel: self.committed_read.map(|r| r as u32),
             last_state: self.last_state,
             reset: self.reset,
+            seen_in_commit: self.seen_in_commit,
         }
     }
 

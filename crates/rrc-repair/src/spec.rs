@@ -332,6 +332,7 @@ mod tests {
             committed_read_rel: Some(base as u32),
             last_state: Some(1),
             reset: false,
+            seen_in_commit: true,
         };
         StreamData {
             snapshot,

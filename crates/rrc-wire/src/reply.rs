@@ -385,6 +385,11 @@ pub struct ConnOutcome {
     /// kernel's accept queue of the listener at `fd`): handed to its next
     /// accept() (runtime/lib/accept-queue.c).
     pub accept_queue: bool,
+    /// Opened by its client after the checkpoint (handed over like those
+    /// of the accept queue; in rr mode to the replayed accept that took it
+    /// on the primary).
+    #[serde(default)]
+    pub after_checkpoint: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -419,7 +419,12 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             }
             if let Some(c) = &f.connections {
                 let ok = c.iter().filter(|x| x.repaired).count();
-                println!("        connections repaired: {ok} of {}", c.len());
+                let queued = c.iter().filter(|x| x.repaired && x.accept_queue && !x.after_checkpoint).count();
+                let since = c.iter().filter(|x| x.repaired && x.after_checkpoint).count();
+                println!("        connections repaired: {ok} of {} ({queued} not yet accepted at the checkpoint, {since} opened after it)", c.len());
+                for x in c.iter().filter(|x| !x.repaired) {
+                    println!("          not repaired: fd {} client {}: {}", x.fd, x.client, x.reason.as_deref().unwrap_or("?"));
+                }
             }
             if let Some(r) = &f.replay {
                 println!(
