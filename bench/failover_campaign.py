@@ -510,6 +510,14 @@ def judge(rec, kill, survivor):
                     [c for c in conns if not c.get("repaired")])[:800] if conns else "no connection in the checkpoint")
             if bd["routing"] is None:
                 out["why_not"].append(f"failover did not reach `live`: {steps} {st.get('last_error')}")
+            # rr mode: a replay that diverged was survived (the checkpoint
+            # without replay) but is a failed recovery (RRC Tables 7-8)
+            rp = fo.get("replay") or {}
+            if rp.get("diverged"):
+                out["why_not"].append(f"the replay diverged: {rp['diverged']}")
+            if rp.get("faults") or rp.get("behind"):
+                out["why_not"].append(f"the replay left connections out of step: {rp.get('faults')} bytes, "
+                                      f"{rp.get('behind')} behind")
         elif fo.get("error"):
             out["why_not"].append(f"backup failure handling: {fo['error']}")
     out["breakdown_ms"] = bd

@@ -425,6 +425,11 @@ impl Backup {
                 self.wake.notify_all();
                 Ok(FaultSet { stalled: Some(false), ..Default::default() })
             }
+            Fault::AlterNextLoggedOutput => {
+                let log = self.log.as_ref().with_context(|| format!("{} runs in checkpoint mode: it has no record log", self.spec.name))?;
+                lock(log).alter_next_output();
+                Ok(FaultSet { armed: Some("alter-next-logged-output".into()), ..Default::default() })
+            }
             other => bail!("fault {other:?} is injected at the primary, not the backup"),
         }
     }

@@ -132,6 +132,7 @@ fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream, before_repl
         conn: (d.snapshot.client, d.snapshot.server),
         write_base: spec.send_seq.wrapping_sub(sisn.wrapping_add(1)),
         read_base: spec.recv_seq.wrapping_sub(cisn.wrapping_add(1)),
+        send_seq: spec.send_seq,
     };
     let sock = in_netns(netns, move || rrc_repair::repair(&spec))??;
     if before_replay {
@@ -157,6 +158,8 @@ struct RepairBase {
     conn: (SocketAddrV4, SocketAddrV4),
     write_base: u32,
     read_base: u32,
+    /// The socket's snd_una at the repair (absolute).
+    send_seq: u32,
 }
 
 /// What a backup makes in advance for its failover, so that none of it is
@@ -237,10 +240,9 @@ fn container_config(agent: &Agent) -> rrc_container::Config {
 /// committed copy itself.
 fn data_dirs(spec: &rrc_wire::msg::ServiceSpec, committed: Option<&std::path::Path>) -> Option<DataDirs> {
     let (target, committed) = (spec.data_dir.as_ref()?, committed?);
-    let live = match spec.spare {
-        Some(_) => committed.with_file_name("data-live"),
-        None => committed.to_path_buf(),
-    };
+    // rr mode: a replay that diverges wrote on the copy; the fallback
+    // starts again from the committed one
+    let live = if spec.spare.is_some() || spec.mode == Mode::Rr { committed.with_file_name("data-live") } else { committed.to_path_buf() };
     Some(DataDirs { target: target.into(), committed: committed.to_path_buf(), live })
 }
 
@@ -293,6 +295,259 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
 const REPLAY_STALL_MS: u32 = 2000;
 const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
+
+/// The committed state a failover restores.
+struct Committed {
+    table: Vec<TcpStream>,
+    conns: Vec<HeldConn>,
+    listeners: Vec<Listener>,
+    epoch: u64,
+}
+
+/// A connection: (client, service).
+type ConnKey = (SocketAddrV4, SocketAddrV4);
+
+/// One attempt at bringing the service up from the committed state.
+struct Attempt<'a> {
+    /// The restorer started in advance, if it suits this attempt.
+    restorer: Option<StandbyRestorer>,
+    /// rr mode: the log to replay (its cut names `image_id`).
+    replay_log: Option<&'a [u8]>,
+    /// The id the committed state is streamed under.
+    image_id: rrc_image::ImageId,
+    /// Connections not to rebuild but to reset, and why.
+    must_reset: Vec<(ConnKey, String)>,
+}
+
+/// The service up, not yet live (its input still held).
+struct Up {
+    restored: rrc_launch::Restored,
+    outcomes: Vec<ConnOutcome>,
+    bases: Vec<RepairBase>,
+    replay: Option<FailoverReplay>,
+}
+
+enum UpError {
+    /// The replay diverged or did not finish: its container is removed,
+    /// its connections closed without a byte to their clients. How far
+    /// each had written (absolute write_seq), for the fallback.
+    Diverged { why: String, replay: Box<FailoverReplay>, written: Vec<(ConnKey, u32)> },
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for UpError {
+    fn from(e: anyhow::Error) -> UpError {
+        UpError::Failed(e)
+    }
+}
+
+impl UpError {
+    fn into_anyhow(self) -> anyhow::Error {
+        match self {
+            UpError::Diverged { why, .. } => anyhow::anyhow!(why),
+            UpError::Failed(e) => e,
+        }
+    }
+}
+
+/// Restores the committed state in the container network `net`, with
+/// every client connection rebuilt, and replays the log if the attempt
+/// has one (steps 3c to 4' of the sequence). On error nothing of the
+/// attempt runs any more; the network is the caller's.
+#[allow(clippy::too_many_arguments)]
+fn bring_up(
+    agent: &Arc<Agent>,
+    b: &Arc<Backup>,
+    net: &ContainerNet,
+    committed: &Committed,
+    data: Option<&DataDirs>,
+    a: Attempt,
+    steps: &mut Vec<(&'static str, f64)>,
+    t0: std::time::Instant,
+) -> Result<Up, UpError> {
+    let replaying = a.replay_log.is_some();
+    let netns = net.netns.clone();
+    let ccfg = container_config(agent);
+    // 3c. The committed state, streamed to the restorer from here on (the
+    // store is halted: nothing changes it meanwhile).
+    let from = format!("committed state of {}, epoch {}", b.spec.name, committed.epoch);
+    let r = match a.restorer {
+        Some(r) => r,
+        None => start_restorer(agent, &b.spec, &netns, data, &from, replaying)?,
+    };
+    let (started, image_tx) = (r.started, r.image_tx);
+    // the restored library maps the log once the threads are restored
+    if let (Some(f), Some(log)) = (r.replay_log, a.replay_log) {
+        use std::io::Write;
+        (&f).write_all(log).context("writing the replay log")?;
+    }
+    let writer = {
+        let (b, id) = (b.clone(), a.image_id);
+        std::thread::Builder::new()
+            .name("failover-image".into())
+            .spawn(move || b.store().stream_image_as(std::fs::File::from(image_tx), id))
+            .context("starting the image writer")?
+    };
+
+    // 4. Repair every client connection the checkpoint holds.
+    // 4b. With them, connections the primary's kernel had completed but
+    // the application had not accepted: in a listener's accept queue, so in
+    // the TCP table with inode 0 and in no fd. Same repair (the application
+    // had read and written nothing: the table says 0 and 0); the restored
+    // library hands them to the next accept() on that listener (`fd` is
+    // then the listener's).
+    // 4c. And those the clients opened after the checkpoint (the gate's
+    // record only): rebuilt at 0/0 and handed over the same way; a replay
+    // gives each to the replayed accept that took it (accept-queue.c).
+    // A connection that cannot be rebuilt is reset (its client learns at
+    // once). A replay's sockets are kept here too until it ends: if it
+    // diverges they are silenced before its process goes.
+    let streams = b.gate().streams();
+    let plan = repair_plan::plan(&committed.conns, &committed.listeners, &committed.table, &streams, |peer, local| b.gate().stream_data(peer, local));
+    let mut outcomes = Vec::new();
+    let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
+    let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
+    let mut bases: Vec<RepairBase> = Vec::new();
+    let mut kept: Vec<(ConnKey, OwnedFd)> = Vec::new();
+    for r in plan {
+        let (fd, peer, local, accept_queue, after_checkpoint) = (r.fd, r.peer, r.local, r.accept_queue(), r.origin == repair_plan::Origin::AfterCheckpoint);
+        let forced = a.must_reset.iter().find(|(k, _)| *k == (peer, local)).map(|(_, why)| anyhow::anyhow!(why.clone()));
+        let done = match forced {
+            Some(why) => Err(why),
+            None => r.from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, &t, replaying)),
+        };
+        let (reason, reset) = match done {
+            Ok((sock, base)) => {
+                if replaying {
+                    kept.push(((peer, local), sock.try_clone().context("keeping a repaired socket")?));
+                }
+                bases.push(base);
+                if accept_queue { &mut pending_accept } else { &mut repaired }.push((fd, sock));
+                (None, false)
+            }
+            Err(e) => {
+                let what = match r.origin {
+                    repair_plan::Origin::Held => "connection not repaired",
+                    repair_plan::Origin::AcceptQueue => "connection not yet accepted, not repaired",
+                    repair_plan::Origin::AfterCheckpoint => "connection opened after the checkpoint, not repaired",
+                };
+                let reset = reset_conn(&netns, b.gate().stream_data(peer, local));
+                tracing::warn!(service = %b.spec.name, fd, accept_queue, client = %peer, reset = reset.is_ok(), "{what}: {e:#}");
+                if let Err(re) = &reset {
+                    tracing::warn!(service = %b.spec.name, client = %peer, "not reset either: {re:#}");
+                }
+                (Some(format!("{e:#}")), reset.is_ok())
+            }
+        };
+        outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: reason.is_none(), reason, accept_queue, after_checkpoint, reset });
+    }
+    step(steps, &b.spec.name, "connections repaired", t0);
+
+    // 3d. Restore: the sockets go to the restorer, which then reads the
+    // stream.
+    let restored = started.finish(repaired, pending_accept);
+    // The writer ends either way: the restorer read everything, or it
+    // stopped and the writer got EPIPE.
+    let written: Result<(), String> = match writer.join() {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the image writer panicked".into()),
+    };
+    let remove = |r: &rrc_launch::Restored| {
+        if let Err(e) = rrc_container::kill(&ccfg, &r.record) {
+            tracing::error!(service = %b.spec.name, "removing the restored container: {e}");
+        }
+    };
+    let restored = match (restored, written) {
+        (Ok(r), Ok(())) => r,
+        (Ok(r), Err(we)) => {
+            // The restorer checked the END section, so this is not
+            // expected; the restored process is not trusted either way.
+            remove(&r);
+            return Err(anyhow::anyhow!("restoring the committed state: the restore ended but streaming the image failed: {we}").into());
+        }
+        (Err(e), w) => {
+            let e = match w {
+                Err(we) => e.context(format!("streaming the image failed: {we}")),
+                Ok(()) => e,
+            };
+            return Err(e.context("restoring the committed state").into());
+        }
+    };
+    step(steps, &b.spec.name, if replaying { "restored, library answered" } else { "restored without replay, library answered" }, t0);
+
+    // 4'. rr mode: the replay runs the log on the clients' connections
+    // (reads take their bytes off them, outputs go out again) and every
+    // thread goes live at its end.
+    let Some(log) = a.replay_log else {
+        return Ok(Up { restored, outcomes, bases, replay: None });
+    };
+    let control = rrc_container::control_socket_of(restored.record.pid);
+    let watched = rrc_launch::watch_replay(&control, REPLAY_WAIT);
+    let report = |st: &rrc_control::ReplayState| FailoverReplay {
+        log_bytes: log.len() as u64,
+        events: st.events_done,
+        events_dropped: st.events_dropped,
+        replay_ms: st.replay_ns as f64 / 1e6,
+        connections: st.connections,
+        read_bytes: st.conn_read_bytes,
+        sent_bytes: st.conn_sent_bytes,
+        faults: st.conn_faults,
+        ..Default::default()
+    };
+    let st = match watched {
+        Ok(st) if st.phase == rrc_control::ReplayPhase::Live => st,
+        other => {
+            let (why, replay) = match other {
+                Ok(st) => (format!("the replay diverged: {}", st.report), report(&st)),
+                Err(e) => (format!("the replay failed: {e:#}"), FailoverReplay { log_bytes: log.len() as u64, ..Default::default() }),
+            };
+            // in repair mode a socket's close sends nothing: the clients'
+            // connections stay as they were for the fallback
+            let written: Vec<(ConnKey, u32)> = kept
+                .iter()
+                .filter_map(|(k, fd)| match rrc_repair::silence(fd) {
+                    Ok(seq) => Some((*k, seq)),
+                    Err(e) => {
+                        tracing::warn!(service = %b.spec.name, client = %k.0, "silencing a connection of the diverged replay: {e}");
+                        None
+                    }
+                })
+                .collect();
+            remove(&restored);
+            drop(kept);
+            return Err(UpError::Diverged { why, replay: Box::new(replay), written });
+        }
+    };
+    let mut replay = report(&st);
+    if st.conn_faults > 0 {
+        tracing::warn!(service = %b.spec.name, faults = st.conn_faults, "the replay left connections out of step with their clients (see the service's log)");
+    }
+    // every connection at least where the gate had released: else its
+    // client holds bytes the replay did not reproduce
+    for (k, fd) in &kept {
+        let (Some(base), Ok(outq)) = (bases.iter().find(|x| x.conn == *k), rrc_repair::unacknowledged(fd)) else { continue };
+        let snap = b.gate().stream_data(k.0, k.1).map(|d| d.snapshot);
+        if snap.and_then(|s| repair_plan::past_release(base.send_seq.wrapping_add(outq), &s)) == Some(std::cmp::Ordering::Less) {
+            replay.behind += 1;
+            tracing::warn!(service = %b.spec.name, client = %k.0, "the replay ended short of what the gate had released on this connection: out of step");
+        }
+    }
+    step(steps, &b.spec.name, "replayed the log, live at its end", t0);
+    Ok(Up { restored, outcomes, bases, replay: Some(replay) })
+}
+
+/// Resets a connection that cannot be rebuilt, from the gate's record
+/// (rrc_repair::spec_to_reset), in the container's namespace.
+fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>) -> Result<()> {
+    let d = d.context("the gate has no record of it")?;
+    if d.snapshot.reset {
+        anyhow::bail!("it was reset already");
+    }
+    let spec = rrc_repair::spec_to_reset(&d)?;
+    in_netns(netns, move || rrc_repair::reset(&spec))??;
+    Ok(())
+}
 
 /// Entry point, on the heartbeat monitor's thread.
 pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
@@ -347,7 +602,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     step(&mut steps, &b.spec.name, "input held, gate stopped releasing", t0);
 
     // 3a. What the committed state holds.
-    let (table, conns, listeners, epoch) = {
+    let committed = {
         let store = b.store();
         let img = store.image().context("no checkpoint was ever committed: nothing to fail over to")?;
         let conns: Vec<HeldConn> = img
@@ -368,13 +623,14 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                 _ => None,
             })
             .collect();
-        (b.corrected_table(store.tcp_streams()), conns, listeners, b.last_committed_epoch())
+        Committed { table: b.corrected_table(store.tcp_streams()), conns, listeners, epoch: b.last_committed_epoch() }
     };
+    let epoch = committed.epoch;
     // 3a'. rr mode (RRC §4.4): the log kept since that checkpoint, to
     // replay up to where the primary was; the gate may have released
     // replies of it. Without it (no cut committed yet) the connections
     // whose replies went past the checkpoint cannot be matched: they are
-    // restored closed, as a repair that fails always is.
+    // reset, as a repair that fails always is.
     let restored_id = rrc_store::new_image_id().context("an id for the restored image")?;
     let replay_log: Option<Vec<u8>> = match b.spec.mode {
         Mode::Rr => {
@@ -416,159 +672,66 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             (ContainerNet::create(&netns, agent.next_index(), &b.spec.service_ip, None).context("the container's network")?, None)
         }
     };
-    let netns = net.netns.clone();
-    let fail = |net: &ContainerNet, e: anyhow::Error| {
-        net.destroy();
-        e
-    };
 
     // The data directory: the committed copy, or (with a spare to
-    // re-protect onto) a copy of it, so that the committed one stays as it
-    // was at the restore, for the spare.
+    // re-protect onto, or in rr mode) a copy of it, so that the committed
+    // one stays as it was at the restore.
     let data = data_dirs(&b.spec, b.data_root().as_deref());
     let data_at_restore = match &data {
         Some(d) if d.live != d.committed => {
             if let Err(e) = fill_copy(&d.committed, &d.live) {
-                return Err(fail(&net, e));
+                net.destroy();
+                return Err(e);
             }
             Some(d.committed.clone())
         }
         _ => None,
     };
 
-    // 3c. The committed state, streamed to the restorer from here on (the
-    // store is halted: nothing changes it meanwhile).
+    // 3c–4'. Restore, repair, replay.
     let ccfg = container_config(agent);
-    let from = format!("committed state of {}, epoch {epoch}", b.spec.name);
-    let (started, image_tx, log_file) = match restorer {
-        Some(r) => (r.started, r.image_tx, r.replay_log),
-        None => match start_restorer(agent, &b.spec, &netns, data.as_ref(), &from, replaying) {
-            Ok(r) => (r.started, r.image_tx, r.replay_log),
-            Err(e) => return Err(fail(&net, e)),
-        },
-    };
-    // the restored library maps the log once the threads are restored
-    if let (Some(f), Some(log)) = (log_file, replay_log.as_ref()) {
-        use std::io::Write;
-        if let Err(e) = (&f).write_all(log) {
-            return Err(fail(&net, anyhow::Error::new(e).context("writing the replay log")));
-        }
-    }
-    let writer = {
-        let b = b.clone();
-        std::thread::Builder::new()
-            .name("failover-image".into())
-            .spawn(move || b.store().stream_image_as(std::fs::File::from(image_tx), restored_id))
-            .map_err(|e| fail(&net, anyhow::Error::new(e).context("starting the image writer")))?
-    };
-
-    // 4. Repair every client connection the checkpoint holds.
-    // 4b. With them, connections the primary's kernel had completed but
-    // the application had not accepted: in a listener's accept queue, so in
-    // the TCP table with inode 0 and in no fd. Same repair (the application
-    // had read and written nothing: the table says 0 and 0); the restored
-    // library hands them to the next accept() on that listener (`fd` is
-    // then the listener's).
-    // 4c. And those the clients opened after the checkpoint (the gate's
-    // record only): rebuilt at 0/0 and handed over the same way; a replay
-    // gives each to the replayed accept that took it (accept-queue.c).
-    let streams = b.gate().streams();
-    let plan = repair_plan::plan(&conns, &listeners, &table, &streams, |peer, local| b.gate().stream_data(peer, local));
-    let mut outcomes = Vec::new();
-    let mut repaired: Vec<(i32, OwnedFd)> = Vec::new();
-    let mut pending_accept: Vec<(i32, OwnedFd)> = Vec::new();
-    let mut bases: Vec<RepairBase> = Vec::new();
-    for r in plan {
-        let (fd, peer, accept_queue, after_checkpoint) = (r.fd, r.peer, r.accept_queue(), r.origin == repair_plan::Origin::AfterCheckpoint);
-        let done = r.from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, &t, replaying));
-        let reason = match done {
-            Ok((sock, base)) => {
-                bases.push(base);
-                if accept_queue { &mut pending_accept } else { &mut repaired }.push((fd, sock));
-                None
-            }
-            Err(e) => {
-                let what = match r.origin {
-                    repair_plan::Origin::Held => "connection not repaired, restored closed",
-                    repair_plan::Origin::AcceptQueue => "connection not yet accepted, not repaired",
-                    repair_plan::Origin::AfterCheckpoint => "connection opened after the checkpoint, not repaired",
-                };
-                tracing::warn!(service = %b.spec.name, fd, accept_queue, client = %peer, "{what}: {e:#}");
-                Some(format!("{e:#}"))
-            }
-        };
-        outcomes.push(ConnOutcome { fd, client: peer.to_string(), repaired: reason.is_none(), reason, accept_queue, after_checkpoint });
-    }
-    step(&mut steps, &b.spec.name, "connections repaired", t0);
-
-    // 3d. Restore: the sockets go to the restorer, which then reads the
-    // stream.
-    let restored = started.finish(repaired, pending_accept);
-    // The writer ends either way: the restorer read everything, or it
-    // stopped and the writer got EPIPE.
-    let written: Result<(), String> = match writer.join() {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the image writer panicked".into()),
-    };
-    let restored = match (restored, written) {
-        (Ok(r), Ok(())) => r,
-        (Ok(r), Err(we)) => {
-            // The restorer checked the END section, so this is not
-            // expected; the restored process is not trusted either way.
-            if let Err(e) = rrc_container::kill(&ccfg, &r.record) {
-                tracing::error!(service = %b.spec.name, "removing the restored container: {e}");
-            }
-            net.destroy();
-            anyhow::bail!("restoring the committed state: the restore ended but streaming the image failed: {we}");
-        }
-        (Err(e), w) => {
-            net.destroy();
-            let e = match w {
-                Err(we) => e.context(format!("streaming the image failed: {we}")),
-                Ok(()) => e,
-            };
-            return Err(e.context("restoring the committed state"));
-        }
-    };
-    step(&mut steps, &b.spec.name, "restored, library answered", t0);
-
-    // 4'. rr mode: the replay runs the log on the clients' connections
-    // (reads take their bytes off them, outputs go out again) and every
-    // thread goes live at its end.
-    let mut replay = None;
-    if let Some(log) = &replay_log {
-        let control = rrc_container::control_socket_of(restored.record.pid);
-        let watched = rrc_launch::watch_replay(&control, REPLAY_WAIT);
-        let st = match watched {
-            Ok(st) if st.phase == rrc_control::ReplayPhase::Live => st,
-            other => {
-                let why = match other {
-                    Ok(st) => format!("the replay diverged: {}", st.report),
-                    Err(e) => format!("{e:#}"),
-                };
-                if let Err(e) = rrc_container::kill(&ccfg, &restored.record) {
-                    tracing::error!(service = %b.spec.name, "removing the restored container: {e}");
+    let first = Attempt { restorer, replay_log: replay_log.as_deref(), image_id: restored_id, must_reset: Vec::new() };
+    let up = match bring_up(agent, b, &net, &committed, data.as_ref(), first, &mut steps, t0) {
+        Ok(up) => up,
+        Err(UpError::Diverged { why, mut replay, written }) => {
+            // RRC §4.4's recovery failed; the service must still come up:
+            // the checkpoint without replay, and every connection whose
+            // client may hold bytes it cannot reproduce reset
+            tracing::error!(service = %b.spec.name, "failover: {why}; restoring the committed checkpoint without replay");
+            step(&mut steps, &b.spec.name, "the replay diverged: restoring the checkpoint without it", t0);
+            let must_reset = written
+                .into_iter()
+                .filter(|&((client, server), seq)| {
+                    let snap = b.gate().stream_data(client, server).map(|d| d.snapshot);
+                    snap.and_then(|s| repair_plan::past_release(seq, &s)) == Some(std::cmp::Ordering::Greater)
+                })
+                .map(|(conn, _)| (conn, "the diverged replay sent this client bytes the gate had not released".to_string()))
+                .collect();
+            let again = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
+                let _ = std::fs::remove_dir_all(&d.live);
+                fill_copy(&d.committed, &d.live)
+            });
+            let id = rrc_store::new_image_id().context("an id for the restored image");
+            let second = again.and(id).map(|id| Attempt { restorer: None, replay_log: None, image_id: id, must_reset });
+            let up = second.map_err(UpError::Failed).and_then(|a| bring_up(agent, b, &net, &committed, data.as_ref(), a, &mut steps, t0));
+            match up {
+                Ok(mut up) => {
+                    replay.diverged = Some(why);
+                    up.replay = Some(*replay);
+                    up
                 }
-                net.destroy();
-                anyhow::bail!("replaying the log kept since the checkpoint: {why}");
+                Err(e) => {
+                    net.destroy();
+                    return Err(e.into_anyhow().context(format!("restoring the checkpoint without replay after: {why}")));
+                }
             }
-        };
-        if st.conn_faults > 0 {
-            tracing::warn!(service = %b.spec.name, faults = st.conn_faults, "the replay left connections out of step with their clients (see the service's log)");
         }
-        replay = Some(FailoverReplay {
-            log_bytes: log.len() as u64,
-            events: st.events_done,
-            events_dropped: st.events_dropped,
-            replay_ms: st.replay_ns as f64 / 1e6,
-            connections: st.connections,
-            read_bytes: st.conn_read_bytes,
-            sent_bytes: st.conn_sent_bytes,
-            faults: st.conn_faults,
-        });
-        step(&mut steps, &b.spec.name, "replayed the log, live at its end", t0);
-    }
+        Err(e) => {
+            net.destroy();
+            return Err(e.into_anyhow());
+        }
+    };
+    let Up { restored, outcomes, bases, replay } = up;
 
     // 5. Live: the held input goes to the restored service (the route
     // already points to the container). From here the gate passes every

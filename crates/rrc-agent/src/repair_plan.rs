@@ -61,6 +61,8 @@ pub enum Origin {
 pub struct Repair<D> {
     pub fd: i32,
     pub peer: SocketAddrV4,
+    /// The service's end.
+    pub local: SocketAddrV4,
     pub origin: Origin,
     /// What to rebuild it from, or why it cannot be.
     pub from: Result<(TcpStream, D), &'static str>,
@@ -97,19 +99,19 @@ pub fn plan<D>(
             (_, None) => Err(NOT_IN_GATE),
             (Some(t), Some(d)) => Ok((t.clone(), d)),
         };
-        out.push(Repair { fd: c.fd, peer: c.peer, origin: Origin::Held, from });
+        out.push(Repair { fd: c.fd, peer: c.peer, local: c.local, origin: Origin::Held, from });
     }
     for t in table.iter().filter(|t| t.inode == 0 && t.state == TCP_ESTABLISHED && !t.is_active_open()) {
         let (Some(local), Some(peer)) = (socket_v4(t.local), socket_v4(t.remote)) else { continue };
         let Some(l) = listener_of(listeners, local) else { continue };
         let from = gate(peer, local).map(|d| (t.clone(), d)).ok_or(NOT_IN_GATE);
-        out.push(Repair { fd: l.fd, peer, origin: Origin::AcceptQueue, from });
+        out.push(Repair { fd: l.fd, peer, local, origin: Origin::AcceptQueue, from });
     }
     let in_table = |s: &StreamSnapshot| table.iter().any(|t| socket_v4(t.local) == Some(s.server) && socket_v4(t.remote) == Some(s.client));
     for s in streams.iter().filter(|s| begun_after_checkpoint(s) && !in_table(s)) {
         let Some(l) = listener_of(listeners, s.server) else { continue };
         let from = gate(s.client, s.server).map(|d| (unread_unwritten(s.server, s.client), d)).ok_or(NOT_IN_GATE);
-        out.push(Repair { fd: l.fd, peer: s.client, origin: Origin::AfterCheckpoint, from });
+        out.push(Repair { fd: l.fd, peer: s.client, local: s.server, origin: Origin::AfterCheckpoint, from });
     }
     out
 }
@@ -152,6 +154,18 @@ fn unread_unwritten(local: SocketAddrV4, remote: SocketAddrV4) -> TcpStream {
         read_seq_rel: Some(0),
         ifindex: 0,
     }
+}
+
+/// Whether a socket whose write end is `write_seq` (absolute) sent bytes
+/// past the end of what the gate released on `s`: after a replay that
+/// diverged, the client may hold such bytes (nothing the checkpoint
+/// reproduces), so its connection is reset, not rebuilt; after one that
+/// went live, a write end short of it means the client holds bytes the
+/// replay did not reproduce.
+pub fn past_release(write_seq: u32, s: &StreamSnapshot) -> Option<std::cmp::Ordering> {
+    let released = s.server_isn?.wrapping_add(1).wrapping_add(s.server_released_end_rel);
+    // sequence order (RFC 793 modular comparison)
+    Some((write_seq.wrapping_sub(released) as i32).cmp(&0))
 }
 
 /// The kernel's TCP_ESTABLISHED.
@@ -210,7 +224,7 @@ mod tests {
         let table = [entry(SERVICE, "198.18.0.10:4000", 77, 1, false)];
         let held = [HeldConn { fd: 9, local: addr(SERVICE), peer: addr("198.18.0.10:4000"), inode: 77 }];
         let p = plan(&held, &[], &table, &[], gate);
-        assert_eq!(p, vec![Repair { fd: 9, peer: addr("198.18.0.10:4000"), origin: Origin::Held, from: Ok((table[0].clone(), 4000)) }]);
+        assert_eq!(p, vec![Repair { fd: 9, peer: addr("198.18.0.10:4000"), local: addr(SERVICE), origin: Origin::Held, from: Ok((table[0].clone(), 4000)) }]);
     }
 
     #[test]
@@ -326,6 +340,18 @@ mod tests {
         let released = rrc_gate::StreamData { snapshot: StreamSnapshot { server_released_end_rel: 6, client_ack_rel: Some(6), ..s }, ..data };
         assert!(rrc_repair::spec_from_gate(&released, &t).is_err());
         assert!(rrc_repair::spec_before_replay(&released, &t).is_ok());
+    }
+
+    #[test]
+    fn a_write_end_is_compared_with_the_release_in_sequence_order() {
+        use std::cmp::Ordering::*;
+        let s = StreamSnapshot { server_isn: Some(u32::MAX - 10), server_released_end_rel: 20, ..stream("198.18.0.100:7100", "198.18.0.10:4000") };
+        let released = (u32::MAX - 10).wrapping_add(21); // wrapped: 10
+        assert_eq!(released, 10);
+        assert_eq!(past_release(released, &s), Some(Equal));
+        assert_eq!(past_release(released + 5, &s), Some(Greater));
+        assert_eq!(past_release(u32::MAX - 3, &s), Some(Less), "before the wrap is less");
+        assert_eq!(past_release(0, &StreamSnapshot { server_isn: None, ..s }), None);
     }
 
     #[test]

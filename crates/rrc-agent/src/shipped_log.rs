@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rrc_image::rrlog::{Batch, Cut, Event, EventKind, LogHeader, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
+use rrc_image::rrlog::{Batch, Cut, Event, EventKind, LogHeader, Output, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
 use rrc_image::ImageId;
 use rrc_wire::reply::ShippedLogStats;
 
@@ -42,6 +42,8 @@ pub struct ShippedLog {
     awaiting: Option<ImageId>,
     /// A log session was opened (one per service).
     session: bool,
+    /// The alter-next-logged-output fault is armed.
+    alter_next: bool,
     /// The counters; what is kept and the cuts pending are derived in
     /// [`ShippedLog::stats`].
     stats: ShippedLogStats,
@@ -62,6 +64,7 @@ impl Default for ShippedLog {
             header: None,
             awaiting: None,
             session: false,
+            alter_next: false,
             stats: ShippedLogStats { state: "waiting for the log session".into(), ..Default::default() },
         }
     }
@@ -93,7 +96,11 @@ impl ShippedLog {
     }
 
     /// A batch that arrived (verified by the log's reader).
-    pub fn push(&mut self, b: Batch) {
+    pub fn push(&mut self, mut b: Batch) {
+        if self.alter_next && alter_output(&mut b) {
+            self.alter_next = false;
+            self.stats.outputs_altered += 1;
+        }
         let bytes = encoded_len(&b);
         self.stats.received_batches += 1;
         self.stats.received_bytes += bytes;
@@ -200,10 +207,30 @@ impl ShippedLog {
         Some(out)
     }
 
+    /// Fault injection (tests): the next output to a connection that
+    /// arrives is kept with its CRC32C altered, as a bug of the recording
+    /// would leave it (the batch stays well formed).
+    pub fn alter_next_output(&mut self) {
+        self.alter_next = true;
+    }
+
     /// The batches kept, in stream order.
     pub fn batches(&self) -> impl Iterator<Item = &Batch> {
         self.kept.iter().map(|k| &k.batch)
     }
+}
+
+/// Flips a bit of the CRC32C of `b`'s first output to a connection.
+fn alter_output(b: &mut Batch) -> bool {
+    for e in b.events.iter_mut().filter(|e| e.kind == EventKind::Output) {
+        if let Ok(o) = Output::decode(&e.data).map(|o| Output { crc: o.crc ^ 1, ..o }) {
+            if o.conn.is_some() {
+                e.data = o.encode();
+                return true;
+            }
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -301,5 +328,23 @@ mod tests {
         want.extend(batch(1, 2, 0, 10).encode()); // crosses the cut: kept
         want.extend(batch(1, 3, 10, 4).encode());
         assert_eq!(out, want);
+    }
+
+    /// The fault alters the next output to a connection, once; batches
+    /// without one pass as they are and leave it armed.
+    #[test]
+    fn the_fault_alters_the_next_output_to_a_connection_once() {
+        use rrc_image::rrlog::OutputConn;
+        let conn = OutputConn { local: "198.18.0.100:6379".parse().unwrap(), peer: "198.18.0.10:4000".parse().unwrap() };
+        let out = |crc, conn| Event::new(EventKind::Output, 5, 0, 0, Output { offset: 0, length: 4, crc, conn, made: 1 }.encode());
+        let crc_of = |l: &ShippedLog, i: usize| l.batches().nth(i).unwrap().events.iter().filter_map(|e| Output::decode(&e.data).ok()).map(|o| o.crc).collect::<Vec<_>>();
+        let mut l = ShippedLog::new();
+        l.alter_next_output();
+        l.push(batch(1, 0, 0, 3));
+        l.push(Batch { tid: 1, batch_seq: 1, first_event: 3, events: vec![out(7, None), out(8, Some(conn)), out(9, Some(conn))] });
+        l.push(Batch { tid: 1, batch_seq: 2, first_event: 6, events: vec![out(10, Some(conn))] });
+        assert_eq!(crc_of(&l, 1), vec![7, 9, 9], "the first to a connection only");
+        assert_eq!(crc_of(&l, 2), vec![10], "once");
+        assert_eq!(l.stats().outputs_altered, 1);
     }
 }

@@ -6,13 +6,16 @@
 //! Layers: `sys` (the uapi constants and the raw socket calls, defined
 //! once), `spec` (`RepairSpec`: what one connection needs, and how it is
 //! derived from the gate's recording plus the checkpoint's TCP table),
-//! `repair` (the sequence of operations that builds the socket).
+//! `repair` (the sequence of operations that builds the socket), `end`
+//! (resetting what cannot be rebuilt, silencing a socket about to close).
 
+pub mod end;
 pub mod error;
 pub mod repair;
 pub mod spec;
 pub mod sys;
 
+pub use crate::end::{reset, silence, unacknowledged};
 pub use crate::error::{RepairError, Unsupported};
 pub use crate::repair::repair;
-pub use crate::spec::{spec_before_replay, spec_from_gate, RepairSpec, TsSpec, DEFAULT_RCV_WND};
+pub use crate::spec::{spec_before_replay, spec_from_gate, spec_to_reset, RepairSpec, TsSpec, DEFAULT_RCV_WND};

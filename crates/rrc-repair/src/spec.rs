@@ -221,24 +221,8 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
     }
     let recv_queue = data.client_unread[(read - recorded_from) as usize..].to_vec();
 
-    // ---- options: the client's SYN is the peer's, the SYN-ACK ours ----
-    let peer = s.client_syn_options.unwrap_or_default();
-    let ours = s.server_syn_options.unwrap_or_default();
-    let (snd_wscale, rcv_wscale) = match (peer.window_scale, ours.window_scale) {
-        (Some(p), Some(o)) => (Some(p), Some(o)),
-        _ => (None, None), // scaling is on only if both SYNs offered it
-    };
-    let sack = peer.sack_permitted && ours.sack_permitted;
-    let timestamps = match (peer.timestamps, ours.timestamps) {
-        (Some(peer_syn), Some(our_syn)) => Some(TsSpec {
-            our_last_tsval: s.server_timestamps.unwrap_or(our_syn).0,
-            peer_last_tsval: s.client_timestamps.unwrap_or(peer_syn).0,
-        }),
-        _ => None,
-    };
-    let mss = peer.mss.unwrap_or(DEFAULT_MSS);
-    let snd_wnd =
-        u32::from(s.client_window) << snd_wscale.unwrap_or(0).min(crate::sys::TCP_MAX_WSCALE);
+    let hs = handshake(s);
+    let (snd_wscale, rcv_wscale) = (hs.snd_wscale, hs.rcv_wscale);
 
     // The checkpoint's kernel reported the same options (tcp_info) if it
     // reported any: a disagreement means the two describe different
@@ -255,21 +239,89 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
         )));
     }
 
-    Ok(RepairSpec {
-        local,
-        remote,
-        send_seq: server_isn.wrapping_add(1).wrapping_add(acked as u32),
-        write_queue,
-        recv_seq: client_isn.wrapping_add(1).wrapping_add(read as u32),
-        recv_queue,
-        mss,
+    Ok(hs.spec(
+        (local, remote),
+        (server_isn.wrapping_add(1).wrapping_add(acked as u32), write_queue),
+        (client_isn.wrapping_add(1).wrapping_add(read as u32), recv_queue),
+    ))
+}
+
+/// What the handshake settled, and the client's window now.
+struct Handshake {
+    mss: u16,
+    snd_wscale: Option<u8>,
+    rcv_wscale: Option<u8>,
+    sack: bool,
+    timestamps: Option<TsSpec>,
+    snd_wnd: u32,
+}
+
+impl Handshake {
+    /// The spec of the connection (local, remote) with the send side at
+    /// (send_seq, write queue) and the receive side at (recv_seq, queue).
+    fn spec(self, (local, remote): (SocketAddrV4, SocketAddrV4), send: (u32, Vec<u8>), recv: (u32, Vec<u8>)) -> RepairSpec {
+        RepairSpec {
+            local,
+            remote,
+            send_seq: send.0,
+            write_queue: send.1,
+            recv_seq: recv.0,
+            recv_queue: recv.1,
+            mss: self.mss,
+            snd_wscale: self.snd_wscale,
+            rcv_wscale: self.rcv_wscale,
+            sack: self.sack,
+            timestamps: self.timestamps,
+            snd_wnd: self.snd_wnd,
+            rcv_wnd: DEFAULT_RCV_WND,
+        }
+    }
+}
+
+/// The client's SYN is the peer's, the SYN-ACK ours.
+fn handshake(s: &rrc_gate::StreamSnapshot) -> Handshake {
+    let peer = s.client_syn_options.unwrap_or_default();
+    let ours = s.server_syn_options.unwrap_or_default();
+    let (snd_wscale, rcv_wscale) = match (peer.window_scale, ours.window_scale) {
+        (Some(p), Some(o)) => (Some(p), Some(o)),
+        _ => (None, None), // scaling is on only if both SYNs offered it
+    };
+    let timestamps = match (peer.timestamps, ours.timestamps) {
+        (Some(peer_syn), Some(our_syn)) => Some(TsSpec {
+            our_last_tsval: s.server_timestamps.unwrap_or(our_syn).0,
+            peer_last_tsval: s.client_timestamps.unwrap_or(peer_syn).0,
+        }),
+        _ => None,
+    };
+    Handshake {
+        mss: peer.mss.unwrap_or(DEFAULT_MSS),
         snd_wscale,
         rcv_wscale,
-        sack,
+        sack: peer.sack_permitted && ours.sack_permitted,
         timestamps,
-        snd_wnd,
-        rcv_wnd: DEFAULT_RCV_WND,
-    })
+        snd_wnd: u32::from(s.client_window) << snd_wscale.unwrap_or(0).min(crate::sys::TCP_MAX_WSCALE),
+    }
+}
+
+/// A connection the failover cannot rebuild, as its client sees it, only
+/// to be reset (docs/tcp-repair.md "Resetting"): closed at once with
+/// SO_LINGER 0, the socket sends an RST at its snd_nxt, the end of what
+/// the gate released (the client's rcv_nxt once those bytes arrived: an
+/// RST there is accepted at once; one elsewhere in the window draws a
+/// challenge ACK, which the restored kernel, with no socket for it,
+/// answers with an RST at exactly that ACK). Without it a client waiting
+/// for a reply would wait forever: nothing it sends is outstanding.
+pub fn spec_to_reset(data: &StreamData) -> Result<RepairSpec, RepairError> {
+    let s = &data.snapshot;
+    let (Some(client_isn), Some(server_isn)) = (s.client_isn, s.server_isn) else {
+        return Err(RepairError::Unsupported { client: s.client, server: s.server, reason: Unsupported::NoIsns });
+    };
+    let client_end = s.client_base_rel.wrapping_add(s.client_recorded_len as u32);
+    Ok(handshake(s).spec(
+        (s.server, s.client),
+        (server_isn.wrapping_add(1).wrapping_add(s.server_released_end_rel), Vec::new()),
+        (client_isn.wrapping_add(1).wrapping_add(client_end), Vec::new()),
+    ))
 }
 
 /// The 64-bit offset whose low 32 bits are `rel`, nearest to `reference`
@@ -577,5 +629,23 @@ mod tests {
         // what the checkpoint wrote and the gate never released is still lost
         let d = stream(1000, 5000, 60, 90, 0, 20);
         assert!(matches!(spec_before_replay(&d, &t), Err(RepairError::WriteQueueGap { .. })));
+    }
+
+    /// A reset stands where the client does: our snd_nxt at the end of
+    /// what the gate released (not what the client acknowledged), our
+    /// rcv_nxt at the end of the client's recorded bytes; no queues; the
+    /// handshake's options.
+    #[test]
+    fn a_reset_stands_where_the_client_is() {
+        let d = stream(u32::MAX - 5, 5000, 150, 180, 40, 90);
+        let sp = spec_to_reset(&d).unwrap();
+        assert_eq!((sp.local, sp.remote), (SERVER, CLIENT));
+        assert_eq!(sp.send_seq, 5000 + 1 + 180);
+        assert_eq!(sp.recv_seq, (u32::MAX - 5).wrapping_add(1).wrapping_add(90));
+        assert!(sp.write_queue.is_empty() && sp.recv_queue.is_empty());
+        assert_eq!((sp.mss, sp.snd_wscale, sp.rcv_wscale, sp.sack), (1460, Some(7), Some(9), true));
+        let mut d = d;
+        d.snapshot.server_isn = None;
+        assert!(matches!(spec_to_reset(&d), Err(RepairError::Unsupported { reason: Unsupported::NoIsns, .. })));
     }
 }

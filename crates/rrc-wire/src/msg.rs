@@ -128,6 +128,10 @@ pub enum Fault {
     /// Primary: flip one byte of the next checkpoint's image before it is
     /// framed, so that the frames are sound and the image is not.
     CorruptNextCheckpoint,
+    /// Backup, rr mode: alter the next output to a client kept in the
+    /// record log (its CRC32C, after the gate was told of it): a failover
+    /// that replays it diverges there.
+    AlterNextLoggedOutput,
 }
 
 /// CLI -> agent, on the agent's Unix socket only (never between agents).

@@ -296,6 +296,9 @@ pub struct ShippedLogStats {
     pub outputs_waiting: u64,
     #[serde(default)]
     pub outputs_dropped: u64,
+    /// Outputs altered by the alter-next-logged-output fault (tests).
+    #[serde(default)]
+    pub outputs_altered: u64,
     pub last_error: Option<String>,
 }
 
@@ -366,6 +369,15 @@ pub struct FailoverReplay {
     /// Bytes that were not there, differed or could not be sent: those
     /// connections are out of step with their clients.
     pub faults: u64,
+    /// Connections whose replay wrote less than the gate had released
+    /// (the client holds bytes the replay did not reproduce).
+    #[serde(default)]
+    pub behind: u64,
+    /// The replay diverged (or did not finish): why. The failover then
+    /// restored the checkpoint without replay, the connections it could
+    /// not match reset; the recovery counts as failed.
+    #[serde(default)]
+    pub diverged: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,6 +402,9 @@ pub struct ConnOutcome {
     /// on the primary).
     #[serde(default)]
     pub after_checkpoint: bool,
+    /// Not repaired, and reset: its client got an RST at once.
+    #[serde(default)]
+    pub reset: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

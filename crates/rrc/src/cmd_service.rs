@@ -130,6 +130,10 @@ pub enum FaultArg {
     /// At the primary: damage the next checkpoint's image (the backup must
     /// reject it and keep its state; the primary then sends a full one).
     CorruptNextCheckpoint,
+    /// At the backup, rr mode: alter the next output kept in the record
+    /// log (a failover's replay then diverges there and falls back to the
+    /// checkpoint without replay).
+    AlterNextLoggedOutput,
 }
 
 #[derive(Args, Debug)]
@@ -423,10 +427,17 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 let since = c.iter().filter(|x| x.repaired && x.after_checkpoint).count();
                 println!("        connections repaired: {ok} of {} ({queued} not yet accepted at the checkpoint, {since} opened after it)", c.len());
                 for x in c.iter().filter(|x| !x.repaired) {
-                    println!("          not repaired: fd {} client {}: {}", x.fd, x.client, x.reason.as_deref().unwrap_or("?"));
+                    let how = if x.reset { "reset" } else { "not repaired" };
+                    println!("          {how}: fd {} client {}: {}", x.fd, x.client, x.reason.as_deref().unwrap_or("?"));
                 }
             }
             if let Some(r) = &f.replay {
+                if let Some(why) = &r.diverged {
+                    println!("        RECOVERY FAILED: {why}; restored the checkpoint without replay (the replay had done:)");
+                }
+                if r.behind > 0 {
+                    println!("        {} connection(s) ended the replay short of what the gate had released: out of step", r.behind);
+                }
                 println!(
                     "        replayed {} events ({} bytes of log) in {:.1} ms: {} connections, {} bytes taken off them, {} sent again, {} out of step",
                     r.events, r.log_bytes, r.replay_ms, r.connections, r.read_bytes, r.sent_bytes, r.faults
@@ -513,6 +524,7 @@ pub fn fault(a: FaultArgs) -> Result<ExitCode> {
         FaultArg::StallCommits => (Fault::StallCommits, Role::Backup),
         FaultArg::ResumeCommits => (Fault::ResumeCommits, Role::Backup),
         FaultArg::CorruptNextCheckpoint => (Fault::CorruptNextCheckpoint, Role::Primary),
+        FaultArg::AlterNextLoggedOutput => (Fault::AlterNextLoggedOutput, Role::Backup),
     };
     let agents = resolve(a.agent.agent.as_deref());
     let target = parts(&agents, &a.name).into_iter().find(|(_, r)| *r == role);
