@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
-use rrc_control::{DumpRequest, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
+use rrc_control::{DumpRequest, DUMP_F_COPY, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Mode, Replicate, ReplicateReady, ServiceSpec, Stop};
 use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
 use rrc_wire::msg::ConnSeed;
@@ -76,6 +76,12 @@ pub struct Primary {
     /// A second handle on the connection, to shut it down without waiting
     /// for a writer blocked on a full socket buffer.
     conn_ctl: TcpStream,
+    /// rr mode: a handle on the log session's connection, which the
+    /// process's library writes. Shut down when the backup is lost: the
+    /// library's writer, perhaps blocked on a dead peer's full window,
+    /// gets EPIPE and stops recording, and no application thread waits
+    /// for room in a ring any more.
+    log_ctl: Option<TcpStream>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     hb: Mutex<HeartbeatSlot>,
     /// The heartbeat's UDP port, for `rrc status` (never waits on `hb`).
@@ -163,7 +169,7 @@ fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) 
 /// number 1 on with the session's key: the fds to pass and the
 /// library's environment.
 #[allow(clippy::type_complexity)]
-fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std::os::fd::OwnedFd, i32)>, Vec<(OsString, OsString)>)> {
+fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std::os::fd::OwnedFd, i32)>, Vec<(OsString, OsString)>, TcpStream)> {
     use rrc_launch::{RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV};
     let mut conn = PeerConn::connect(agent, &spec.backup).context("opening the log session")?;
     conn.writer.send_json(FrameKind::LogStream, &rrc_wire::msg::LogStream { service: spec.name.clone() }).context("opening the log session")?;
@@ -177,7 +183,7 @@ fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std:
         }
         None => env.push((RECORD_FRAMED_ENV.into(), "1".into())),
     }
-    Ok((fds, env))
+    Ok((fds, env, conn.ctl))
 }
 
 fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
@@ -185,15 +191,15 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
     let abort = |conn: &mut PeerConn, why: &str| {
         let _ = conn.writer.send_json(FrameKind::Stop, &Stop { reason: why.into() });
     };
-    let (pass_fds, record_env) = match spec.mode {
+    let (pass_fds, record_env, log_ctl) = match spec.mode {
         Mode::Rr => match open_log_session(agent, &spec) {
-            Ok(l) => l,
+            Ok((fds, env, ctl)) => (fds, env, Some(ctl)),
             Err(e) => {
                 abort(&mut conn, "the log session could not be opened");
                 return Err(e);
             }
         },
-        Mode::Checkpoint => (Vec::new(), Vec::new()),
+        Mode::Checkpoint => (Vec::new(), Vec::new(), None),
     };
 
     let dir = agent.service_dir(&spec.name);
@@ -267,7 +273,9 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         abort(&mut conn, "the service did not start");
         return Err(e);
     }
-    assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, Vec::new(), Vec::new())
+    let mut p = assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, Vec::new(), Vec::new())?;
+    p.log_ctl = log_ctl;
+    Ok(p)
 }
 
 /// The Primary of a running container with a ready backup connection.
@@ -311,6 +319,7 @@ fn assemble(
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
         conn_ctl: conn.ctl,
+        log_ctl: None,
         conn: Mutex::new(conn.writer),
         reader: Mutex::new(Some(conn.reader)),
         threads: Mutex::new(Vec::new()),
@@ -855,6 +864,9 @@ impl Primary {
 
     fn backup_lost(&self, why: String) {
         tracing::error!(service = %self.spec.name, "backup lost: {why}; the service is UNPROTECTED");
+        if let Some(l) = &self.log_ctl {
+            let _ = l.shutdown(std::net::Shutdown::Both);
+        }
         let mut sh = lock(&self.shared);
         sh.backup_lost = Some(why.clone());
         sh.stats.protected = false;
@@ -913,6 +925,13 @@ impl Primary {
         }
     }
 
+    fn snapshot_flag(&self) -> u32 {
+        match self.spec.snapshot {
+            rrc_wire::msg::Snapshot::Fork => 0,
+            rrc_wire::msg::Snapshot::Copy => DUMP_F_COPY,
+        }
+    }
+
     /// Takes, sends and waits for the commit of one checkpoint.
     fn one_epoch(&self, staging: &Staging, plan: &Plan) -> Result<EpochEnd> {
         let (epoch, parent, carried) = (plan.epoch, plan.parent, &plan.carried);
@@ -921,8 +940,8 @@ impl Primary {
         let image_id = random_id();
         let req = match parent {
             // the gate's release rule and the failover's repair read the TCP table
-            Some(p) => DumpRequest { flags: DUMP_F_INCREMENTAL | DUMP_F_TCP_TABLE, image_id, parent_id: p },
-            None => DumpRequest { flags: DUMP_F_TCP_TABLE, image_id, parent_id: [0; 16] },
+            Some(p) => DumpRequest { flags: DUMP_F_INCREMENTAL | DUMP_F_TCP_TABLE | self.snapshot_flag(), image_id, parent_id: p },
+            None => DumpRequest { flags: DUMP_F_TCP_TABLE | self.snapshot_flag(), image_id, parent_id: [0; 16] },
         };
         let sock = control_socket_of(self.pid);
         let snap_t = Instant::now();

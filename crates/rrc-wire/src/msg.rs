@@ -61,6 +61,35 @@ pub struct ServiceSpec {
     /// Host that becomes the new backup after a failover (re-protection).
     #[serde(default)]
     pub spare: Option<String>,
+    /// How each epoch's checkpoint is taken (an older agent's spec, with
+    /// no such field, meant fork).
+    #[serde(default = "fork")]
+    pub snapshot: Snapshot,
+}
+
+/// How an epoch's checkpoint is taken (docs/architecture.md, "The snapshot
+/// by copy").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Snapshot {
+    /// The quiesced process forks; the child writes the image.
+    Fork,
+    /// The pages are copied in the pause (pre-copied before it): a
+    /// shorter pause (`RRC_DUMP_F_COPY`).
+    Copy,
+}
+
+fn fork() -> Snapshot {
+    Snapshot::Fork
+}
+
+impl Snapshot {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Snapshot::Fork => "fork",
+            Snapshot::Copy => "copy",
+        }
+    }
 }
 
 /// Why a [`ServiceSpec`] cannot be used.
@@ -290,6 +319,7 @@ pub(crate) mod tests {
             heartbeat_ms: 30,
             failure_ms: 90,
             spare: None,
+            snapshot: Snapshot::Copy,
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use rrc_wire::msg::{Fault, Mode, Request, ServiceSpec};
+use rrc_wire::msg::{Fault, Mode, Request, ServiceSpec, Snapshot};
 use rrc_wire::reply::{AgentStatus, Exported, FaultSet, Role, RoleStats, SecurityStatus, ServiceStatus, Stopped};
 use serde::Serialize;
 use serde_json::json;
@@ -34,10 +34,19 @@ pub enum ModeArg {
     /// and its library sends the log straight to the backup; a reply
     /// leaves the backup's gate as soon as the log that reproduces it is
     /// there (not at the next checkpoint), and a failover restores the
-    /// last checkpoint and replays the log kept since. Not yet: connections
-    /// accepted after the last checkpoint survive no failover, and the
-    /// service is not recorded after one (no re-protection in rr mode).
+    /// last checkpoint and replays the log kept since (a replay that
+    /// diverges falls back to the checkpoint alone). Not yet: the service
+    /// is not recorded after a failover (a re-protection protects it as
+    /// in checkpoint mode).
     Rr,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SnapshotArg {
+    /// The quiesced process forks and the child writes the image.
+    Fork,
+    /// Pages copied in the pause, pre-copied before it: a shorter pause.
+    Copy,
 }
 
 #[derive(Args, Debug)]
@@ -57,8 +66,13 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "checkpoint")]
     pub mode: ModeArg,
     /// Epoch length: a checkpoint every DURATION (e.g. 30ms, 0.1s, 1s).
-    #[arg(long, value_name = "DURATION", default_value = "30ms", value_parser = parse_duration)]
-    pub epoch: Duration,
+    /// Default: 30ms in checkpoint mode (replies wait for it), 100ms in rr
+    /// mode (RRC-SE: checkpoints only bound the log and the recovery).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub epoch: Option<Duration>,
+    /// How each epoch's checkpoint is taken.
+    #[arg(long, value_enum, default_value = "copy")]
+    pub snapshot: SnapshotArg,
     /// Heartbeat period between the primary's and the backup's agents.
     #[arg(long, value_name = "DURATION", default_value = "30ms", value_parser = parse_duration)]
     pub heartbeat: Duration,
@@ -293,6 +307,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         let (k, v) = e.split_once('=').with_context(|| format!("--env {e:?}: expected KEY=VALUE"))?;
         env.push((k.to_string(), v.to_string()));
     }
+    let epoch = a.epoch.unwrap_or(match a.mode {
+        ModeArg::Checkpoint => Duration::from_millis(30),
+        ModeArg::Rr => Duration::from_millis(100),
+    });
     let spec = ServiceSpec {
         name: a.name.clone(),
         service_ip: service_ip.to_string(),
@@ -302,13 +320,17 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             ModeArg::Checkpoint => Mode::Checkpoint,
             ModeArg::Rr => Mode::Rr,
         },
-        epoch_ms: (a.epoch.as_micros() as u64).div_ceil(1000).max(1),
+        epoch_ms: (epoch.as_micros() as u64).div_ceil(1000).max(1),
         argv: a.cmd,
         env,
         data_dir: a.data_dir,
         heartbeat_ms: a.heartbeat.as_millis().max(1) as u64,
         failure_ms: a.failure_timeout.as_millis().max(1) as u64,
         spare: a.spare,
+        snapshot: match a.snapshot {
+            SnapshotArg::Fork => Snapshot::Fork,
+            SnapshotArg::Copy => Snapshot::Copy,
+        },
     };
     if spec.failure_ms <= spec.heartbeat_ms {
         bail!("--failure-timeout ({} ms) must be longer than --heartbeat ({} ms)", spec.failure_ms, spec.heartbeat_ms);
