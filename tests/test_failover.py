@@ -246,15 +246,20 @@ def test_failure_while_a_checkpoint_is_in_flight(lab, tmp_path):
     verify("redis", f"{ip}:6379", state)
 
 
-@pytest.mark.parametrize("with_aof", [False, True], ids=["memory", "append-only-file"])
-def test_reprotection_then_a_second_failure(lab, tmp_path, with_aof):
+@pytest.mark.parametrize("with_aof,mode", [(False, "checkpoint"), (True, "checkpoint"), (False, "rr"), (True, "rr")],
+                         ids=["memory", "append-only-file", "memory-rr", "append-only-file-rr"])
+def test_reprotection_then_a_second_failure(lab, tmp_path, with_aof, mode):
     """Primary a fails: b goes live and re-protects onto the spare c (a full
     checkpoint, c's gate joining the established connections, and with a
     data directory its content as restored plus every change since); then b
     fails too: c goes live. The same client connections carry on through
-    both, and with an AOF, the AOF on c agrees with what clients were told."""
+    both, and with an AOF, the AOF on c agrees with what clients were told.
+    In rr mode b's process, live at the end of its replay, is recorded
+    again and its log goes to c (a log session handed to it by RECORD):
+    c releases replies on the log and its failover replays it."""
     cmd, extra = (AOF_REDIS, ["--data-dir", "/data"]) if with_aof else (REDIS, [])
-    out = cli("run", "--name", "twice", "--primary", "a", "--backup", "b", "--spare", "c", "--json", *extra, "--", *cmd).stdout
+    out = cli("run", "--name", "twice", "--primary", "a", "--backup", "b", "--spare", "c", "--mode", mode, "--epoch", "30ms", "--json",
+              *extra, "--", *cmd).stdout
     ip = json.loads(out)["service_ip"]
     wait_until(lambda: status("twice").get("checkpoints_committed", 0) > 2, 30, "protected")
     state = tmp_path / "state"
@@ -264,12 +269,25 @@ def test_reprotection_then_a_second_failure(lab, tmp_path, with_aof):
     st = wait_reprotected("twice", "b", "c")
     fo = st["primary_view"]["failovers"]
     assert fo[0]["kind"] == "primary failure" and fo[0]["reprotected"]["new_backup"] == "c", fo
+    if mode == "rr":
+        assert fo[0]["replay"] and not fo[0]["replay"]["diverged"], fo[0]
+        # the log of b's process reaches c, which releases on it
+        wait_until(lambda: (status("twice").get("backup_view") or {}).get("stats", {}).get("log", {}).get("received_batches", 0) > 2,
+                   20, "b's log at c", diag=lambda: lab_diagnosis(40))
+        assert status("twice")["backup_view"]["gate"]["log_release"]
     time.sleep(random.uniform(1.0, 2.5))
     cli("lab", "kill", "b")
     finish_live_on(p, "twice", "c", "redis", f"{ip}:6379", state)
+    if mode == "rr":
+        last = status("twice")["primary_view"]["failovers"][-1]
+        r = last["replay"]
+        assert r and not r["diverged"] and r["faults"] == 0 and r["behind"] == 0, (r, lab_diagnosis())
     if with_aof:
-        # c had no spare left: its service writes into its committed copy
-        check_aof_copy(Path("/var/lib/rrc-lab/c/services/twice/data"), "c", state, tmp_path)
+        # c had no spare left: in checkpoint mode its service writes into
+        # its committed copy, in rr mode into a copy of it (a replay that
+        # diverged would start again from the committed one)
+        data = "data" if mode == "checkpoint" else "data-live"
+        check_aof_copy(Path(f"/var/lib/rrc-lab/c/services/twice/{data}"), "c", state, tmp_path)
 
 
 def finish_live_on(p, name, host, kind, server, state):

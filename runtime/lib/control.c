@@ -21,6 +21,7 @@
 #include "accept-queue.h"
 #include "rr-replay.h"
 #include "rr-log.h"
+#include "rr-sink.h"
 #include "rr-fds.h"
 
 
@@ -815,6 +816,34 @@ static int serve(int c)
 	case RRC_CTL_RESUME:
 		send_error(c, RRC_ERR_NOT_HELD, 0, "RESUME without a HOLD on this connection: nothing is held");
 		break;
+	case RRC_CTL_RECORD: {
+		struct rrc_ctl_record req;
+		if (h.length != sizeof req) {
+			send_error(c, RRC_ERR_PROTOCOL, 0, "RECORD payload has the wrong size");
+			break;
+		}
+		memcpy(&req, payload, sizeof req);
+		if (fd < 0 || (req.flags & ~(RRC_RECORD_F_FRAMED | RRC_RECORD_F_SEALED)) || req.reserved) {
+			send_error(c, RRC_ERR_PROTOCOL, 0, "RECORD without a sink (SCM_RIGHTS), or with unknown flags");
+			break;
+		}
+		int sinkfd = rrc_fd_high(fd);
+		fd = -1;
+		int sealed = req.flags & RRC_RECORD_F_SEALED;
+		if (rrc_rr_sink_hand(sinkfd, sealed ? req.key : 0, req.first_frame, req.flags & RRC_RECORD_F_FRAMED) < 0) {
+			close(sinkfd);
+			send_error(c, RRC_ERR_NO_RECORDING, 0,
+				   "no recording waits for a sink (the process was not restored to record again "
+				   "after its replay, or has its sink already)");
+			break;
+		}
+		/* the key stays nowhere but in the sink's state */
+		memset(req.key, 0, sizeof req.key);
+		memset(payload, 0, sizeof req);
+		rrc_rr_wake_writer();
+		send_msg(c, RRC_CTL_RECORDING, 0, 0);
+		break;
+	}
 	case RRC_CTL_REPLAY_STATUS: {
 		/* the state and the report, one message (rr-replay.c) */
 		uint8_t out[sizeof(struct rrc_ctl_replay) + 768];

@@ -73,21 +73,10 @@ int rrc_scratch_map(void)
 	size_t jlen = (sizeof(struct rrc_fj) + 4095) & ~(size_t)4095;
 	size_t joff = len;
 	len += jlen + RRC_FJ_CAP;
-	/* A guard page on each side: an anonymous rw mapping the application
-	 * makes next to the arena (jemalloc does) would otherwise merge with
-	 * it into one VMA, and the snapshot, which leaves the arena out of the
-	 * image, would lose the application's part too. (Anonymous VMA names,
-	 * which also prevent merging, are not built into every kernel.) */
-	long r = rrc_sys_mmap(0, len + 2 * 4096, PROT_NONE,
-			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	long r = rrc_map_guarded(len);
 	if (r < 0 && r > -4096)
 		return (int)r;
-	uint8_t *p = (uint8_t *)r + 4096;
-	long pr = rrc_sys_mprotect(p, len, PROT_READ | PROT_WRITE);
-	if (pr < 0) {
-		rrc_sys_munmap((void *)r, len + 2 * 4096);
-		return (int)pr;
-	}
+	uint8_t *p = (uint8_t *)r;
 	rrc_g.scratch = p;
 	rrc_g.scratch_len = len;
 	rrc_s = (struct rrc_scratch *)p;

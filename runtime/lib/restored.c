@@ -99,8 +99,6 @@ void rrc_post_restore(void)
 	if (replay.fd >= 0) {
 		if (rrc_rp_load(ra->image_id, &replay) < 0)
 			return; /* threads stay parked: REPLAY_STATUS reports the refusal */
-		if (park && rrc_rp_live())
-			rrc_aq_replay_over(); /* nothing to replay */
 	}
 	rrc_release();
 }

@@ -130,9 +130,21 @@ static struct {
 	int prompt;                      /* the sink is a connection to the backup: an output wakes the writer */
 	uint64_t mark_number;            /* writer: the last release mark's */
 	uint64_t mark_outputs;           /* writer: `outputs` when the last mark's counts were taken */
+	/* bumped when recording starts again after a restore: every thread's
+	 * ring pointer (TLS, in the image) is into the region before */
+	volatile uint32_t gen;
+	int continuing;                  /* rrc_rr_prepare_continue ran: go-live records */
+	int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 } rr;
 
 static __thread struct ring *my_ring __attribute__((tls_model("initial-exec")));
+static __thread uint32_t my_ring_gen __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's ring in this recording, or NULL. */
+static inline struct ring *mine(void)
+{
+	return my_ring_gen == rr.gen ? my_ring : 0;
+}
 /* the library's own threads (control, writer) never record (rr-log.h) */
 __thread int rrc_rr_library_thread_flag __attribute__((tls_model("initial-exec")));
 #define library_thread rrc_rr_library_thread_flag
@@ -207,23 +219,51 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 		      int64_t result, uint64_t released_at, const struct iovec *data, int pieces, uint32_t len);
 static struct ring *ring_take(void);
 
+/* The region: the writer's control, the sink's pending area, the rings
+ * (excluded from images: rrc_rr_ring_range). */
+static int map_region(void)
+{
+	uint64_t ctl_len = (sizeof(struct control) + 4095) & ~4095ull;
+	uint64_t sink_len = (rrc_rr_sink_area_size() + 4095) & ~4095ull;
+	uint64_t len = ctl_len + sink_len + (uint64_t)RING_SLOTS * RING_BYTES;
+	long m = rrc_map_guarded(len);
+	if (m < 0 && m > -4096)
+		return fail_init("cannot map the log rings", -m);
+	rr.region = (uint8_t *)m;
+	rr.region_len = len;
+	rr.ctl = (struct control *)rr.region;
+	rrc_rr_sink_attach(rr.region + ctl_len);
+	rr.rings = (struct ring *)(rr.region + ctl_len + sink_len);
+	return 0;
+}
+
+/* The log's header, through the sink. */
+static long write_header(uint32_t flags)
+{
+	struct rrc_log_header h;
+	rrc_memset(&h, 0, sizeof h);
+	rrc_memcpy(h.magic, RRC_LOG_MAGIC, 8);
+	h.version = RRC_LOG_VERSION;
+	h.flags = flags;
+	if (rrc_syscall3(SYS_getrandom, (long)h.log_id, sizeof h.log_id, 0) != sizeof h.log_id)
+		return -EIO;
+	struct { long sec, nsec; } rt;
+	rrc_sys_clock_gettime(0 /* CLOCK_REALTIME */, &rt);
+	h.created_ns = (uint64_t)rt.sec * 1000000000ull + (uint64_t)rt.nsec;
+	h.pid = (uint32_t)rrc_sys_getpid();
+	h.header_crc = rrc_crc32c(&h, __builtin_offsetof(struct rrc_log_header, header_crc));
+	struct iovec hv = { &h, sizeof h };
+	return rrc_rr_sink_put(1, &hv, 1, sizeof h, 0);
+}
+
 int rrc_rr_init(void)
 {
 	int sink = rrc_rr_sink_open();
 	if (sink <= 0)
 		return sink;
-	uint64_t ctl_len = (sizeof(struct control) + 4095) & ~4095ull;
-	uint64_t sink_len = (rrc_rr_sink_area_size() + 4095) & ~4095ull;
-	rr.region_len = ctl_len + sink_len + (uint64_t)RING_SLOTS * RING_BYTES;
-	long m = rrc_sys_mmap(0, rr.region_len, PROT_READ | PROT_WRITE,
-			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m < 0 && m > -4096)
-		return fail_init("cannot map the log rings", -m);
-	rr.region = (uint8_t *)m;
-	rr.ctl = (struct control *)rr.region;
-	rrc_rr_sink_attach(rr.region + ctl_len);
-	rr.rings = (struct ring *)(rr.region + ctl_len + sink_len);
-	m = rrc_sys_mmap(0, OBJ_SLOTS * sizeof(struct obj), PROT_READ | PROT_WRITE,
+	if (map_region() < 0)
+		return -1;
+	long m = rrc_sys_mmap(0, OBJ_SLOTS * sizeof(struct obj), PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m < 0 && m > -4096)
 		return fail_init("cannot map the object table", -m);
@@ -231,25 +271,32 @@ int rrc_rr_init(void)
 	int fe = rrc_fdt_init();
 	if (fe < 0)
 		return fail_init("cannot map the fd table", -fe);
-
-	struct rrc_log_header h;
-	rrc_memset(&h, 0, sizeof h);
-	rrc_memcpy(h.magic, RRC_LOG_MAGIC, 8);
-	h.version = RRC_LOG_VERSION;
-	if (rrc_syscall3(SYS_getrandom, (long)h.log_id, sizeof h.log_id, 0) != sizeof h.log_id)
-		return fail_init("getrandom for the log id failed", 0);
-	struct { long sec, nsec; } rt;
-	rrc_sys_clock_gettime(0 /* CLOCK_REALTIME */, &rt);
-	h.created_ns = (uint64_t)rt.sec * 1000000000ull + (uint64_t)rt.nsec;
-	h.pid = (uint32_t)rrc_sys_getpid();
-	h.header_crc = rrc_crc32c(&h, __builtin_offsetof(struct rrc_log_header, header_crc));
-	struct iovec hv = { &h, sizeof h };
-	long w = rrc_rr_sink_put(1, &hv, 1, sizeof h, 0);
+	long w = write_header(0);
 	if (w < 0)
 		return fail_init("cannot write the log header", -w);
 	rr.prompt = rrc_rr_sink_prompt();
 	RRC_STORE(&rrc_rr_mode, RRC_RR_RECORD);
 	my_ring = ring_take(); /* the main thread: THREAD_START, creator 0 */
+	my_ring_gen = rr.gen;
+	return 0;
+}
+
+int rrc_rr_prepare_continue(void)
+{
+	if (!rr.objs)
+		return fail_init("recording again after the replay: the process was never recorded", 0);
+	/* the object table and the fd table are ordinary memory, restored
+	 * with the image: the numbers go on from the replay's */
+	rr.batch_seq = 0;
+	rr.kick = rr.writer_sleeping = rr.broken = rr.slots_used = 0;
+	rr.outputs = rr.mark_number = rr.mark_outputs = 0;
+	rr.prompt = 0;
+	if (map_region() < 0)
+		return -1;
+	rr.gen++;
+	rrc_rr_sink_await();
+	rr.real_create = dlsym(RTLD_NEXT, "pthread_create");
+	rr.continuing = 1;
 	return 0;
 }
 
@@ -291,9 +338,11 @@ void rrc_rr_reserve(uint32_t len)
 	/* after a restore the ring is not mapped any more: never touch it */
 	if (library_thread || !rrc_rr_mode_on())
 		return;
-	if (!my_ring && rrc_rr_mode_on())
+	if (!mine() && rrc_rr_mode_on()) {
 		my_ring = ring_take();
-	struct ring *r = my_ring;
+		my_ring_gen = rr.gen;
+	}
+	struct ring *r = mine();
 	if (!r)
 		return;
 	if (len > RRC_LOG_MAX_DATA)
@@ -402,7 +451,7 @@ static void append(struct ring *r, uint16_t kind, uint16_t flags, uint64_t obj, 
 void rrc_rr_eventv(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int64_t result,
 		   const struct iovec *pieces, int n)
 {
-	struct ring *r = my_ring;
+	struct ring *r = mine();
 	if (r && rrc_rr_mode_on())
 		append(r, kind, flags, obj, seq, result, 0, pieces, n);
 }
@@ -416,7 +465,7 @@ void rrc_rr_event(uint16_t kind, uint16_t flags, uint64_t obj, uint64_t seq, int
 
 void rrc_rr_thread_exit(void)
 {
-	struct ring *r = my_ring;
+	struct ring *r = mine();
 	if (!r || !rrc_rr_mode_on())
 		return;
 	rrc_rr_reserve(0);
@@ -499,7 +548,7 @@ uint64_t rrc_rr_obj_seq(const void *addr)
 
 void rrc_rr_released(const void *addr)
 {
-	struct ring *r = my_ring;
+	struct ring *r = mine();
 	struct obj *o = r && rrc_rr_mode_on() ? obj_or_stop(addr) : 0;
 	if (!o)
 		return;
@@ -512,7 +561,7 @@ void rrc_rr_released(const void *addr)
 void rrc_rr_acquired(uint16_t kind, uint16_t flags, uint64_t obj, const void *on, int got, int64_t result,
 		     const void *data, uint32_t len)
 {
-	struct ring *r = my_ring;
+	struct ring *r = mine();
 	if (!r || !rrc_rr_mode_on())
 		return;
 	uint64_t seq = 0, released_at = 0;
@@ -714,8 +763,12 @@ static int exited_unmarked(uint32_t used)
  * since the last one (`outs`: rr.outputs read before the counts), the
  * sink flushed, the rings' room given back. Each step inside the hook
  * guard (writer_main). -1 once the log broke or the mode went off. */
+static int adopt_sink(void);
+
 static int writer_pass(uint64_t outs)
 {
+	if (adopt_sink() < 0)
+		return -1;
 	rrc_hook_enter();
 	int ok = rrc_rr_mode_on();
 	if (ok)
@@ -765,13 +818,23 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	rrc_rr_library_thread();
+	/* parked by every checkpoint like the application's threads (below):
+	 * the park signal open whatever mask the creating thread had (going
+	 * live, rr-replay.c, an application thread inside a wrapper) */
+	uint64_t park = 1ull << (RRC_PARK_SIG - 1);
+	rrc_sys_rt_sigprocmask(1 /* SIG_UNBLOCK */, &park, 0);
 	/* Every step that touches the rings runs inside the hook guard: this
 	 * thread is parked by a checkpoint like any other, and the rings are
 	 * not in the image, so it must never be restored in the middle of a
 	 * drain (it would resume writing into memory that is not there). A
 	 * park waits until the step is over; after a restore the mode is off
 	 * and the loop ends before touching a ring again. */
-	while (rrc_rr_mode_on()) {
+	/* a writer restored with the image (it was parked like any thread)
+	 * finds recording off and ends; when a failover's process records
+	 * again (rrc_rr_continue), a new writer serves the new region, and
+	 * the old one, which may wake only then, must not: its generation */
+	uint32_t gen = rr.gen;
+	while (rrc_rr_mode_on() && gen == RRC_LOAD(&rr.gen)) {
 		uint32_t k = RRC_LOAD(&rr.kick);
 		uint64_t outs = __atomic_load_n(&rr.outputs, __ATOMIC_SEQ_CST);
 		if (writer_pass(outs) < 0)
@@ -791,13 +854,8 @@ static void *writer_main(void *arg)
 	return 0;
 }
 
-void rrc_rr_start(void)
+static void start_writer(int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
 {
-	if (!rrc_rr_mode_on())
-		return;
-	/* the real pthread_create: the writer is the library's, never recorded */
-	int (*real_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) =
-		dlsym(RTLD_NEXT, "pthread_create");
 	pthread_t th;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
@@ -806,6 +864,56 @@ void rrc_rr_start(void)
 	pthread_attr_destroy(&at);
 	if (e)
 		stop_recording("cannot start the log writer thread", e);
+}
+
+void rrc_rr_start(void)
+{
+	if (!rrc_rr_mode_on())
+		return;
+	/* the real pthread_create: the writer is the library's, never recorded */
+	start_writer(dlsym(RTLD_NEXT, "pthread_create"));
+}
+
+int rrc_rr_continue(void)
+{
+	if (!rr.continuing)
+		return 0;
+	rr.continuing = 0;
+	RRC_STORE(&rrc_rr_mode, RRC_RR_RECORD);
+	start_writer(rr.real_create);
+	return rrc_rr_mode_on();
+}
+
+void rrc_rr_wake_writer(void)
+{
+	kick_writer();
+}
+
+/* The writer's first pass with the sink RECORD handed over (a recording
+ * that continues a replayed process): the header, then for every thread
+ * whose first events went before the sink an empty batch at its position
+ * (where its log begins for the reader, rrlog.rs), and release marks
+ * numbered from 1 again. */
+static int adopt_sink(void)
+{
+	if (rrc_rr_sink_adopt() <= 0)
+		return 0;
+	rr.batch_seq = 0;
+	rr.mark_number = 0;
+	rr.prompt = rrc_rr_sink_prompt();
+	long w = write_header(RRC_LOG_F_CONTINUES);
+	if (w < 0) {
+		stop_recording("cannot write the log header to the sink handed over", -w);
+		return -1;
+	}
+	uint32_t used = __atomic_load_n(&rr.slots_used, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < used; i++) {
+		struct ring *r = &rr.rings[i];
+		if (RRC_LOAD(&r->state) != SLOT_FREE && r->drained_events > 0 &&
+		    write_batch(RRC_LOAD(&r->tid), r->drained_events, 0, 0, 0, 0, 0) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* At exit: what the rings hold reaches the file (the writer drains, this

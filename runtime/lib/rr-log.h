@@ -129,5 +129,15 @@ void rrc_rr_cut(const uint8_t id[16], uint64_t sequence) RRC_HIDDEN_RR;
 /* After a restore, before threads are released: recording stops (the log
  * file and the rings are not in the image; replay is the next step). */
 void rrc_rr_restored(void) RRC_HIDDEN_RR;
+/* A failover with a spare (RRC_REPLAY_RECORD), from the replay's load,
+ * before the threads run: a new region for recording again from go-live,
+ * the sink awaited (units dropped until RECORD hands one). 0, or -1
+ * after logging why (the process then runs unrecorded). */
+int rrc_rr_prepare_continue(void) RRC_HIDDEN_RR;
+/* At go-live (every application thread waits): recording on again and
+ * the writer started, if prepared. 1 if recording. */
+int rrc_rr_continue(void) RRC_HIDDEN_RR;
+/* The control thread handed the sink over (RECORD). */
+void rrc_rr_wake_writer(void) RRC_HIDDEN_RR;
 
 #endif /* RRC_RR_LOG_H */

@@ -44,11 +44,14 @@ struct rp_state {
 	volatile uint32_t state;            /* RP_*; futex: going live, diverging */
 	uint32_t generation;                /* +1 per load: a thread's identity from an earlier replay is stale */
 	int log_fd;                         /* -1 before a load */
+	const uint8_t *log_map;             /* the log, mapped (private, read-only) */
+	uint64_t log_len;
 	uint8_t image_id[16];
 	const struct rrc_log_cut *cut;
 	uint32_t cut_batch;
 	uint8_t end_id[16];                 /* `--replay-to`: go live at this image's cut */
 	int has_end;
+	int record_after;                   /* RRC_REPLAY_RECORD, and the recording prepared */
 	const struct rrc_log_cut *end_cut;
 	struct rp_thread *threads;
 	uint32_t nr_threads, fill_next, nr_replayed;
@@ -85,5 +88,8 @@ uint64_t rp_counter_now(uint64_t key) RRC_HIDDEN_RP;
 /* The replay stops for good with msg as its report (the first report
  * wins), logged; threads waiting to go live are woken to stop. */
 void rp_diverged(const char *msg) RRC_HIDDEN_RP;
+/* Every thread goes live (the last event was consumed, or there was none
+ * to replay). */
+void rp_go_live(void) RRC_HIDDEN_RP;
 
 #endif /* RRC_RR_REPLAY_INT_H */

@@ -338,6 +338,8 @@ int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 	if (m < 0 && m > -4096)
 		return fail("cannot map the log", ~0ull);
 	const uint8_t *base = (const uint8_t *)m;
+	rp.log_map = base;
+	rp.log_len = size;
 	const struct rrc_log_header *h = (const void *)base;
 	if (!rrc_memeq(h->magic, RRC_LOG_MAGIC, 8))
 		return fail("not a record log (magic)", 0);
@@ -381,10 +383,14 @@ int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 	rp.remaining = rp.total;
 	rp.load_ns = rrc_mono_ns() - t0;
 	rp.progress_at = rrc_mono_ns();
-	RRC_STORE(&rp.state, rp.total ? RP_RUNNING : RP_LIVE);
-	if (rp.total)
+	/* a failover with a spare: record again from go-live (without it, or
+	 * if it cannot be, the process goes live unrecorded: logged) */
+	rp.record_after = (rq->flags & RRC_REPLAY_RECORD) && rrc_rr_prepare_continue() == 0;
+	if (rp.total) {
+		RRC_STORE(&rp.state, RP_RUNNING);
 		RRC_STORE(&rrc_rr_mode, RRC_RR_REPLAY);
-	else
-		rp.live_ns = 0;
+	} else {
+		rp_go_live();
+	}
 	return 0;
 }

@@ -211,13 +211,28 @@ void rrc_rp_thread_born(uint32_t creator, uint64_t birth)
 
 static void settle_debts(int final);
 
-static void go_live(void)
+
+void rp_go_live(void)
 {
 	settle_debts(1);
 	/* the connections no replayed accept took wait for live ones */
 	rrc_aq_replay_over();
-	rp.live_ns = rrc_mono_ns() - rp.started_ns;
+	rp.live_ns = rp.started_ns ? rrc_mono_ns() - rp.started_ns : 0;
 	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
+	/* a failover with a spare: recorded again from here, every thread
+	 * between two calls (rr-log.c) */
+	if (rp.record_after) {
+		rrc_rr_continue();
+		/* this process is checkpointed again: the log (a failover's
+		 * memfd, gone from every file system) must not be in its images.
+		 * Nothing reads it after the last event: each thread is at its
+		 * end, the index points to no event any more. */
+		rrc_sys_munmap((void *)rp.log_map, rp.log_len);
+		rrc_sys_close(rp.log_fd);
+		rp.log_map = 0;
+		rp.log_fd = -1;
+		rp.cut = rp.end_cut = 0;
+	}
 	RRC_STORE(&rp.state, RP_LIVE);
 	rrc_sys_futex(&rp.state, RRC_FUTEX_WAKE, 0x7fffffff, 0);
 }
@@ -322,7 +337,7 @@ void rrc_rp_done(void)
 	t->pos++;
 	__atomic_add_fetch(&rp.progress, 1, __ATOMIC_RELAXED);
 	if (__atomic_sub_fetch(&rp.remaining, 1, __ATOMIC_SEQ_CST) == 0)
-		go_live();
+		rp_go_live();
 }
 
 int64_t rrc_rp_late(uint16_t kind, uint64_t obj, int64_t result)

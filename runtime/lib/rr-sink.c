@@ -32,14 +32,66 @@ static struct {
 	uint64_t seq;           /* the next frame's number */
 } sink = { .fd = -1 };
 
+/* A recording that continues a replayed process (rr-log.c): until RECORD
+ * hands a sink over, units are dropped (`awaiting`); the control thread
+ * leaves the sink in `handed` and the writer adopts it at its next pass. */
+static int awaiting;
+static struct {
+	volatile uint32_t ready;
+	int fd;
+	int framed, sealed;
+	uint64_t seq;
+	uint8_t key[KEY_LEN];
+} handed;
+
 int rrc_rr_sink_fd(void)
 {
 	return sink.fd;
 }
 
+void rrc_rr_sink_await(void)
+{
+	sink.fd = -1;
+	awaiting = 1;
+	RRC_STORE(&handed.ready, 0);
+}
+
+int rrc_rr_sink_hand(int fd, const uint8_t *key, uint64_t first_frame, int framed)
+{
+	if (!awaiting || RRC_LOAD(&handed.ready))
+		return -1;
+	handed.fd = fd;
+	handed.framed = framed || key;
+	handed.sealed = key != 0;
+	if (key)
+		rrc_memcpy(handed.key, key, KEY_LEN);
+	handed.seq = first_frame;
+	RRC_STORE(&handed.ready, 1);
+	return 0;
+}
+
+int rrc_rr_sink_adopt(void)
+{
+	if (!awaiting || !RRC_LOAD(&handed.ready))
+		return 0;
+	struct stat st;
+	sink.is_socket = rrc_sys_fstat(handed.fd, &st) == 0 && S_ISSOCK(st.st_mode);
+	sink.framed = handed.framed;
+	sink.sealed = handed.sealed;
+	if (handed.sealed)
+		rrc_hmac_init(&sink.keyed, handed.key, KEY_LEN);
+	rrc_memset(handed.key, 0, KEY_LEN);
+	sink.seq = handed.seq;
+	/* nothing is pending: units without a sink were dropped whole */
+	sink.fd = handed.fd;
+	awaiting = 0;
+	return 1;
+}
+
 void rrc_rr_sink_forget(void)
 {
 	sink.fd = -1;
+	awaiting = 0;
 }
 
 static int refuse(const char *what, long err)
@@ -187,7 +239,7 @@ void rrc_rr_sink_attach(void *area)
 
 long rrc_rr_sink_flush(void)
 {
-	long r = pend.n ? put_all(pend.v, pend.n) : 0;
+	long r = pend.n && sink.fd >= 0 ? put_all(pend.v, pend.n) : 0;
 	pend.n = 0;
 	pend.used = 0;
 	return r;
@@ -204,6 +256,8 @@ static struct iovec own(const void *p, size_t len)
 
 long rrc_rr_sink_put(int header, const struct iovec *pieces, int n, uint32_t len, int held)
 {
+	if (sink.fd < 0 && awaiting && pend_area)
+		return 0; /* no sink yet: dropped (the log that continues begins later) */
 	if (sink.fd < 0 || !pend_area || n < 1 || n > 6)
 		return -EBADF;
 	/* room for this unit: its iovecs (a frame header, the pieces, a MAC)

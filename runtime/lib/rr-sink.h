@@ -54,5 +54,16 @@ long rrc_rr_sink_flush(void) __attribute__((visibility("hidden")));
 int rrc_rr_sink_prompt(void) __attribute__((visibility("hidden")));
 /* After a restore: the fd is not in the image. */
 void rrc_rr_sink_forget(void) __attribute__((visibility("hidden")));
+/* A recording that continues a replayed process: no sink yet, units are
+ * dropped until one is handed over and adopted. */
+void rrc_rr_sink_await(void) __attribute__((visibility("hidden")));
+/* The control thread (RECORD): the sink's fd (a library fd), the
+ * session's key (NULL: not sealed), the number of its first frame. 0, or
+ * -1 if no recording awaits a sink. */
+int rrc_rr_sink_hand(int fd, const uint8_t *key, uint64_t first_frame, int framed)
+	__attribute__((visibility("hidden")));
+/* The writer, at a pass: 1 if it just took the sink handed over (then it
+ * writes the header first), 0 if nothing changed. */
+int rrc_rr_sink_adopt(void) __attribute__((visibility("hidden")));
 
 #endif /* RRC_RR_SINK_H */

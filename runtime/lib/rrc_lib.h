@@ -305,6 +305,10 @@ void rrc_fj_commit(int ok) RRC_HIDDEN;      /* parent, after the child */
 void rrc_fj_discard(uint64_t *ops, uint64_t *bytes) RRC_HIDDEN; /* HOLD, threads parked */
 
 /* ---- util.c (ASYNC-SIGNAL-SAFE) ---- */
+/* `len` bytes of private anonymous rw memory between two PROT_NONE guard
+ * pages (never merged with an application mapping next to it: images
+ * leave the library's memory out by whole VMAs), or -errno. */
+long rrc_map_guarded(uint64_t len) RRC_HIDDEN;
 size_t rrc_strlen(const char *s) RRC_HIDDEN;
 int rrc_strncmp(const char *a, const char *b, size_t n) RRC_HIDDEN;
 int rrc_startswith(const char *s, const char *pfx) RRC_HIDDEN;

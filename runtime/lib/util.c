@@ -8,6 +8,7 @@
  */
 #include <fcntl.h>
 #include <errno.h>
+#include <sys/mman.h>
 #include "rrc_lib.h"
 
 size_t rrc_strlen(const char *s)
@@ -275,4 +276,24 @@ void rrc_log(const char *msg)
 	l = rrc_bput(line, sizeof line, l, msg);
 	l = rrc_bput(line, sizeof line, l, "\n");
 	rrc_write_all(2, line, l);
+}
+
+long rrc_map_guarded(uint64_t len)
+{
+	/* A guard page on each side: an anonymous rw mapping the application
+	 * makes next to it (jemalloc does) would otherwise merge with it into
+	 * one VMA, and the snapshot, which leaves the library's memory out of
+	 * the image, would lose the application's part too (it refuses such a
+	 * VMA: RRC_SNAP_LIBMERGE). Anonymous VMA names, which also prevent
+	 * merging, are not built into every kernel. */
+	long r = rrc_sys_mmap(0, len + 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r < 0 && r > -4096)
+		return r;
+	uint8_t *p = (uint8_t *)r + 4096;
+	long pr = rrc_sys_mprotect(p, len, PROT_READ | PROT_WRITE);
+	if (pr < 0) {
+		rrc_sys_munmap((void *)r, len + 2 * 4096);
+		return pr;
+	}
+	return (long)p;
 }

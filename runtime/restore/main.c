@@ -43,7 +43,7 @@ static void usage(void)
 {
 	rst_fail(RRC_RST_USAGE, 0, 0,
 		 "usage: rrc-restore --status-fd N [--log-fd M] [--repaired-fds R] [--replay-fd L [--replay-timeout-ms T] [--replay-to IMAGE_ID] "
-		 "[--replay-until FD:BYTES] [--replay-races off|order|pace] [--replay-pace-max-us U] [--replay-connections]] "
+		 "[--replay-until FD:BYTES] [--replay-races off|order|pace] [--replay-pace-max-us U] [--replay-connections] [--replay-record]] "
 		 "{IMAGE... | --image-stream FD}");
 }
 
@@ -123,6 +123,8 @@ int main(int argc, char **argv)
 			rq.pace_max_us = (uint32_t)strtoul(argv[++i], 0, 10);
 		else if (!strcmp(argv[i], "--replay-connections"))
 			rq.flags |= RRC_REPLAY_CONNECTIONS;
+		else if (!strcmp(argv[i], "--replay-record"))
+			rq.flags |= RRC_REPLAY_RECORD;
 		else if (!strcmp(argv[i], "--"))
 			{ i++; break; }
 		else if (argv[i][0] == '-' && argv[i][1])

@@ -271,6 +271,8 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
             races: rrc_launch::Races::Order,
             pace_max_us: 0,
             connections: true,
+            // recorded again for the spare's backup (re-protection)
+            record: spec.spare.is_some(),
         };
         (Some(spec), Some(log))
     } else {

@@ -171,8 +171,7 @@ fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) 
 #[allow(clippy::type_complexity)]
 fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std::os::fd::OwnedFd, i32)>, Vec<(OsString, OsString)>, TcpStream)> {
     use rrc_launch::{RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV};
-    let mut conn = PeerConn::connect(agent, &spec.backup).context("opening the log session")?;
-    conn.writer.send_json(FrameKind::LogStream, &rrc_wire::msg::LogStream { service: spec.name.clone() }).context("opening the log session")?;
+    let conn = log_session(agent, spec)?;
     let sock = std::os::fd::OwnedFd::from(conn.ctl.try_clone()?);
     let mut fds = vec![(sock, RECORD_FD)];
     let mut env: Vec<(OsString, OsString)> = vec![(RECORD_FD_ENV.into(), RECORD_FD.to_string().into()), (RECORD_SEQ_ENV.into(), "1".into())];
@@ -184,6 +183,26 @@ fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std:
         None => env.push((RECORD_FRAMED_ENV.into(), "1".into())),
     }
     Ok((fds, env, conn.ctl))
+}
+
+/// The log session's connection: authenticated, LogStream sent as frame 0.
+fn log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<PeerConn> {
+    let mut conn = PeerConn::connect(agent, &spec.backup).context("opening the log session")?;
+    conn.writer.send_json(FrameKind::LogStream, &rrc_wire::msg::LogStream { service: spec.name.clone() }).context("opening the log session")?;
+    Ok(conn)
+}
+
+/// rr mode, re-protection after a failover: the restored process went
+/// live at its replay's end recording again (failover.rs, `--replay-record`)
+/// and drops its log until it has a sink: a log session to the new backup,
+/// handed over by the control protocol's RECORD. Returns the handle the
+/// Primary keeps on it.
+fn attach_log_session(agent: &Arc<Agent>, spec: &ServiceSpec, pid: i32) -> Result<TcpStream> {
+    let conn = log_session(agent, spec)?;
+    let req = rrc_control::RecordRequest { first_frame: 1, framed: true, key: conn.session.send_frame_key() };
+    let sock = conn.ctl.try_clone().context("the log session's socket")?;
+    rrc_control::record_to(&control_socket_of(pid), &req, std::os::fd::AsFd::as_fd(&sock), Duration::from_secs(5)).context("handing the log's sink to the process")?;
+    Ok(conn.ctl)
 }
 
 fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
@@ -414,13 +433,22 @@ pub fn reprotect(
             data_copy: data_copy.as_ref().map(|(_, report)| report.clone()),
         });
     }
-    let p = match assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers, kept_seeds) {
-        Ok(p) => Arc::new(p),
+    let mut p = match assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers, kept_seeds) {
+        Ok(p) => p,
         Err(e) => {
             remove_copy(&data_copy);
             return Err(e);
         }
     };
+    if p.spec.mode == Mode::Rr {
+        match attach_log_session(agent, &p.spec, p.pid) {
+            Ok(ctl) => p.log_ctl = Some(ctl),
+            // (a failover that fell back to the checkpoint alone restored
+            // a process that records nothing)
+            Err(e) => tracing::warn!(service = %p.spec.name, "re-protected without the record log, replies wait for the checkpoints: {e:#}"),
+        }
+    }
+    let p = Arc::new(p);
     *lock(&p.data_copy) = data_copy.map(|(dir, _)| dir);
     if let Err(e) = p.run_threads() {
         if let Some(dir) = lock(&p.data_copy).take() {

@@ -309,7 +309,7 @@ mod tests {
     fn the_replay_log_is_the_committed_cut_and_what_follows_numbered_again() {
         let mut l = ShippedLog::new();
         assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).is_none(), "no header, no cut");
-        let h = LogHeader { log_id: ImageId([3; 16]), created_ns: 5, pid: 1 };
+        let h = LogHeader { log_id: ImageId([3; 16]), created_ns: 5, pid: 1, continues: false };
         l.set_header(h);
         l.push(batch(1, 0, 0, 10));
         l.push(batch(2, 1, 0, 3));

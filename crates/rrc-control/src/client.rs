@@ -170,6 +170,18 @@ pub fn replay_status(path: &Path, timeout: Duration) -> Result<ReplayState, Cont
     }
 }
 
+/// Sends RECORD with the log's sink: the process, live at the end of a
+/// failover's replay and recording since, sends its log there from now on.
+pub fn record_to(path: &Path, req: &RecordRequest, sink: BorrowedFd<'_>, timeout: Duration) -> Result<(), ControlError> {
+    let mut c = Client::connect(path)?;
+    c.send(&Message::Record(*req), Some(sink), timeout)?;
+    match c.recv(timeout, "RECORDING")? {
+        Message::Recording => Ok(()),
+        Message::Error(reply) => Err(ControlError::Remote { path: path.to_path_buf(), stage: "refused to record to the sink", reply }),
+        m => Err(c.unexpected("RECORDING", &m)),
+    }
+}
+
 /// A DUMP in progress: the request is sent; the replies are read with
 /// [`DumpSession::wait_paused`] then [`DumpSession::wait_done`].
 pub struct DumpSession {

@@ -11,5 +11,5 @@
 mod client;
 mod proto;
 
-pub use client::{dump, hold, ping, replay_status, Client, ControlError, DumpSession, HoldSession};
+pub use client::{dump, hold, ping, record_to, replay_status, Client, ControlError, DumpSession, HoldSession};
 pub use proto::*;

@@ -45,6 +45,8 @@ pub enum MsgType {
     Resumed = 10,
     ReplayStatus = 11,
     ReplayState = 12,
+    Record = 13,
+    Recording = 14,
 }
 
 impl MsgType {
@@ -62,6 +64,8 @@ impl MsgType {
             10 => MsgType::Resumed,
             11 => MsgType::ReplayStatus,
             12 => MsgType::ReplayState,
+            13 => MsgType::Record,
+            14 => MsgType::Recording,
             _ => return None,
         })
     }
@@ -79,6 +83,8 @@ impl MsgType {
             MsgType::Resumed => "RESUMED",
             MsgType::ReplayStatus => "REPLAY_STATUS",
             MsgType::ReplayState => "REPLAY_STATE",
+            MsgType::Record => "RECORD",
+            MsgType::Recording => "RECORDING",
         }
     }
 }
@@ -225,6 +231,8 @@ impl ErrorCode {
     pub const HELD: ErrorCode = ErrorCode(14);
     pub const HOLD_EXPIRED: ErrorCode = ErrorCode(15);
     pub const NOT_HELD: ErrorCode = ErrorCode(16);
+    pub const REPLAYING: ErrorCode = ErrorCode(17);
+    pub const NO_RECORDING: ErrorCode = ErrorCode(18);
 
     pub fn name(self) -> Option<&'static str> {
         Some(match self.0 {
@@ -245,6 +253,7 @@ impl ErrorCode {
             15 => "HOLD_EXPIRED",
             16 => "NOT_HELD",
             17 => "REPLAYING",
+            18 => "NO_RECORDING",
             _ => return None,
         })
     }
@@ -293,7 +302,27 @@ pub enum Message {
     Resumed(Resumed),
     ReplayStatus,
     ReplayState(ReplayState),
+    Record(RecordRequest),
+    Recording,
 }
+
+/// `struct rrc_ctl_record`: where a process that went live at the end of a
+/// failover's replay sends its record log from now on (the sink's fd
+/// travels by SCM_RIGHTS): a log session to its new backup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRequest {
+    /// The number of the first sealed frame (the frames the agent sent
+    /// on the connection before).
+    pub first_frame: u64,
+    /// rrc-wire frames (a log session) rather than the bare stream.
+    pub framed: bool,
+    /// The session's key: each frame sealed with it.
+    pub key: Option<[u8; 32]>,
+}
+
+pub const RECORD_SIZE: usize = 48;
+const RECORD_F_FRAMED: u32 = 1;
+const RECORD_F_SEALED: u32 = 2;
 
 /// A malformed message (the reason names what is wrong).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -336,6 +365,8 @@ impl Message {
             Message::Resumed(_) => MsgType::Resumed,
             Message::ReplayStatus => MsgType::ReplayStatus,
             Message::ReplayState(_) => MsgType::ReplayState,
+            Message::Record(_) => MsgType::Record,
+            Message::Recording => MsgType::Recording,
         }
     }
 
@@ -396,6 +427,14 @@ impl Message {
                 p.extend_from_slice(&0u32.to_le_bytes());
             }
             Message::ReplayStatus => {}
+            Message::Recording => {}
+            Message::Record(m) => {
+                let flags = if m.framed || m.key.is_some() { RECORD_F_FRAMED } else { 0 } | if m.key.is_some() { RECORD_F_SEALED } else { 0 };
+                p.extend_from_slice(&m.first_frame.to_le_bytes());
+                p.extend_from_slice(&flags.to_le_bytes());
+                p.extend_from_slice(&0u32.to_le_bytes());
+                p.extend_from_slice(&m.key.unwrap_or([0; 32]));
+            }
             Message::ReplayState(m) => {
                 let phase: u32 = match m.phase {
                     ReplayPhase::None => 0,
@@ -575,6 +614,23 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
         MsgType::ReplayStatus => {
             need(0)?;
             Message::ReplayStatus
+        }
+        MsgType::Recording => {
+            need(0)?;
+            Message::Recording
+        }
+        MsgType::Record => {
+            need(RECORD_SIZE)?;
+            let flags = u32_at(p, 8);
+            if flags & !(RECORD_F_FRAMED | RECORD_F_SEALED) != 0 || u32_at(p, 12) != 0 {
+                return Err(DecodeError("RECORD: unknown flags or a reserved field not zero".into()));
+            }
+            let key: [u8; 32] = p[16..48].try_into().expect("32 bytes");
+            Message::Record(RecordRequest {
+                first_frame: u64_at(p, 0),
+                framed: flags & RECORD_F_FRAMED != 0,
+                key: (flags & RECORD_F_SEALED != 0).then_some(key),
+            })
         }
         MsgType::ReplayState => {
             if p.len() < REPLAY_STATE_SIZE {

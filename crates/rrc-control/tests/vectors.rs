@@ -35,7 +35,7 @@ fn u(v: &Value) -> u64 {
 
 #[test]
 fn every_vector_decodes_and_reencodes_identically() {
-    for name in ["ping", "pong", "dump", "dump_incremental", "dump_paused", "dump_done", "error", "hold", "held", "resume", "resumed", "replay_status", "replay_state"] {
+    for name in ["ping", "pong", "dump", "dump_incremental", "dump_paused", "dump_done", "error", "hold", "held", "resume", "resumed", "replay_status", "replay_state", "record", "recording"] {
         let (bytes, e) = load(name);
         let msg = decode(&bytes).unwrap_or_else(|err| panic!("{name}: {err}"));
         assert_eq!(msg.msg_type() as u64, u(&e["type"]), "{name}");
@@ -77,7 +77,13 @@ fn every_vector_decodes_and_reencodes_identically() {
                 [h.quiesce_ns, h.discarded_ops, h.discarded_bytes, h.threads.into(), h.timeout_ms.into()],
                 ["quiesce_ns", "discarded_ops", "discarded_bytes", "threads", "timeout_ms"].map(|k| u(&e[k]))
             ),
-            Message::Resume | Message::ReplayStatus => {}
+            Message::Resume | Message::ReplayStatus | Message::Recording => {}
+            Message::Record(r) => {
+                assert_eq!((r.first_frame, r.framed), (u(&e["first_frame"]), e["framed"].as_bool().unwrap()));
+                let key = r.key.expect("sealed");
+                assert_eq!(u64::from(key[0]), u(&e["key_first"]));
+                assert_eq!(key[31], key[0] + 31);
+            }
             Message::ReplayState(r) => {
                 assert_eq!(r.phase, ReplayPhase::Diverged);
                 assert_eq!(u(&e["state"]), 3);

@@ -41,7 +41,7 @@ fn check(b: &[u8]) {
 
 fn build(data: &[u8]) -> Vec<u8> {
     let mut r = Bytes::new(data);
-    let header = LogHeader { log_id: ImageId(r.array()), created_ns: u64::from(r.u32()), pid: r.u32() };
+    let header = LogHeader { log_id: ImageId(r.array()), created_ns: u64::from(r.u32()), pid: r.u32(), continues: r.u32() & 1 == 1 };
     let mut out = header.encode().to_vec();
     let mut next = std::collections::BTreeMap::<u32, u64>::new();
     let mut seq = 0u64;

@@ -19,6 +19,11 @@ use crate::ImageId;
 pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
 pub const LOG_VERSION: u32 = 5;
 pub const LOG_HEADER_SIZE: usize = 48;
+/// Header flag: the recording began in a process that had run before (it
+/// went live at the end of a failover's replay and was recorded again
+/// for its new backup): a thread's first batch may begin at any event,
+/// the ones before it were never sent (rrc/rrlog.h RRC_LOG_F_CONTINUES).
+pub const LOG_F_CONTINUES: u32 = 1;
 pub const BATCH_HEADER_SIZE: usize = 40;
 pub const EVENT_HEADER_SIZE: usize = 48;
 /// `RRC_LOG_BATCH_MAGIC`
@@ -210,6 +215,8 @@ pub struct LogHeader {
     pub log_id: ImageId,
     pub created_ns: u64,
     pub pid: u32,
+    /// [`LOG_F_CONTINUES`].
+    pub continues: bool,
 }
 
 impl LogHeader {
@@ -217,6 +224,7 @@ impl LogHeader {
         let mut b = [0u8; LOG_HEADER_SIZE];
         b[0..8].copy_from_slice(&LOG_MAGIC);
         b[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(if self.continues { LOG_F_CONTINUES } else { 0 }).to_le_bytes());
         b[16..32].copy_from_slice(&self.log_id.0);
         b[32..40].copy_from_slice(&self.created_ns.to_le_bytes());
         b[40..44].copy_from_slice(&self.pid.to_le_bytes());
@@ -515,10 +523,10 @@ impl<R: Read> LogReader<R> {
             return Err(LogError::VersionMismatch { source_name: src, found: version, expected: LOG_VERSION });
         }
         let flags = u32_at(&b, 12);
-        if flags != 0 {
+        if flags & !LOG_F_CONTINUES != 0 {
             return Err(LogError::HeaderFlags { source_name: src, flags });
         }
-        let header = LogHeader { log_id: ImageId(id_at(&b, 16)), created_ns: u64_at(&b, 32), pid: u32_at(&b, 40) };
+        let header = LogHeader { log_id: ImageId(id_at(&b, 16)), created_ns: u64_at(&b, 32), pid: u32_at(&b, 40), continues: flags & LOG_F_CONTINUES != 0 };
         Ok(LogReader { r, source_name: src, header, offset: LOG_HEADER_SIZE as u64, next_batch: 0, next_event: BTreeMap::new(), last_return: BTreeMap::new(), last_mark: 0 })
     }
 
@@ -570,7 +578,9 @@ impl<R: Read> LogReader<R> {
         }
         // a tid the kernel gave to a new thread starts again at 0 (with
         // its THREAD_START, checked below)
-        let expected_first = self.next_event.get(&tid).copied().unwrap_or(0);
+        // a log that continues a process: a thread's first batch where its
+        // events were first sent
+        let expected_first = self.next_event.get(&tid).copied().unwrap_or(if self.header.continues { first_event } else { 0 });
         if first_event != expected_first && first_event != 0 {
             return Err(LogError::EventGap { source_name: src(), offset: at, tid, expected: expected_first, found: first_event });
         }

@@ -124,6 +124,10 @@ pub struct ReplaySpec {
     /// docs/failover.md): replayed reads take their bytes off them and
     /// replayed outputs go out on them (runtime/lib/rr-conns.h).
     pub connections: bool,
+    /// Record again from go-live, the log waiting for a sink that the
+    /// control protocol's RECORD hands over (a failover with a spare to
+    /// re-protect onto: `rrc_control::record_to`).
+    pub record: bool,
 }
 
 /// How a replay treats what the recording did not order (RRC §4.7;
@@ -354,6 +358,9 @@ pub fn start(l: LaunchSpec) -> Result<Started> {
         argv.extend(["--replay-pace-max-us".into(), r.pace_max_us.to_string().into()]);
         if r.connections {
             argv.push("--replay-connections".into());
+        }
+        if r.record {
+            argv.push("--replay-record".into());
         }
     }
     argv.extend(image_args);

@@ -175,6 +175,7 @@ pub fn run(a: RestoreArgs) -> Result<ExitCode> {
             container: Config::default(),
             replay: replay.map(|r| rrc_launch::ReplaySpec {
                 connections: false,
+                record: false,
                 log: r.file.into(),
                 timeout_ms: a.replay_timeout.as_millis().min(u32::MAX as u128) as u32,
                 to: replay_to.map(|id| id.0),

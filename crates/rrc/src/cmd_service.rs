@@ -35,9 +35,8 @@ pub enum ModeArg {
     /// leaves the backup's gate as soon as the log that reproduces it is
     /// there (not at the next checkpoint), and a failover restores the
     /// last checkpoint and replays the log kept since (a replay that
-    /// diverges falls back to the checkpoint alone). Not yet: the service
-    /// is not recorded after a failover (a re-protection protects it as
-    /// in checkpoint mode).
+    /// diverges falls back to the checkpoint alone); with --spare the
+    /// restored process is recorded again for the spare.
     Rr,
 }
 

@@ -63,6 +63,8 @@ enum rrc_ctl_type {
 	RRC_CTL_RESUMED     = 10,
 	RRC_CTL_REPLAY_STATUS = 11, /* no payload */
 	RRC_CTL_REPLAY_STATE  = 12,
+	RRC_CTL_RECORD        = 13, /* + the sink's fd (SCM_RIGHTS) */
+	RRC_CTL_RECORDING     = 14, /* no payload */
 };
 
 struct rrc_ctl_header {
@@ -124,6 +126,23 @@ struct rrc_ctl_dump_done {
 
 /* The longest a HOLD keeps the threads parked without RESUME. */
 #define RRC_HOLD_MAX_MS 10000u
+
+/* RECORD: a process restored with RRC_REPLAY_RECORD records again from
+ * the end of its replay, discarding the log until it has a sink: this
+ * hands it one (a log session to its new backup, opened by the agent).
+ * The writer sends the log's header (RRC_LOG_F_CONTINUES) and every batch
+ * from its next pass on. Answered RECORDING, or ERROR NO_RECORDING when
+ * the process records nothing or has its sink already.
+ *
+ *   RECORD (+ sink fd, SCM_RIGHTS) -> RECORDING | ERROR */
+#define RRC_RECORD_F_FRAMED 1u /* rrc-wire frames (crates/rrc-wire), not the bare stream */
+#define RRC_RECORD_F_SEALED 2u /* each frame sealed with `key` (implies FRAMED) */
+struct rrc_ctl_record {
+	uint64_t first_frame;     /* the number of the first frame (those the agent sent before) */
+	uint32_t flags;           /* RRC_RECORD_F_* */
+	uint32_t reserved;        /* zero */
+	uint8_t  key[32];         /* the session's key, with SEALED */
+};                                /* 48 bytes */
 
 struct rrc_ctl_hold {
 	uint32_t timeout_ms;      /* 1..RRC_HOLD_MAX_MS; 0 = RRC_HOLD_MAX_MS */
@@ -190,6 +209,7 @@ enum rrc_ctl_error_code {
 	RRC_ERR_HOLD_EXPIRED = 15, /* no RESUME within the hold's timeout: the library released the threads */
 	RRC_ERR_NOT_HELD     = 16, /* RESUME without a HOLD on this connection */
 	RRC_ERR_REPLAYING    = 17, /* DUMP while the process replays its log (or failed to) */
+	RRC_ERR_NO_RECORDING = 18, /* RECORD: no recording waits for a sink */
 };
 
 struct rrc_ctl_error {

@@ -356,6 +356,9 @@ enum rrc_races {
 #define RRC_REPLAY_CONNECTIONS 2u /* the TCP connections are the clients' own (a failover):
 				   * replayed reads take their bytes from them, replayed
 				   * outputs go out on them (lib/rr-conns.h) */
+#define RRC_REPLAY_RECORD      4u /* record again from go-live on (a failover with a spare
+				   * to re-protect onto): the log waits for its sink, which
+				   * RECORD hands over (control.h; lib/rr-log.c) */
 struct rrc_replay_request {
 	int32_t  fd;              /* the record log (an fd of the restored process),
 				   * replayed from the image's cut; -1: none */

@@ -57,10 +57,16 @@
  * would return more (getrandom of 1 MiB) into several calls and events. */
 #define RRC_LOG_MAX_DATA      (64u << 10)
 
+/* rrc_log_header.flags */
+#define RRC_LOG_F_CONTINUES 1u /* the recording began in a process that ran before (live
+				* at the end of a failover's replay, recorded again for
+				* its new backup): a thread's first batch may begin at any
+				* event; the events before it were never sent */
+
 struct rrc_log_header {
 	char     magic[8];        /* RRC_LOG_MAGIC */
 	uint32_t version;         /* RRC_LOG_VERSION */
-	uint32_t flags;           /* zero */
+	uint32_t flags;           /* RRC_LOG_F_* */
 	uint8_t  log_id[16];      /* random, unique per recording */
 	uint64_t created_ns;      /* CLOCK_REALTIME when recording began */
 	uint32_t pid;             /* the recorded process, as it sees itself */

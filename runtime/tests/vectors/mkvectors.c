@@ -746,6 +746,16 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	b.len = 0;
 	ctl_msg(&b, RRC_CTL_REPLAY_STATE, rs_buf, sizeof rs_buf);
 	emit("control-replay-state.bin", &b);
+	b.len = 0;
+	_Static_assert(sizeof(struct rrc_ctl_record) == 48, "rrc_ctl_record layout");
+	struct rrc_ctl_record rec = { 1, RRC_RECORD_F_FRAMED | RRC_RECORD_F_SEALED, 0, { 0 } };
+	for (int i = 0; i < 32; i++)
+		rec.key[i] = (uint8_t)(0x40 + i);
+	ctl_msg(&b, RRC_CTL_RECORD, &rec, sizeof rec);
+	emit("control-record.bin", &b);
+	b.len = 0;
+	ctl_msg(&b, RRC_CTL_RECORDING, NULL, 0);
+	emit("control-recording.bin", &b);
 
 	/* The restorer's status record (restore-status.h). */
 	struct rrc_restore_status rs;
@@ -785,7 +795,9 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	printfb(j, "    \"replay_state\": {\"file\": \"control-replay-state.bin\", \"type\": %d, \"state\": 3, \"threads\": 4, "
 		   "\"events_total\": 5000, \"events_done\": 1234, \"events_dropped\": 7, \"outputs\": 300, \"output_bytes\": 45000, "
 		   "\"load_ns\": 2000000, \"replay_ns\": 9000000, \"debts_left\": 0, \"returns_ordered\": 1100, \"paced_ns\": 350000, \"connections\": 3, \"conn_read_bytes\": 1500, \"conn_sent_bytes\": 42000, \"conn_faults\": 0, \"report\": \"replay diverged: thread 7 at event #12: "
-		   "expected read obj=0x5 seq=0 result=3; got output on obj 0x5\"}\n  }\n", RRC_CTL_REPLAY_STATE);
+		   "expected read obj=0x5 seq=0 result=3; got output on obj 0x5\"},\n", RRC_CTL_REPLAY_STATE);
+	printfb(j, "    \"record\": {\"file\": \"control-record.bin\", \"type\": %d, \"first_frame\": 1, \"framed\": true, \"key_first\": 64},\n", RRC_CTL_RECORD);
+	printfb(j, "    \"recording\": {\"file\": \"control-recording.bin\", \"type\": %d}\n  }\n", RRC_CTL_RECORDING);
 	free(b.p);
 }
 

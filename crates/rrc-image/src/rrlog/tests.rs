@@ -6,7 +6,7 @@ fn ev(kind: EventKind, obj: u64, seq: u64, result: i64, data: &[u8]) -> Event {
 
 /// A small log: main thread and one worker, a cut between their batches.
 fn sample() -> Vec<u8> {
-    let header = LogHeader { log_id: ImageId([7; 16]), created_ns: 1_700_000_000_000_000_000, pid: 1 };
+    let header = LogHeader { log_id: ImageId([7; 16]), created_ns: 1_700_000_000_000_000_000, pid: 1, continues: false };
     let mut b = header.encode().to_vec();
     let main = Batch {
         tid: 1,
@@ -139,14 +139,14 @@ fn a_missing_repeated_or_swapped_batch_is_refused() {
 
 #[test]
 fn a_thread_resuming_elsewhere_is_refused() {
-    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
     b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![ev(EventKind::ThreadStart, 0, 0, 0, b"")] }.encode());
     b.extend(Batch { tid: 1, batch_seq: 1, first_event: 2, events: vec![ev(EventKind::ThreadExit, 0, 0, 0, b"")] }.encode());
     let e = summary(&b).unwrap_err();
     assert!(matches!(e, LogError::EventGap { tid: 1, expected: 1, found: 2, .. }), "{e}");
     // a new thread with a recycled tid starts at 0 with its THREAD_START;
     // anything else at 0 is a gap
-    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
     b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![ev(EventKind::ThreadStart, 0, 0, 0, b"")] }.encode());
     b.extend(Batch { tid: 1, batch_seq: 1, first_event: 0, events: vec![ev(EventKind::ThreadStart, 2, 0, 0, b"")] }.encode());
     assert!(summary(&b).is_ok());
@@ -154,9 +154,36 @@ fn a_thread_resuming_elsewhere_is_refused() {
     assert!(matches!(summary(&b).unwrap_err(), LogError::EventGap { tid: 1, expected: 1, found: 0, .. }));
 }
 
+/// A log that continues a process (LOG_F_CONTINUES): a thread's first
+/// batch may begin anywhere; from there on the same rule. Without the
+/// flag that first batch is a gap; other flags are refused.
+#[test]
+fn a_continuing_log_lets_each_thread_begin_where_it_was_first_sent() {
+    let log = |continues: bool| {
+        let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues }.encode().to_vec();
+        b.extend(Batch { tid: 1, batch_seq: 0, first_event: 40, events: vec![ev(EventKind::Clock, 1, 1, 2, b"").returned(1, 10)] }.encode());
+        b.extend(Batch { tid: 2, batch_seq: 1, first_event: 7, events: vec![ev(EventKind::Clock, 1, 1, 2, b"").returned(2, 20)] }.encode());
+        b
+    };
+    assert!(summary(&log(true)).is_ok());
+    let cont = log(true);
+    let mut rd = LogReader::open(&cont[..], "x").unwrap();
+    assert!(rd.header().continues);
+    assert!(rd.next_batch().unwrap().is_some());
+    assert!(matches!(summary(&log(false)).unwrap_err(), LogError::EventGap { tid: 1, expected: 0, found: 40, .. }));
+    let mut b = log(true);
+    b.extend(Batch { tid: 1, batch_seq: 2, first_event: 42, events: vec![ev(EventKind::ThreadExit, 0, 0, 0, b"")] }.encode());
+    assert!(matches!(summary(&b).unwrap_err(), LogError::EventGap { tid: 1, expected: 41, found: 42, .. }));
+    let mut b = log(true);
+    b[12] = 3;
+    let crc = crc32c::crc32c(&b[..44]);
+    b[44..48].copy_from_slice(&crc.to_le_bytes());
+    assert!(matches!(LogReader::open(&b[..], "x").err(), Some(LogError::HeaderFlags { flags: 3, .. })));
+}
+
 #[test]
 fn sizes_are_refused_before_reading() {
-    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
     let mut h = Batch { tid: 1, batch_seq: 0, first_event: 0, events: vec![] }.encode();
     h[28..32].copy_from_slice(&(MAX_PAYLOAD + 8).to_le_bytes());
     let crc = crc32c::crc32c(&h[..36]);
@@ -169,7 +196,7 @@ fn sizes_are_refused_before_reading() {
 #[test]
 fn events_of_the_wrong_shape_are_refused() {
     let log = |tid: u32, e: Event| {
-        let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+        let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
         b.extend(Batch { tid, batch_seq: 0, first_event: 0, events: vec![e] }.encode());
         summary(&b)
     };
@@ -187,7 +214,7 @@ fn events_of_the_wrong_shape_are_refused() {
     unknown[32..36].copy_from_slice(&crc.to_le_bytes());
     let crc = crc32c::crc32c(&unknown[..36]);
     unknown[36..40].copy_from_slice(&crc.to_le_bytes());
-    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
     b.extend(unknown);
     let e = summary(&b).unwrap_err();
     assert!(e.to_string().contains("unknown event kind 238"), "{e}");
@@ -224,7 +251,7 @@ fn the_c_vectors_are_what_this_side_writes_and_refuses() {
 
 /// A log of one batch: thread 1's `events`.
 fn log(events: Vec<Event>) -> Result<LogSummary, LogError> {
-    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
     b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events }.encode());
     summary(&b)
 }
@@ -281,7 +308,7 @@ fn outputs_name_their_connection() {
 
 /// A log of thread 1's `n` events, then tid-0 batches of these marks.
 fn marked(n: u64, marks: &[Mark]) -> Result<LogSummary, LogError> {
-    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1 }.encode().to_vec();
+    let mut b = LogHeader { log_id: ImageId([1; 16]), created_ns: 0, pid: 1, continues: false }.encode().to_vec();
     let mut events = vec![ev(EventKind::ThreadStart, 0, 0, 0, b"")];
     events.extend((1..n).map(|i| ev(EventKind::Clock, 1, 0, 0, b"").returned(i, 5)));
     b.extend(Batch { tid: 1, batch_seq: 0, first_event: 0, events }.encode());
