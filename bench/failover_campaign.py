@@ -277,7 +277,7 @@ class Injection:
     def start_service(self):
         spec = self.ctx["specs"][self.server]
         info = json.loads(self.lab.cli("run", "--name", self.name, "--primary", PRIMARY, "--backup", BACKUP,
-                                       "--epoch", f"{self.ctx['args'].epoch_ms}ms", "--json", "--",
+                                       "--epoch", f"{self.ctx['args'].epoch_ms}ms", "--mode", self.ctx["args"].mode, "--json", "--",
                                        *spec["argv"], timeout=60))
         self.ip = info["service_ip"]
         wait_for(f"{self.name}: protected with 2 checkpoints committed",
@@ -612,7 +612,7 @@ def plot(path, res):
     ax_cdf, ax_bar, ax_all = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, :])
     m, c = res["machine"], res["config"]
     fig.suptitle(f"{kill} failure injected {c['injections']}× per server under rrc-check ({c['threads']} conns, "
-                 f"half load) and the perturb program on the primary; epoch {c['epoch_ms']} ms, redis "
+                 f"half load) and the perturb program on the primary; {c.get('mode', 'checkpoint')} mode, epoch {c['epoch_ms']} ms, redis "
                  f"~{c['redis_mb']} MB\n{m['cpu_model']}, {m['nproc']} CPUs, Linux {m['kernel']}, {m['date_utc']}, "
                  f"commit {(m['git_commit'] or '?')[:10]}"
                  f"{' + uncommitted changes' if m['git_tracked_files_modified'] or m['git_untracked_files'] else ''}",
@@ -713,6 +713,9 @@ def main():
     ap.add_argument("--perturb-instances", type=int, default=None,
                     help="perturb processes, pinned round-robin to the CPUs (default: one per CPU, as RRC §5)")
     ap.add_argument("--epoch-ms", type=int, default=30, help="rrc run --epoch")
+    ap.add_argument("--mode", choices=("checkpoint", "rr"), default="checkpoint",
+                    help="rrc run --mode (rr: replies released on the log, failover by replay; a replay that "
+                         "diverged counts as a failed recovery)")
     ap.add_argument("--http-file-size", type=int, default=4096, help="size of lighttpd's static file (bytes)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the fault times (default: random, recorded)")
     ap.add_argument("--foreign-lab-wait", type=float, default=600,
@@ -834,7 +837,7 @@ def main():
                     "config": {
                         "servers": servers, "injections": args.injections, "kill": args.kill,
                         "killed_host": PRIMARY if args.kill == "primary" else BACKUP,
-                        "quick": q, "seed": args.seed, "epoch_ms": args.epoch_ms,
+                        "quick": q, "seed": args.seed, "epoch_ms": args.epoch_ms, "mode": args.mode,
                         "heartbeat": "rrc run defaults: heartbeat 30 ms, failure timeout 90 ms",
                         "redis_mb": args.redis_mb,
                         "redis_preload": "DEBUG POPULATE mb*1000 keys of 1000-byte values, from the client host"

@@ -202,7 +202,14 @@ def test_backup_failure(lab, tmp_path, kind, cmd, port, mode):
     verify(kind, f"{ip}:{port}", state)
 
 
-def test_primary_failure_lighttpd(lab, tmp_path):
+# rr mode is not in: a replay that must send again more than the initial
+# congestion window of bytes the client has acknowledged deadlocks (the
+# client's ACKs are beyond the repaired socket's snd_nxt and dropped;
+# docs/failover.md "Not yet").
+@pytest.mark.parametrize("mode", ["checkpoint"])
+def test_primary_failure_lighttpd(lab, tmp_path, mode):
+    """lighttpd serving a 200 kB file over keep-alive connections (every
+    body checked): the primary fails, the clients carry on."""
     root = tmp_path / "www"
     root.mkdir()
     (root / "blob.bin").write_bytes(random.randbytes(200_000))
@@ -210,7 +217,7 @@ def test_primary_failure_lighttpd(lab, tmp_path):
     conf.write_text(f'server.document-root = "{root}"\nserver.port = 80\nserver.bind = "0.0.0.0"\n'
                     'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n')
     tmp_path.chmod(0o755)
-    ip = run_service("www", ["lighttpd", "-D", "-f", str(conf)])
+    ip = run_service("www", ["lighttpd", "-D", "-f", str(conf)], extra=("--mode", mode))
     p = subprocess.Popen(
         [str(need(RRC_BIN)), "lab", "exec", "client", "--", str(need(CHECK_BIN)), "http", "--url", f"http://{ip}/blob.bin",
          "--file", str(root / "blob.bin"), "--threads", "4", "--duration", "8s", "--rate", "100", "--json"],
@@ -222,13 +229,19 @@ def test_primary_failure_lighttpd(lab, tmp_path):
     assert rep["ok"] and rep["ops"] > 0, json.dumps(rep, indent=1) + "\n" + json.dumps(st, indent=1)[:3000]
     fo = st["primary_view"]["failovers"]
     assert st["primary"] == "b" and fo[0]["kind"] == "primary failure", st
+    if mode == "rr":
+        r = fo[0]["replay"]
+        assert r and not r["diverged"] and r["faults"] == 0 and r["behind"] == 0, (r, lab_diagnosis())
 
 
-def test_failure_while_a_checkpoint_is_in_flight(lab, tmp_path):
+@pytest.mark.parametrize("mode", ["checkpoint", "rr"])
+def test_failure_while_a_checkpoint_is_in_flight(lab, tmp_path, mode):
     """A damaged checkpoint makes the primary send a full one next (about 50 MB
     here); the primary dies while it is on its way: the backup restores the
-    last checkpoint it had committed, and the client loses nothing."""
-    ip = run_service("big", REDIS + ["--enable-debug-command", "yes"])
+    last checkpoint it had committed, and the client loses nothing. In rr
+    mode the replies went out on the log meanwhile: the replay of the log
+    kept since that checkpoint brings the service to where they were."""
+    ip = run_service("big", REDIS + ["--enable-debug-command", "yes"], extra=("--mode", mode))
     assert cli("lab", "exec", "client", "--", "redis-cli", "-h", ip, "DEBUG", "POPULATE", "50000", "big", "1000").stdout.strip() == "OK"
     state = tmp_path / "state"
     p = checker("redis", f"{ip}:6379", 8, state)
@@ -243,6 +256,9 @@ def test_failure_while_a_checkpoint_is_in_flight(lab, tmp_path):
     st = status("big")
     assert rep["ok"], json.dumps(rep, indent=1) + "\n" + json.dumps(st, indent=1)[:3000]
     assert st["primary"] == "b", st
+    if mode == "rr":
+        r = st["primary_view"]["failovers"][0]["replay"]
+        assert r and not r["diverged"] and r["faults"] == 0 and r["events"] > 0, (r, lab_diagnosis())
     verify("redis", f"{ip}:6379", state)
 
 

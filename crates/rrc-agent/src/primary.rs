@@ -766,6 +766,11 @@ impl Primary {
     fn retire(&self, stop_reason: Option<&str>) {
         self.stopping.store(true, Ordering::Relaxed);
         self.wake.notify_all();
+        // the log session ends with the process: this handle must not keep
+        // it open for the backup's reader
+        if let Some(l) = &self.log_ctl {
+            let _ = l.shutdown(std::net::Shutdown::Both);
+        }
         // Taken out first: the join below must not hold the lock.
         let hb = lock(&self.hb).1.take();
         if let Some(mut hb) = hb {
