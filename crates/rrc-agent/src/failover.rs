@@ -319,6 +319,8 @@ struct Attempt<'a> {
     image_id: rrc_image::ImageId,
     /// Connections not to rebuild but to reset, and why.
     must_reset: Vec<(ConnKey, String)>,
+    /// The checkpoint alone, after a replay that diverged.
+    fallback: bool,
 }
 
 /// The service up, not yet live (its input still held).
@@ -476,7 +478,7 @@ fn bring_up(
             return Err(e.context("restoring the committed state").into());
         }
     };
-    step(steps, &b.spec.name, if replaying { "restored, library answered" } else { "restored without replay, library answered" }, t0);
+    step(steps, &b.spec.name, if a.fallback { "restored without replay (fallback), library answered" } else { "restored, library answered" }, t0);
 
     // 4'. rr mode: the replay runs the log on the clients' connections
     // (reads take their bytes off them, outputs go out again) and every
@@ -692,7 +694,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
 
     // 3c–4'. Restore, repair, replay.
     let ccfg = container_config(agent);
-    let first = Attempt { restorer, replay_log: replay_log.as_deref(), image_id: restored_id, must_reset: Vec::new() };
+    let first = Attempt { restorer, replay_log: replay_log.as_deref(), image_id: restored_id, must_reset: Vec::new(), fallback: false };
     let up = match bring_up(agent, b, &net, &committed, data.as_ref(), first, &mut steps, t0) {
         Ok(up) => up,
         Err(UpError::Diverged { why, mut replay, written }) => {
@@ -714,7 +716,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                 fill_copy(&d.committed, &d.live)
             });
             let id = rrc_store::new_image_id().context("an id for the restored image");
-            let second = again.and(id).map(|id| Attempt { restorer: None, replay_log: None, image_id: id, must_reset });
+            let second = again.and(id).map(|id| Attempt { restorer: None, replay_log: None, image_id: id, must_reset, fallback: true });
             let up = second.map_err(UpError::Failed).and_then(|a| bring_up(agent, b, &net, &committed, data.as_ref(), a, &mut steps, t0));
             match up {
                 Ok(mut up) => {
