@@ -323,6 +323,14 @@ void rrc_aq_restore(int park)
 			     : " repaired connection(s) queued for accept()", 0);
 }
 
+/* e's connection was handed out or closed: it waits no more. */
+static void entry_done(struct aq_entry *e)
+{
+	e->sock_fd = e->dummy_fd = -1;
+	RRC_STORE(&e->state, AQ_DONE);
+	__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+}
+
 void rrc_aq_replay_over(void)
 {
 	uint32_t queued = 0;
@@ -335,9 +343,7 @@ void rrc_aq_replay_over(void)
 			log_num("replay over: a repaired connection waiting for accept() on fd ", e->listener_fd,
 				" is closed: the loopback connection to its listener failed", -d);
 			close_reset(e->sock_fd);
-			e->sock_fd = -1;
-			RRC_STORE(&e->state, AQ_DONE);
-			__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+			entry_done(e);
 			continue;
 		}
 		e->dummy_fd = (int)d;
@@ -406,9 +412,7 @@ static int take_parked(int listener, const void *peer, uint32_t len, int c, int 
 			return c;
 		int ret = put_in_place(e, c, flags);
 		rrc_rc_fd_closed(ret); /* a new object at that number: a client connection now */
-		e->sock_fd = -1;
-		RRC_STORE(&e->state, AQ_DONE);
-		__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+		entry_done(e);
 		return ret;
 	}
 	return c;
@@ -443,9 +447,7 @@ static int substitute(int c, struct sockaddr *addr, socklen_t *alen, int flags)
 				*alen = len;
 			}
 		}
-		e->sock_fd = e->dummy_fd = -1;
-		RRC_STORE(&e->state, AQ_DONE);
-		__atomic_sub_fetch(&aq_pending, 1, __ATOMIC_SEQ_CST);
+		entry_done(e);
 		errno = saved;
 		return ret;
 	}

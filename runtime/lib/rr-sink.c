@@ -61,7 +61,7 @@ int rrc_rr_sink_hand(int fd, const uint8_t *key, uint64_t first_frame, int frame
 	if (!awaiting || RRC_LOAD(&handed.ready))
 		return -1;
 	handed.fd = fd;
-	handed.framed = framed || key;
+	handed.framed = framed;
 	handed.sealed = key != 0;
 	if (key)
 		rrc_memcpy(handed.key, key, KEY_LEN);
@@ -70,20 +70,28 @@ int rrc_rr_sink_hand(int fd, const uint8_t *key, uint64_t first_frame, int frame
 	return 0;
 }
 
+/* The sink from here on: fd (a library fd), frames (always with a key:
+ * sealed with it), the first frame's number. The caller wipes the key. */
+static void install(int fd, int is_socket, int framed, const uint8_t *key, uint64_t first_frame)
+{
+	sink.is_socket = is_socket;
+	sink.framed = framed || key;
+	sink.sealed = key != 0;
+	if (key)
+		rrc_hmac_init(&sink.keyed, key, KEY_LEN);
+	sink.seq = first_frame;
+	sink.fd = fd;
+}
+
 int rrc_rr_sink_adopt(void)
 {
 	if (!awaiting || !RRC_LOAD(&handed.ready))
 		return 0;
 	struct stat st;
-	sink.is_socket = rrc_sys_fstat(handed.fd, &st) == 0 && S_ISSOCK(st.st_mode);
-	sink.framed = handed.framed;
-	sink.sealed = handed.sealed;
-	if (handed.sealed)
-		rrc_hmac_init(&sink.keyed, handed.key, KEY_LEN);
-	rrc_memset(handed.key, 0, KEY_LEN);
-	sink.seq = handed.seq;
 	/* nothing is pending: units without a sink were dropped whole */
-	sink.fd = handed.fd;
+	install(handed.fd, rrc_sys_fstat(handed.fd, &st) == 0 && S_ISSOCK(st.st_mode), handed.framed,
+		handed.sealed ? handed.key : 0, handed.seq);
+	rrc_memset(handed.key, 0, KEY_LEN);
 	awaiting = 0;
 	return 1;
 }
@@ -139,7 +147,7 @@ int rrc_rr_sink_open(void)
 		return 0;
 	if (fd == -2 || kfd == -2 || seq == -2 || framed == -2)
 		return refuse("$RRC_RECORD_FD, $RRC_RECORD_KEY_FD, $RRC_RECORD_SEQ or $RRC_RECORD_FRAMED is not a number", 0);
-	sink.framed = framed == 1;
+	int is_socket = 0;
 	if (path && *path) {
 		fd = rrc_sys_openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0)
@@ -149,26 +157,20 @@ int rrc_rr_sink_open(void)
 		long r = rrc_sys_fstat((int)fd, &st);
 		if (r < 0)
 			return refuse("$RRC_RECORD_FD is not an open fd", -r);
-		sink.is_socket = S_ISSOCK(st.st_mode);
+		is_socket = S_ISSOCK(st.st_mode);
 		rrc_sys_fcntl((int)fd, F_SETFD, FD_CLOEXEC);
 	}
-	if (kfd >= 0) {
-		uint8_t key[KEY_LEN];
-		if (read_key((int)kfd, key) < 0)
-			return refuse("$RRC_RECORD_KEY_FD did not hold a 32-byte key", 0);
-		rrc_hmac_init(&sink.keyed, key, KEY_LEN);
-		rrc_memset(key, 0, KEY_LEN);
-		sink.sealed = 1;
-		sink.framed = 1;
-	}
-	sink.seq = seq > 0 ? (uint64_t)seq : 0;
+	uint8_t key[KEY_LEN];
+	if (kfd >= 0 && read_key((int)kfd, key) < 0)
+		return refuse("$RRC_RECORD_KEY_FD did not hold a 32-byte key", 0);
+	install(rrc_fd_high((int)fd), is_socket, framed == 1, kfd >= 0 ? key : 0, seq > 0 ? (uint64_t)seq : 0);
+	rrc_memset(key, 0, KEY_LEN);
 	/* the application's children do not record into it */
 	unsetenv("RRC_RECORD");
 	unsetenv("RRC_RECORD_FD");
 	unsetenv("RRC_RECORD_KEY_FD");
 	unsetenv("RRC_RECORD_SEQ");
 	unsetenv("RRC_RECORD_FRAMED");
-	sink.fd = rrc_fd_high((int)fd);
 	return 1;
 }
 
@@ -239,7 +241,7 @@ void rrc_rr_sink_attach(void *area)
 
 long rrc_rr_sink_flush(void)
 {
-	long r = pend.n && sink.fd >= 0 ? put_all(pend.v, pend.n) : 0;
+	long r = pend.n ? put_all(pend.v, pend.n) : 0;
 	pend.n = 0;
 	pend.used = 0;
 	return r;

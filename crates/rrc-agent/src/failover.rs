@@ -531,8 +531,9 @@ fn bring_up(
     // client holds bytes the replay did not reproduce
     for (k, fd) in &kept {
         let (Some(base), Ok(outq)) = (bases.iter().find(|x| x.conn == *k), rrc_repair::unacknowledged(fd)) else { continue };
-        let snap = b.gate().stream_data(k.0, k.1).map(|d| d.snapshot);
-        if snap.and_then(|s| repair_plan::past_release(base.send_seq.wrapping_add(outq), &s)) == Some(std::cmp::Ordering::Less) {
+        // (the gate's snapshots from before the replay: it released nothing since)
+        let snap = repair_plan::stream_of(&streams, *k);
+        if snap.and_then(|s| repair_plan::past_release(base.send_seq.wrapping_add(outq), s)) == Some(std::cmp::Ordering::Less) {
             replay.behind += 1;
             tracing::warn!(service = %b.spec.name, client = %k.0, "the replay ended short of what the gate had released on this connection: out of step");
         }
@@ -703,11 +704,11 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             // client may hold bytes it cannot reproduce reset
             tracing::error!(service = %b.spec.name, "failover: {why}; restoring the committed checkpoint without replay");
             step(&mut steps, &b.spec.name, "the replay diverged: restoring the checkpoint without it", t0);
+            let streams = b.gate().streams();
             let must_reset = written
                 .into_iter()
-                .filter(|&((client, server), seq)| {
-                    let snap = b.gate().stream_data(client, server).map(|d| d.snapshot);
-                    snap.and_then(|s| repair_plan::past_release(seq, &s)) == Some(std::cmp::Ordering::Greater)
+                .filter(|&(conn, seq)| {
+                    repair_plan::stream_of(&streams, conn).and_then(|s| repair_plan::past_release(seq, s)) == Some(std::cmp::Ordering::Greater)
                 })
                 .map(|(conn, _)| (conn, "the diverged replay sent this client bytes the gate had not released".to_string()))
                 .collect();

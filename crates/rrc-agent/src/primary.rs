@@ -768,9 +768,7 @@ impl Primary {
         self.wake.notify_all();
         // the log session ends with the process: this handle must not keep
         // it open for the backup's reader
-        if let Some(l) = &self.log_ctl {
-            let _ = l.shutdown(std::net::Shutdown::Both);
-        }
+        self.shut_log_session();
         // Taken out first: the join below must not hold the lock.
         let hb = lock(&self.hb).1.take();
         if let Some(mut hb) = hb {
@@ -897,9 +895,7 @@ impl Primary {
 
     fn backup_lost(&self, why: String) {
         tracing::error!(service = %self.spec.name, "backup lost: {why}; the service is UNPROTECTED");
-        if let Some(l) = &self.log_ctl {
-            let _ = l.shutdown(std::net::Shutdown::Both);
-        }
+        self.shut_log_session();
         let mut sh = lock(&self.shared);
         sh.backup_lost = Some(why.clone());
         sh.stats.protected = false;
@@ -955,6 +951,14 @@ impl Primary {
                 let sh = lock(&self.shared);
                 let _ = self.wake.wait_timeout_while(sh, period - spent, |_| !self.stopping());
             }
+        }
+    }
+
+    /// rr mode: shuts our handle on the log session down (the library's
+    /// writer gets EPIPE and stops recording; the backup's reader ends).
+    fn shut_log_session(&self) {
+        if let Some(l) = &self.log_ctl {
+            let _ = l.shutdown(std::net::Shutdown::Both);
         }
     }
 

@@ -168,6 +168,11 @@ pub fn past_release(write_seq: u32, s: &StreamSnapshot) -> Option<std::cmp::Orde
     Some((write_seq.wrapping_sub(released) as i32).cmp(&0))
 }
 
+/// The gate's snapshot of connection `key` (client, service).
+pub fn stream_of(streams: &[StreamSnapshot], key: (SocketAddrV4, SocketAddrV4)) -> Option<&StreamSnapshot> {
+    streams.iter().find(|s| (s.client, s.server) == key)
+}
+
 /// The kernel's TCP_ESTABLISHED.
 const TCP_ESTABLISHED: u8 = 1;
 
