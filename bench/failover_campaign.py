@@ -58,8 +58,10 @@ PRIMARY_STEPS = (  # (component, prefix of the step's name in `rrc status`)
     ("block", "input held"),  # client input held at the gate, replication halted
     ("repair", "connections repaired"),  # route to the prepared container netns + TCP_REPAIR of every connection
     ("restore", "restored"),  # container + rrc-restore reading the streamed image, until the library answers
+    ("replay", "replayed"),  # rr mode only: the log replayed up to the last released output
     ("routing", "live"),  # held input delivered: traffic to the local container
 )
+OPTIONAL_STEPS = ("replay",)
 BACKUP_STEPS = (
     ("reroute", "replies routed out of this host"),
     ("advertise", "service IP advertised here"),  # ARP + gratuitous ARP
@@ -237,7 +239,8 @@ def client_argv(lab, spec, ip, port, duration_s, rate, threads, timeout_s, state
         if state is not None:
             argv += ["--state", state]
     else:
-        argv += ["--url", f"http://{ip}:{port}/{spec['file'].name}", "--file", spec["file"]]
+        # random byte ranges: no two replies alike, so one sent twice is seen
+        argv += ["--url", f"http://{ip}:{port}/{spec['file'].name}", "--file", spec["file"], "--ranges"]
     return argv + ["--threads", threads, "--duration", f"{duration_s}s", "--rate", f"{rate:.1f}",
                    "--timeout", f"{timeout_s}s", "--json"]
 
@@ -494,6 +497,9 @@ def judge(rec, kill, survivor):
         prev = 0.0
         for comp, prefix in (PRIMARY_STEPS if kill == "primary" else BACKUP_STEPS):
             t = at(prefix)
+            if t is None and comp in OPTIONAL_STEPS:
+                bd[comp] = 0.0  # not a step of this failover (checkpoint mode, or a replay that fell back)
+                continue
             bd[comp] = None if t is None or prev is None else t - prev
             prev = t
         bd["total"] = fo.get("total_ms")
@@ -515,9 +521,9 @@ def judge(rec, kill, survivor):
             rp = fo.get("replay") or {}
             if rp.get("diverged"):
                 out["why_not"].append(f"the replay diverged: {rp['diverged']}")
-            if rp.get("faults") or rp.get("behind"):
+            if rp.get("faults") or rp.get("behind") or rp.get("reset"):
                 out["why_not"].append(f"the replay left connections out of step: {rp.get('faults')} bytes, "
-                                      f"{rp.get('behind')} behind")
+                                      f"{rp.get('behind')} behind, {rp.get('reset')} reset")
         elif fo.get("error"):
             out["why_not"].append(f"backup failure handling: {fo['error']}")
     out["breakdown_ms"] = bd
@@ -846,7 +852,7 @@ def main():
                         "servers_argv": {s: ctx["specs"][s]["argv"] for s in servers},
                         "threads": args.threads,
                         "client": "rrc-check on the lab's client host, one long-lived connection per thread, "
-                                  "every reply checked (kv: read = last acknowledged write; http: body = file); "
+                                  "every reply checked (kv: read = last acknowledged write; http: body = the byte range asked of the file); "
                                   f"--timeout {args.client_timeout}s; afterwards `rrc-check verify` (kv)",
                         "rate_ops_s": ctx["rate"],
                         "rate_choice": "given (--rate)" if args.rate is not None else

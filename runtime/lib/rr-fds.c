@@ -299,6 +299,14 @@ int rrc_fdt_is_file(int fd)
 	return fdt && kind_of(fd) == K_FILE;
 }
 
+int rrc_fdt_sent(int fd, uint64_t *sent)
+{
+	if (!fdt || fd < 0 || fd >= RRC_MAX_FDS || fdt->e[fd].kind != K_SOCKET)
+		return 0;
+	*sent = fdt->e[fd].sent;
+	return 1;
+}
+
 /* The connection an output goes to, learnt at the fd's first output
  * (two raw calls per connection): what the backup's gate knows it by. */
 static void learn_conn(int fd)
@@ -336,7 +344,7 @@ int rrc_out_begin(int fd)
  * program gives now), or NULL if live. crc_of(ctx, length) computes it. */
 /* How a checked output goes out on a client connection in a failover's
  * replay (rr-conns.h): the bytes of ctx, `len` of them. */
-typedef void (*send_fn)(int fd, const void *ctx, uint64_t len);
+typedef void (*send_fn)(int fd, uint64_t at, const void *ctx, uint64_t len);
 
 static const struct rrc_log_event *out_replay(int fd, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *),
 					      send_fn send_of, const void *ctx)
@@ -361,7 +369,7 @@ static const struct rrc_log_event *out_replay(int fd, uint32_t (*crc_of)(const v
 	if (fd < RRC_MAX_FDS)
 		fdt->e[fd].sent += o.length;
 	if (o.length)
-		send_of(fd, ctx, o.length);
+		send_of(fd, at, ctx, o.length);
 	return e;
 }
 
@@ -375,10 +383,10 @@ static uint32_t iov_crc(const void *ctx, uint64_t len, uint64_t *have)
 	return rrc_rr_crc_iov(c->iov, c->cnt, len);
 }
 
-static void iov_send(int fd, const void *ctx, uint64_t len)
+static void iov_send(int fd, uint64_t at, const void *ctx, uint64_t len)
 {
 	const struct iov_ctx *c = ctx;
-	rrc_rc_output(fd, c->iov, c->cnt, len);
+	rrc_rc_output(fd, at, c->iov, c->cnt, len);
 }
 
 int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
@@ -396,9 +404,9 @@ int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r)
  * which then ran on the restored stand-in of its socket): its event is
  * this thread's next, checked against the bytes like a replayed one; the
  * program sees the recorded outcome. 1 if so (*r set). */
-static void sent_already(int fd, const void *ctx, uint64_t len)
+static void sent_already(int fd, uint64_t at, const void *ctx, uint64_t len)
 {
-	(void)fd, (void)ctx, (void)len;
+	(void)fd, (void)at, (void)ctx, (void)len;
 }
 
 static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, uint64_t, uint64_t *), ssize_t *r)
@@ -633,10 +641,10 @@ static uint32_t file_crc(const void *ctx, uint64_t len, uint64_t *have)
 	return crc;
 }
 
-static void file_send(int fd, const void *ctx, uint64_t len)
+static void file_send(int fd, uint64_t at, const void *ctx, uint64_t len)
 {
 	const struct file_ctx *c = ctx;
-	rrc_rc_output_file(fd, c->fd, c->start, len);
+	rrc_rc_output_file(fd, at, c->fd, c->start, len);
 }
 
 /* sendfile's bytes come from a file: the CRC covers what was sent, read

@@ -47,6 +47,8 @@ void rrc_fdt_drop_held(void) RRC_HIDDEN_FDS;
 int rrc_out_begin(int fd) RRC_HIDDEN_FDS;
 /* a regular file (its reads are logged by CRC, replayed by reading again) */
 int rrc_fdt_is_file(int fd) RRC_HIDDEN_FDS;
+/* a socket the table knows: 1 and the bytes the process has sent on it */
+int rrc_fdt_sent(int fd, uint64_t *sent) RRC_HIDDEN_FDS;
 /* the call's result, or, after a restore into replay, the recorded one */
 ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r) RRC_HIDDEN_FDS;
 /* Replay: an output to a socket is not sent; its bytes are checked against

@@ -53,6 +53,7 @@ struct rp_state {
 	int has_end;
 	int record_after;                   /* RRC_REPLAY_RECORD, and the recording prepared */
 	const struct rrc_log_cut *end_cut;
+	const struct rrc_log_released *released; /* a failover's: what the clients were sent */
 	struct rp_thread *threads;
 	uint32_t nr_threads, fill_next, nr_replayed;
 	uint64_t nr_events_all;

@@ -160,6 +160,13 @@ static int index_batches(const uint8_t *base, uint64_t size, int fill_pass)
 				}
 				if (whole && rp.has_end && rrc_memeq(c->image_id, rp.end_id, 16))
 					rp.end_cut = c;
+				if (e->kind == RRC_EV_RELEASED) {
+					const struct rrc_log_released *r = (const void *)(e + 1);
+					if (e->data_len < sizeof *r ||
+					    (uint64_t)r->nr_conns * sizeof(struct rrc_log_released_conn) + sizeof *r != e->data_len)
+						return fail("a released record of the wrong length", off);
+					rp.released = r;
+				}
 				p += sizeof *e + ((e->data_len + 7u) & ~7u);
 			}
 		} else {
@@ -293,6 +300,16 @@ static int end_at_output(const struct rrc_replay_request *rq)
 	return 0;
 }
 
+/* A failover's log: every thread ends at the least consistent cut that
+ * holds every output its clients were sent (RRC §4.4) */
+static int end_at_released(const struct rrc_replay_request *rq)
+{
+	struct rp_plan p = plan_of();
+	if (rp_plan_until_released(&p, rp.released, rq->races != RRC_RACES_OFF) < 0)
+		return fail(p.why, ~0ull);
+	return 0;
+}
+
 static int trim(const struct rrc_replay_request *rq)
 {
 	struct rp_plan p = plan_of();
@@ -368,9 +385,13 @@ int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 	index_batches(base, size, 1);
 	for (uint32_t k = 0; k < rp.nr_threads; k++)
 		rp.threads[k].n_end = rp.threads[k].n;
+	/* the replay's end: a later image's cut, an output, what a failover's
+	 * clients were sent, or the log's consistent end */
+	int to_released = rp.released && (rq->flags & RRC_REPLAY_CONNECTIONS) && !rp.end_cut && rq->until_fd < 0;
 	if (choose() < 0 || (rp.end_cut && end_at_cut() < 0) || (rq->until_fd >= 0 && end_at_output(rq) < 0) ||
-	    trim(rq) < 0)
+	    (to_released && end_at_released(rq) < 0) || trim(rq) < 0)
 		return -1;
+	rrc_rc_released(to_released ? rp.released : 0);
 	for (uint32_t k = 0; k < rp.nr_threads; k++) {
 		struct rp_thread *t = &rp.threads[k];
 		if (t->role == RP_NONE)

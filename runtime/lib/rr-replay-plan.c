@@ -375,24 +375,15 @@ static int needs(struct rp_plan *p, struct map *ix, const struct rrc_log_event *
 	return 0;
 }
 
-int rp_plan_until(struct rp_plan *p, uint32_t thread, uint32_t index, int returns)
+/* Extends every replayed thread's n_end (set by the caller to what must
+ * be held) to the least consistent cut holding it. */
+static int close_cut(struct rp_plan *p, struct map *ix, int returns)
 {
-	struct map ix = { 0 };
-	int x = index_events(p, &ix, 1);
-	if (x < 0) {
-		map_free(&ix);
-		return index_refused(p, x);
-	}
-	for (uint32_t k = 0; k < p->nr_threads; k++)
-		p->threads[k].n_end = p->threads[k].start; /* nothing yet: the closure adds */
-	p->threads[thread].n_end = index + 1;
 	/* each thread's events from `done` to n_end are still to look at */
 	uint64_t done_bytes = (uint64_t)p->nr_threads * 4 + 4;
 	long a = rrc_sys_mmap(0, done_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (a < 0 && a > -4096) {
-		map_free(&ix);
+	if (a < 0 && a > -4096)
 		return refuse(p, "no memory to index the log's numbers");
-	}
 	uint32_t *done = (uint32_t *)a;
 	for (uint32_t k = 0; k < p->nr_threads; k++)
 		done[k] = p->threads[k].start;
@@ -404,15 +395,91 @@ int rp_plan_until(struct rp_plan *p, uint32_t thread, uint32_t index, int return
 			if (!replayed(t) || done[k] >= t->n_end)
 				continue;
 			if (t->role == RP_BORN && done[k] == t->start && t->birth >= p->counter(RP_KEY_CREATIONS))
-				r = require(p, &ix, RP_KEY_CREATIONS, t->birth, &changed);
+				r = require(p, ix, RP_KEY_CREATIONS, t->birth, &changed);
 			for (uint32_t i = done[k]; i < t->n_end && !r; i++)
-				r = needs(p, &ix, t->ev[i], returns, &changed);
+				r = needs(p, ix, t->ev[i], returns, &changed);
 			done[k] = t->n_end;
 		}
 	}
 	rrc_sys_munmap(done, done_bytes);
+	return r;
+}
+
+/* Indexes the log, lets seed() set what the cut must hold (every n_end
+ * starts at its thread's start: nothing), then closes it. */
+static int until(struct rp_plan *p, int returns, void (*seed)(struct rp_plan *, const void *), const void *arg)
+{
+	struct map ix = { 0 };
+	int x = index_events(p, &ix, 1);
+	if (x < 0) {
+		map_free(&ix);
+		return index_refused(p, x);
+	}
+	for (uint32_t k = 0; k < p->nr_threads; k++)
+		p->threads[k].n_end = p->threads[k].start;
+	seed(p, arg);
+	int r = close_cut(p, &ix, returns);
 	map_free(&ix);
 	return r;
+}
+
+struct one_event { uint32_t thread, index; };
+static void seed_event(struct rp_plan *p, const void *arg)
+{
+	const struct one_event *o = arg;
+	p->threads[o->thread].n_end = o->index + 1;
+}
+
+int rp_plan_until(struct rp_plan *p, uint32_t thread, uint32_t index, int returns)
+{
+	struct one_event o = { thread, index };
+	return until(p, returns, seed_event, &o);
+}
+
+/* an output to a connection of r that begins below its released offset */
+int rp_output_released(const struct rrc_log_event *e, const struct rrc_log_released *r)
+{
+	if (e->kind != RRC_EV_OUTPUT || e->data_len != sizeof(struct rrc_log_output))
+		return 0;
+	struct rrc_log_output o;
+	rrc_memcpy(&o, e + 1, sizeof o);
+	if (o.family != RRC_OUT_INET || !o.length)
+		return 0;
+	const struct rrc_log_released_conn *c = (const void *)(r + 1);
+	for (uint32_t i = 0; i < r->nr_conns; i++)
+		if (c[i].local_addr == o.local_addr && c[i].peer_addr == o.peer_addr &&
+		    c[i].local_port == o.local_port && c[i].peer_port == o.peer_port)
+			return o.offset < c[i].released;
+	return 0;
+}
+
+struct released_seed { const struct rrc_log_released *r; uint32_t *limit; };
+static void seed_released(struct rp_plan *p, const void *arg)
+{
+	const struct released_seed *s = arg;
+	for (uint32_t k = 0; k < p->nr_threads; k++) {
+		struct rp_thread *t = &p->threads[k];
+		if (!replayed(t))
+			continue;
+		for (uint32_t i = t->start; i < s->limit[k]; i++)
+			if (rp_output_released(t->ev[i], s->r))
+				t->n_end = i + 1;
+	}
+}
+
+int rp_plan_until_released(struct rp_plan *p, const struct rrc_log_released *r, int returns)
+{
+	/* the outputs are looked for up to each thread's end as it was */
+	uint64_t bytes = (uint64_t)p->nr_threads * 4 + 4;
+	long a = rrc_sys_mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (a < 0 && a > -4096)
+		return refuse(p, "no memory to index the log's numbers");
+	struct released_seed s = { r, (uint32_t *)a };
+	for (uint32_t k = 0; k < p->nr_threads; k++)
+		s.limit[k] = p->threads[k].n_end;
+	int x = until(p, returns, seed_released, &s);
+	rrc_sys_munmap(s.limit, bytes);
+	return x;
 }
 
 /* ---- how far returns can be ordered ---- */

@@ -3,10 +3,10 @@
  * rr-replay-plan.c: the replay's decisions over an indexed log, apart from
  * any I/O (issue 13 §4; the shape of rrc-gate's GateCore): which events
  * carry a number and on what, where a log cut short by a crash is still
- * consistent, the least consistent cut that holds a given output (going
- * live there), and how far the order of returns can be enforced. Driven
- * by rr-replay-load.c after a restore, and by runtime/tests/rp_plan_check.c
- * on logs built in memory.
+ * consistent, the least consistent cut that holds a given output, or
+ * every output its clients were sent (going live there), and how far the
+ * order of returns can be enforced. Driven by rr-replay-load.c after a
+ * restore, and by runtime/tests/rp_plan_check.c on logs built in memory.
  *
  * ASYNC-SIGNAL-SAFE: raw syscalls for memory, no libc.
  */
@@ -54,6 +54,18 @@ int rp_plan_find_output(struct rp_plan *p, int32_t fd, uint64_t bytes, uint32_t 
  * `returns`, the return just before it), transitively. 0, or -1 with why
  * (an event it depends on is not in the log). */
 int rp_plan_until(struct rp_plan *p, uint32_t thread, uint32_t index, int returns);
+
+/* Every replayed thread's n_end set to the least consistent cut holding
+ * every output, up to each thread's n_end as it was, to a connection of
+ * `r` that begins below its released offset: a failover's replay up to
+ * the last output its clients were sent (RRC §4.4), and no further. None:
+ * each thread ends at its start (the image is what the clients saw). 0,
+ * or -1 with why (as rp_plan_until). */
+int rp_plan_until_released(struct rp_plan *p, const struct rrc_log_released *r, int returns);
+
+/* Whether event e is an output to a connection of r that begins below its
+ * released offset (some of its bytes reached the client). */
+int rp_output_released(const struct rrc_log_event *e, const struct rrc_log_released *r);
 
 /* The first return number above the base that no replayed event (in
  * [start, end)) holds: returns below it can be replayed in their order

@@ -215,7 +215,10 @@ static void settle_debts(int final);
 void rp_go_live(void)
 {
 	settle_debts(1);
-	/* the connections no replayed accept took wait for live ones */
+	/* the connections out of step with their clients are reset (before
+	 * the log is unmapped: it reads the released record), those no
+	 * replayed accept took wait for live ones */
+	rrc_rc_replay_over();
 	rrc_aq_replay_over();
 	rp.live_ns = rp.started_ns ? rrc_mono_ns() - rp.started_ns : 0;
 	RRC_STORE(&rrc_rr_mode, RRC_RR_OFF);
@@ -599,6 +602,9 @@ void rrc_rp_status(struct rrc_ctl_replay *o, char *msg, uint32_t cap, uint32_t *
 	o->conn_read_bytes = c.read_bytes;
 	o->conn_sent_bytes = c.sent_bytes;
 	o->conn_faults = c.faults;
+	o->conn_skipped_bytes = c.skipped_bytes;
+	o->conn_behind = c.behind;
+	o->conn_reset = c.reset;
 	uint32_t n = 0;
 	if (RRC_LOAD(&rp.report_taken))
 		while (n < cap && rp.report[n])

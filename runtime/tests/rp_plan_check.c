@@ -24,7 +24,7 @@ static int failures;
 #define MAX_EV 32
 struct ev_store {
 	struct rrc_log_event e;
-	uint8_t data[32];
+	uint8_t data[48]; /* an output record's */
 };
 struct tlog {
 	struct ev_store store[MAX_EV];
@@ -64,6 +64,15 @@ static void output(struct rp_thread *t, struct tlog *l, int fd, uint64_t offset,
 {
 	struct rrc_log_output o = { .offset = offset, .length = length, .crc = 7 };
 	add(t, l, RRC_EV_OUTPUT, (uint64_t)fd, 0, (int64_t)length, &o, sizeof o);
+}
+
+/* an output to the connection from client port `port` to 10.0.0.1:6379 */
+static void conn_output(struct rp_thread *t, struct tlog *l, uint16_t port, uint64_t offset, uint64_t length)
+{
+	struct rrc_log_output o = { .offset = offset, .length = length, .crc = 7, .family = RRC_OUT_INET,
+				    .local_addr = 0x0100000a, .peer_addr = 0x0900000a, .local_port = 0xeb18,
+				    .peer_port = port };
+	add(t, l, RRC_EV_OUTPUT, 5, 0, (int64_t)length, &o, sizeof o);
 }
 
 /* the image's counters: every key at 0, the mutex at 0x5000 at `mutex_at` */
@@ -317,6 +326,79 @@ static void until_an_output(void)
 	CHECK(rp_plan_until(&p, 1, 1, 0) < 0 && strstr(p.why, "does not hold"));
 }
 
+/* A failover's log (released record): up to every output with a byte
+ * its client was sent, and what it depends on; nothing past it.
+ *   thread 0: lock#0  A[0,10)  (release)  clock  A[10,20)
+ *   thread 1: clock  lock#1  B[0,5)  clock  B[5,9) */
+static void until_released(void)
+{
+	struct rp_thread t[2];
+	struct tlog l[2];
+	reset(t, 2);
+	lock(&t[0], &l[0], 0, 0);              /* 0 */
+	conn_output(&t[0], &l[0], 100, 0, 10); /* 1 */
+	add(&t[0], &l[0], RRC_EV_CLOCK, 1, 0, 0, 0, 0);
+	conn_output(&t[0], &l[0], 100, 10, 10); /* 3 */
+	add(&t[1], &l[1], RRC_EV_CLOCK, 1, 0, 0, 0, 0);
+	lock(&t[1], &l[1], 1, 2);              /* 1: released after thread 0's event 1 */
+	conn_output(&t[1], &l[1], 200, 0, 5);  /* 2 */
+	add(&t[1], &l[1], RRC_EV_CLOCK, 1, 0, 0, 0, 0);
+	conn_output(&t[1], &l[1], 200, 5, 4);  /* 4 */
+	struct {
+		struct rrc_log_released r;
+		struct rrc_log_released_conn c[2];
+	} rel = { { 2, 0 }, { { 0x0100000a, 0x0900000a, 0xeb18, 100, 0, 12 }, { 0x0100000a, 0x0900000a, 0xeb18, 200, 0, 0 } } };
+	struct rp_plan p = plan(t, 2);
+	/* A up to 12: A[10,20) began below it; nothing of B */
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) == 0 && t[0].n_end == 4 && t[1].n_end == 0);
+	/* B's first byte too: its output, its lock, its holder up to the release */
+	rel.c[0].released = 10;
+	rel.c[1].released = 1;
+	for (int k = 0; k < 2; k++)
+		t[k].n_end = t[k].n;
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) == 0 && t[0].n_end == 2 && t[1].n_end == 3);
+	CHECK(rp_plan_trim(&p) == 0 && t[0].end == 2 && t[1].end == 3);
+	/* B's whole stream; A's bytes all sent before the cut (thread 0's
+	 * start past both of A's outputs): nothing of thread 0 is needed */
+	rel.c[1].released = 9;
+	for (int k = 0; k < 2; k++)
+		t[k].n_end = t[k].n;
+	t[0].start = 4;
+	rel.c[0].released = 20;
+	mutex_at = 1;
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) == 0 && t[0].n_end == 4 && t[1].n_end == 5);
+	mutex_at = 0;
+	t[0].start = 0;
+	/* nothing released after the cut, or to other connections: the
+	 * replay ends where it begins (the image is what the clients saw) */
+	rel.c[0].released = rel.c[1].released = 0;
+	rel.c[0].peer_port = 300;
+	for (int k = 0; k < 2; k++)
+		t[k].n_end = t[k].n;
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) == 0 && t[0].n_end == 0 && t[1].n_end == 0);
+	/* only up to each thread's end as it was (a later cut's) */
+	rel.c[0].peer_port = 100;
+	rel.c[0].released = 20;
+	t[0].n_end = 2;
+	t[1].n_end = 0;
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) == 0 && t[0].n_end == 2);
+	/* a released output that depends on what the log lost is refused */
+	reset(t, 1);
+	struct tlog l2[1];
+	add(&t[0], &l2[0], RRC_EV_MUTEX_LOCK, M, 1, 0, 0, 0); /* #0 missing */
+	conn_output(&t[0], &l2[0], 100, 0, 4);
+	p = plan(t, 1);
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) < 0 && strstr(p.why, "does not hold"));
+	/* an output to no connection, or of no bytes, is never released */
+	reset(t, 1);
+	struct tlog l3[1];
+	output(&t[0], &l3[0], 5, 0, 4);
+	conn_output(&t[0], &l3[0], 100, 0, 0);
+	p = plan(t, 1);
+	CHECK(!rp_output_released(t[0].ev[0], &rel.r) && !rp_output_released(t[0].ev[1], &rel.r));
+	CHECK(rp_plan_until_released(&p, &rel.r, 0) == 0 && t[0].n_end == 0);
+}
+
 static void returns_reach(void)
 {
 	struct rp_thread t[2];
@@ -349,6 +431,7 @@ int main(void)
 	trim_refuses();
 	find_output();
 	until_an_output();
+	until_released();
 	returns_reach();
 	if (failures) {
 		fprintf(stderr, "rp_plan_check: %d checks failed\n", failures);

@@ -126,13 +126,12 @@ fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'stat
 /// byte counts start (a repaired socket's kernel counters start at zero at
 /// the repair: the next checkpoint's TCP table counts from there).
 fn repair_conn(netns: &str, d: &rrc_gate::StreamData, t: &TcpStream, before_replay: bool) -> Result<(OwnedFd, RepairBase)> {
-    let spec = if before_replay { rrc_repair::spec_before_replay(d, t)? } else { rrc_repair::spec_from_gate(d, t)? };
+    let spec = if before_replay { rrc_repair::spec_for_replay(d, t)? } else { rrc_repair::spec_from_gate(d, t)? };
     let (cisn, sisn) = (d.snapshot.client_isn.unwrap_or(0), d.snapshot.server_isn.unwrap_or(0));
     let base = RepairBase {
         conn: (d.snapshot.client, d.snapshot.server),
         write_base: spec.send_seq.wrapping_sub(sisn.wrapping_add(1)),
         read_base: spec.recv_seq.wrapping_sub(cisn.wrapping_add(1)),
-        send_seq: spec.send_seq,
     };
     let sock = in_netns(netns, move || rrc_repair::repair(&spec))??;
     if before_replay {
@@ -158,8 +157,6 @@ struct RepairBase {
     conn: (SocketAddrV4, SocketAddrV4),
     write_base: u32,
     read_base: u32,
-    /// The socket's snd_una at the repair (absolute).
-    send_seq: u32,
 }
 
 /// What a backup makes in advance for its failover, so that none of it is
@@ -497,6 +494,9 @@ fn bring_up(
         read_bytes: st.conn_read_bytes,
         sent_bytes: st.conn_sent_bytes,
         faults: st.conn_faults,
+        skipped_bytes: st.conn_skipped_bytes,
+        behind: st.conn_behind,
+        reset: st.conn_reset,
         ..Default::default()
     };
     let st = match watched {
@@ -523,22 +523,14 @@ fn bring_up(
             return Err(UpError::Diverged { why, replay: Box::new(replay), written });
         }
     };
-    let mut replay = report(&st);
-    if st.conn_faults > 0 {
-        tracing::warn!(service = %b.spec.name, faults = st.conn_faults, "the replay left connections out of step with their clients (see the service's log)");
+    let replay = report(&st);
+    // the library reset every connection out of step with its client
+    // (rr-conns.c): bytes missing or different, or the replay ended short
+    // of what the gate had released on it
+    if st.conn_faults > 0 || st.conn_behind > 0 {
+        tracing::warn!(service = %b.spec.name, faults = st.conn_faults, behind = st.conn_behind, reset = st.conn_reset, "the replay left connections out of step with their clients, reset (see the service's log)");
     }
-    // every connection at least where the gate had released: else its
-    // client holds bytes the replay did not reproduce
-    for (k, fd) in &kept {
-        let (Some(base), Ok(outq)) = (bases.iter().find(|x| x.conn == *k), rrc_repair::unacknowledged(fd)) else { continue };
-        // (the gate's snapshots from before the replay: it released nothing since)
-        let snap = repair_plan::stream_of(&streams, *k);
-        if snap.and_then(|s| repair_plan::past_release(base.send_seq.wrapping_add(outq), s)) == Some(std::cmp::Ordering::Less) {
-            replay.behind += 1;
-            tracing::warn!(service = %b.spec.name, client = %k.0, "the replay ended short of what the gate had released on this connection: out of step");
-        }
-    }
-    step(steps, &b.spec.name, "replayed the log, live at its end", t0);
+    step(steps, &b.spec.name, "replayed up to the last released output, live", t0);
     Ok(Up { restored, outcomes, bases, replay: Some(replay) })
 }
 
@@ -639,8 +631,11 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     let restored_id = rrc_store::new_image_id().context("an id for the restored image")?;
     let replay_log: Option<Vec<u8>> = match b.spec.mode {
         Mode::Rr => {
+            // what the clients were sent: the replay reproduces it and no
+            // more (the gate released nothing since step 2)
+            let released = repair_plan::released(&b.gate().streams(), &committed.table);
             let committed = b.store().committed().map(|h| h.image_id);
-            let log = committed.and_then(|c| b.shipped_log().and_then(|l| crate::lock(l).replay_log(&c, restored_id)));
+            let log = committed.and_then(|c| b.shipped_log().and_then(|l| crate::lock(l).replay_log(&c, restored_id, &released)));
             if log.is_none() {
                 tracing::warn!(service = %b.spec.name, "no record log to replay from the committed checkpoint: restoring it without replay");
             }

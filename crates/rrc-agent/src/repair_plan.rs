@@ -26,6 +26,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 
 use rrc_gate::StreamSnapshot;
+use rrc_image::rrlog::{OutputConn, Released};
 use rrc_image::sections::TcpStream;
 
 /// A connected socket of the image.
@@ -159,13 +160,36 @@ fn unread_unwritten(local: SocketAddrV4, remote: SocketAddrV4) -> TcpStream {
 /// Whether a socket whose write end is `write_seq` (absolute) sent bytes
 /// past the end of what the gate released on `s`: after a replay that
 /// diverged, the client may hold such bytes (nothing the checkpoint
-/// reproduces), so its connection is reset, not rebuilt; after one that
-/// went live, a write end short of it means the client holds bytes the
-/// replay did not reproduce.
+/// reproduces), so its connection is reset, not rebuilt.
 pub fn past_release(write_seq: u32, s: &StreamSnapshot) -> Option<std::cmp::Ordering> {
     let released = s.server_isn?.wrapping_add(1).wrapping_add(s.server_released_end_rel);
     // sequence order (RFC 793 modular comparison)
     Some((write_seq.wrapping_sub(released) as i32).cmp(&0))
+}
+
+/// What the clients were sent, for a failover's replay (rr mode; RRC
+/// §4.4): every connection on which the gate released server bytes, with
+/// the stream offset it released up to (the 32-bit count unwrapped near
+/// the checkpoint's table count of that connection, or near 0 for one
+/// opened after it). The replay reproduces every output of which a byte
+/// was released, on any connection: one its client has closed since
+/// included (its reply acknowledged a write that must not be lost), and
+/// sends none of those bytes again (the repaired socket stands past them).
+pub fn released(streams: &[StreamSnapshot], table: &[TcpStream]) -> Released {
+    let conns = streams
+        .iter()
+        .filter(|s| s.server_isn.is_some() && s.server_released_end_rel != 0)
+        .map(|s| {
+            let near = table
+                .iter()
+                .find(|t| (socket_v4(t.local), socket_v4(t.remote)) == (Some(s.server), Some(s.client)))
+                .and_then(|t| t.write_seq_rel)
+                .unwrap_or(0);
+            let end = rrc_gate::record::to_abs(s.server_released_end_rel, near).max(0) as u64;
+            (OutputConn { local: s.server, peer: s.client }, end)
+        })
+        .collect();
+    Released { conns }
 }
 
 /// The gate's snapshot of connection `key` (client, service).
@@ -338,13 +362,13 @@ mod tests {
         let s = stream("198.18.0.100:7100", "198.18.0.10:4000");
         let data = rrc_gate::StreamData { snapshot: s.clone(), client_unread: b"PING\n".to_vec(), server_unacked: vec![] };
         let t = unread_unwritten(s.server, s.client);
-        let spec = rrc_repair::spec_before_replay(&data, &t).unwrap();
+        let spec = rrc_repair::spec_for_replay(&data, &t).unwrap();
         assert_eq!((spec.recv_seq, spec.recv_queue.as_slice(), spec.send_seq, spec.write_queue.len()), (101, &b"PING\n"[..], 201, 0));
         // without a replay, nothing may have been released yet
         assert!(rrc_repair::spec_from_gate(&data, &t).is_ok());
         let released = rrc_gate::StreamData { snapshot: StreamSnapshot { server_released_end_rel: 6, client_ack_rel: Some(6), ..s }, ..data };
         assert!(rrc_repair::spec_from_gate(&released, &t).is_err());
-        assert!(rrc_repair::spec_before_replay(&released, &t).is_ok());
+        assert!(rrc_repair::spec_for_replay(&released, &t).is_ok());
     }
 
     #[test]
@@ -357,6 +381,26 @@ mod tests {
         assert_eq!(past_release(released + 5, &s), Some(Greater));
         assert_eq!(past_release(u32::MAX - 3, &s), Some(Less), "before the wrap is less");
         assert_eq!(past_release(0, &StreamSnapshot { server_isn: None, ..s }), None);
+    }
+
+    #[test]
+    fn released_offsets_are_unwrapped_near_the_checkpoint_s_count() {
+        let (svc, c1, c2, c3) = ("198.18.0.100:7100", "198.18.0.10:4000", "198.18.0.10:4001", "198.18.0.10:4002");
+        let streams = [
+            // 5 GiB written at the checkpoint, the released end wrapped past it
+            StreamSnapshot { server_released_end_rel: 0x4000_0100, ..stream(svc, c1) },
+            // opened after the checkpoint: from 0
+            StreamSnapshot { server_released_end_rel: 900, ..stream(svc, c2) },
+            // nothing released: not listed
+            StreamSnapshot { server_released_end_rel: 0, ..stream(svc, c3) },
+            // no handshake seen: no offsets at all
+            StreamSnapshot { server_isn: None, server_released_end_rel: 5, ..stream(svc, "198.18.0.10:4003") },
+        ];
+        let mut t = entry(svc, c1, 7, 1, false);
+        t.write_seq_rel = Some(5 << 30);
+        let r = released(&streams, &[t]);
+        let conn = |c: &str| OutputConn { local: addr(svc), peer: addr(c) };
+        assert_eq!(r.conns, vec![(conn(c1), (5u64 << 30) + 0x100), (conn(c2), 900)]);
     }
 
     #[test]

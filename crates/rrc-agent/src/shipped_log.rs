@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rrc_image::rrlog::{Batch, Cut, Event, EventKind, LogHeader, Output, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
+use rrc_image::rrlog::{Batch, Cut, Event, EventKind, LogHeader, Output, Released, BATCH_HEADER_SIZE, EVENT_HEADER_SIZE};
 use rrc_image::ImageId;
 use rrc_wire::reply::ShippedLogStats;
 
@@ -182,8 +182,10 @@ impl ShippedLog {
     /// was trimmed, which the loader takes as that thread's base). The
     /// cut names `restored`, the image a failover restores (the store's
     /// committed state under an id of its own). None without a header or
-    /// a committed cut (nothing to replay from).
-    pub fn replay_log(&self, committed: &ImageId, restored: ImageId) -> Option<Vec<u8>> {
+    /// a committed cut (nothing to replay from). It ends with `released`,
+    /// what the clients were sent (kind 92): how far the replay goes and
+    /// what it does not send again.
+    pub fn replay_log(&self, committed: &ImageId, restored: ImageId, released: &Released) -> Option<Vec<u8>> {
         let (header, cut) = (self.header.as_ref()?, self.committed_cut.as_ref()?);
         // the log continues the checkpoint the store holds, or nothing
         if cut.image_id != *committed {
@@ -204,6 +206,7 @@ impl ShippedLog {
         for k in &self.kept {
             put(k.batch.clone());
         }
+        put(Batch { tid: 0, batch_seq: 0, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, released.encode())] });
         Some(out)
     }
 
@@ -308,17 +311,18 @@ mod tests {
     #[test]
     fn the_replay_log_is_the_committed_cut_and_what_follows_numbered_again() {
         let mut l = ShippedLog::new();
-        assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).is_none(), "no header, no cut");
+        let none = Released { conns: vec![] };
+        assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16]), &none).is_none(), "no header, no cut");
         let h = LogHeader { log_id: ImageId([3; 16]), created_ns: 5, pid: 1, continues: false };
         l.set_header(h);
         l.push(batch(1, 0, 0, 10));
         l.push(batch(2, 1, 0, 3));
         l.push(cut(9, 1, 2, &[(1, 8), (2, 3)]));
         l.push(batch(1, 3, 10, 4));
-        assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).is_none(), "nothing committed yet");
+        assert!(l.replay_log(&ImageId([9; 16]), ImageId([4; 16]), &none).is_none(), "nothing committed yet");
         assert!(l.committed(&ImageId([9; 16])));
-        assert!(l.replay_log(&ImageId([8; 16]), ImageId([4; 16])).is_none(), "the store holds another checkpoint");
-        let out = l.replay_log(&ImageId([9; 16]), ImageId([4; 16])).unwrap();
+        assert!(l.replay_log(&ImageId([8; 16]), ImageId([4; 16]), &none).is_none(), "the store holds another checkpoint");
+        let out = l.replay_log(&ImageId([9; 16]), ImageId([4; 16]), &none).unwrap();
         // the committed image's cut, naming the image restored
         let c = Cut { image_id: ImageId([4; 16]), sequence: 1, threads: vec![(1, 8), (2, 3)] };
         let mut want = h.encode().to_vec();
@@ -327,7 +331,14 @@ mod tests {
         want.extend(batch(2, 1, 3, 0).encode());
         want.extend(batch(1, 2, 0, 10).encode()); // crosses the cut: kept
         want.extend(batch(1, 3, 10, 4).encode());
+        // and what the clients were sent, last
+        want.extend(Batch { tid: 0, batch_seq: 4, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, none.encode())] }.encode());
         assert_eq!(out, want);
+        let conn = rrc_image::rrlog::OutputConn { local: "198.18.0.100:6379".parse().unwrap(), peer: "198.18.0.10:4000".parse().unwrap() };
+        let some = Released { conns: vec![(conn, 1 << 33)] };
+        let out = l.replay_log(&ImageId([9; 16]), ImageId([4; 16]), &some).unwrap();
+        let last = Batch { tid: 0, batch_seq: 4, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, some.encode())] }.encode();
+        assert!(out.ends_with(&last));
     }
 
     /// The fault alters the next output to a connection, once; batches

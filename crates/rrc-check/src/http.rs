@@ -35,10 +35,11 @@ impl Url {
     }
 }
 
-/// The request for `url`: keep-alive is HTTP/1.1's default, so no
-/// Connection header.
-pub fn encode_get(url: &Url) -> Vec<u8> {
-    format!("GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: rrc-check\r\n\r\n", url.path, url.authority).into_bytes()
+/// The request for `url`, or for the bytes `first..=last` of it:
+/// keep-alive is HTTP/1.1's default, so no Connection header.
+pub fn encode_get(url: &Url, range: Option<(usize, usize)>) -> Vec<u8> {
+    let range = range.map_or(String::new(), |(a, b)| format!("Range: bytes={a}-{b}\r\n"));
+    format!("GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: rrc-check\r\n{range}\r\n", url.path, url.authority).into_bytes()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct Response {
     pub body: Vec<u8>,
     /// The server will close the connection after this response.
     pub closes: bool,
+    /// A partial response's Content-Range value.
+    pub content_range: Option<String>,
 }
 
 /// Reads one response to a GET. Only Content-Length framing is accepted.
@@ -63,18 +66,19 @@ pub fn read_response<R: BufRead>(r: &mut R) -> Result<Response, OpError> {
     // HTTP/1.0 closes unless asked to keep alive.
     let mut closes = version == "HTTP/1.0";
     let mut content_length: Option<usize> = None;
+    let mut content_range = None;
     for _ in 0..200 {
         let line = read_crlf_line(r)?;
         if line.is_empty() {
             let Some(len) = content_length else {
                 if status == 204 || status == 304 {
-                    return Ok(Response { status, body: Vec::new(), closes });
+                    return Ok(Response { status, body: Vec::new(), closes, content_range });
                 }
                 return Err(OpError::Protocol(format!("response {status} without Content-Length")));
             };
             let mut body = vec![0; len];
             std::io::Read::read_exact(r, &mut body)?;
-            return Ok(Response { status, body, closes });
+            return Ok(Response { status, body, closes, content_range });
         }
         let text = String::from_utf8_lossy(&line);
         let (name, value) =
@@ -92,6 +96,7 @@ pub fn read_response<R: BufRead>(r: &mut R) -> Result<Response, OpError> {
                 }
                 content_length = Some(len);
             }
+            "content-range" => content_range = Some(value.to_string()),
             "transfer-encoding" => {
                 return Err(OpError::Protocol(format!("Transfer-Encoding {value:?} not supported")));
             }
@@ -112,16 +117,21 @@ pub fn read_response<R: BufRead>(r: &mut R) -> Result<Response, OpError> {
 /// One keep-alive connection fetching one URL.
 pub struct HttpClient {
     conn: Conn,
+    url: Url,
     request: Vec<u8>,
 }
 
 impl HttpClient {
     pub fn new(conn: Conn, url: &Url) -> Self {
-        HttpClient { conn, request: encode_get(url) }
+        HttpClient { conn, url: url.clone(), request: encode_get(url, None) }
     }
 
-    pub fn get(&mut self) -> Result<Response, OpError> {
-        self.conn.writer.write_all(&self.request)?;
+    /// The whole file, or the bytes `first..=last` of it.
+    pub fn get(&mut self, range: Option<(usize, usize)>) -> Result<Response, OpError> {
+        match range {
+            None => self.conn.writer.write_all(&self.request)?,
+            Some(_) => self.conn.writer.write_all(&encode_get(&self.url, range))?,
+        }
         read_response(&mut self.conn.reader)
     }
 }
@@ -139,19 +149,26 @@ mod tests {
         assert!(Url::parse("https://x/").is_err());
         assert!(Url::parse("http:///x").is_err());
         assert_eq!(
-            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap())).unwrap(),
+            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap(), None)).unwrap(),
             "GET /p HTTP/1.1\r\nHost: h:1\r\nUser-Agent: rrc-check\r\n\r\n"
+        );
+        assert_eq!(
+            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap(), Some((3, 9)))).unwrap(),
+            "GET /p HTTP/1.1\r\nHost: h:1\r\nUser-Agent: rrc-check\r\nRange: bytes=3-9\r\n\r\n"
         );
     }
 
     #[test]
     fn parses_responses_in_sequence() {
         let mut r: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\ncontent-length: 5\r\n\r\nhello\
-HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n\
+HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 1-2/5\r\nContent-Length: 2\r\n\r\nel";
         let a = read_response(&mut r).unwrap();
-        assert_eq!(a, Response { status: 200, body: b"hello".to_vec(), closes: false });
+        assert_eq!(a, Response { status: 200, body: b"hello".to_vec(), closes: false, content_range: None });
         let b = read_response(&mut r).unwrap();
-        assert_eq!(b, Response { status: 404, body: vec![], closes: true });
+        assert_eq!(b, Response { status: 404, body: vec![], closes: true, content_range: None });
+        let c = read_response(&mut r).unwrap();
+        assert_eq!(c, Response { status: 206, body: b"el".to_vec(), closes: false, content_range: Some("bytes 1-2/5".into()) });
         assert!(r.is_empty());
     }
 

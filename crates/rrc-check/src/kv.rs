@@ -77,11 +77,12 @@ struct KeyState {
     next_version: u64,
 }
 
-/// A small deterministic PRNG (xorshift64*) for picking keys.
-struct Rng(u64);
+/// A small deterministic PRNG (xorshift64*) for picking keys (and byte
+/// ranges, web.rs).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn below(&mut self, n: u32) -> u32 {
+    pub(crate) fn below(&mut self, n: u32) -> u32 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;

@@ -130,6 +130,11 @@ struct HttpArgs {
     /// The local file every body must equal (read once, at the start).
     #[arg(long)]
     file: PathBuf,
+    /// Ask for a random byte range of the file each time (206 Partial
+    /// Content, checked against that part): no two responses are alike,
+    /// so one sent twice or out of place is seen.
+    #[arg(long)]
+    ranges: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -251,6 +256,7 @@ fn run_http(a: &HttpArgs) -> anyhow::Result<ExitCode> {
         addr: conn::resolve(&url.authority)?,
         url,
         expected: std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?,
+        ranges: a.ranges,
     };
     let report = web::run(&spec, &plan);
     print(a.load.json, &report, report.summary_line(), &report.error_samples);

@@ -1,5 +1,7 @@
 //! The HTTP load: concurrent GETs of one URL over one keep-alive
-//! connection per thread, every body compared with the local file.
+//! connection per thread, every body compared with the local file (or,
+//! with byte ranges, with the part of it asked for: then no two responses
+//! are alike, so a reply sent twice or out of place is seen).
 
 use std::net::SocketAddr;
 
@@ -15,12 +17,25 @@ pub struct HttpSpec {
     pub addr: SocketAddr,
     /// The file's content when the run started: what every body must be.
     pub expected: Vec<u8>,
+    /// Ask for a random byte range of the file each time.
+    pub ranges: bool,
 }
 
-/// Why a response is not the expected file, if it is not.
-pub fn compare(expected: &[u8], r: &Response) -> Option<String> {
-    if r.status != 200 {
+/// Why a response is not the expected file (or its bytes `first..=last`),
+/// if it is not.
+pub fn compare(file: &[u8], range: Option<(usize, usize)>, r: &Response) -> Option<String> {
+    let (status, expected) = match range {
+        None => (200, file),
+        Some((a, b)) => (206, &file[a..=b]),
+    };
+    if r.status != status {
         return Some(format!("status {} (body {})", r.status, show(&r.body)));
+    }
+    if let Some((a, b)) = range {
+        let want = format!("bytes {a}-{b}/{}", file.len());
+        if r.content_range.as_deref() != Some(want.as_str()) {
+            return Some(format!("Content-Range {:?} for {want:?}", r.content_range));
+        }
     }
     if r.body == expected {
         return None;
@@ -44,8 +59,14 @@ fn thread_body(spec: &HttpSpec, plan: &Plan, live: &Live, thread: u32) -> Tally 
             return w.finish();
         }
     };
+    let mut rng = crate::kv::Rng(0x9E37_79B9_7F4A_7C15 ^ (u64::from(thread) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ std::process::id() as u64);
+    let len = spec.expected.len().min(u32::MAX as usize) as u32;
     while w.may_start() {
-        let resp = match w.timed(|| client.get()) {
+        let range = (spec.ranges && len > 0).then(|| {
+            let a = rng.below(len);
+            (a as usize, (a + rng.below(len - a)) as usize)
+        });
+        let resp = match w.timed(|| client.get(range)) {
             Ok(r) => r,
             Err(e) => {
                 w.failed("GET", path, &e);
@@ -53,7 +74,7 @@ fn thread_body(spec: &HttpSpec, plan: &Plan, live: &Live, thread: u32) -> Tally 
             }
         };
         w.tally.gets += 1;
-        if let Some(d) = compare(&spec.expected, &resp) {
+        if let Some(d) = compare(&spec.expected, range, &resp) {
             w.error(ErrorKind::Mismatch, path, d);
         }
         if resp.closes {
@@ -81,13 +102,24 @@ mod tests {
 
     #[test]
     fn compares_bodies() {
-        let ok = Response { status: 200, body: b"hello".to_vec(), closes: false };
-        assert_eq!(compare(b"hello", &ok), None);
-        let d = compare(b"hellO", &ok).unwrap();
+        let ok = Response { status: 200, body: b"hello".to_vec(), closes: false, content_range: None };
+        assert_eq!(compare(b"hello", None, &ok), None);
+        let d = compare(b"hellO", None, &ok).unwrap();
         assert!(d.contains("at byte 4"), "{d}");
-        let short = Response { status: 200, body: b"hel".to_vec(), closes: false };
-        assert!(compare(b"hello", &short).unwrap().contains("at byte 3"));
-        let missing = Response { status: 404, body: b"nf".to_vec(), closes: false };
-        assert!(compare(b"hello", &missing).unwrap().starts_with("status 404"));
+        let short = Response { status: 200, body: b"hel".to_vec(), ..ok.clone() };
+        assert!(compare(b"hello", None, &short).unwrap().contains("at byte 3"));
+        let missing = Response { status: 404, body: b"nf".to_vec(), ..ok.clone() };
+        assert!(compare(b"hello", None, &missing).unwrap().starts_with("status 404"));
+    }
+
+    #[test]
+    fn compares_ranges() {
+        let part = Response { status: 206, body: b"ell".to_vec(), closes: false, content_range: Some("bytes 1-3/5".into()) };
+        assert_eq!(compare(b"hello", Some((1, 3)), &part), None);
+        assert!(compare(b"hello", Some((1, 2)), &part).unwrap().contains("Content-Range"));
+        let whole = Response { status: 200, body: b"hello".to_vec(), closes: false, content_range: None };
+        assert!(compare(b"hello", Some((1, 3)), &whole).unwrap().starts_with("status 200"));
+        let other = Response { body: b"elo".to_vec(), ..part };
+        assert!(compare(b"hello", Some((1, 3)), &other).unwrap().contains("at byte 2"));
     }
 }

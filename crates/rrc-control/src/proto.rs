@@ -166,7 +166,7 @@ pub struct Resumed {
 }
 
 /// `struct rrc_ctl_replay`'s size; the divergence report follows it.
-pub const REPLAY_STATE_SIZE: usize = 120;
+pub const REPLAY_STATE_SIZE: usize = 144;
 
 /// `rrc_ctl_replay.state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -207,6 +207,13 @@ pub struct ReplayState {
     pub conn_read_bytes: u64,
     pub conn_sent_bytes: u64,
     pub conn_faults: u64,
+    /// Replayed output bytes their clients had already (the gate had
+    /// released them): not sent again.
+    pub conn_skipped_bytes: u64,
+    /// Connections the replay left short of what their client was sent,
+    /// and connections reset at go-live (out of step, or behind).
+    pub conn_behind: u64,
+    pub conn_reset: u64,
     pub report: String,
 }
 
@@ -459,6 +466,9 @@ impl Message {
                     m.conn_read_bytes,
                     m.conn_sent_bytes,
                     m.conn_faults,
+                    m.conn_skipped_bytes,
+                    m.conn_behind,
+                    m.conn_reset,
                 ] {
                     p.extend_from_slice(&v.to_le_bytes());
                 }
@@ -660,6 +670,9 @@ pub fn decode_payload(h: &Header, p: &[u8]) -> Result<Message, DecodeError> {
                 conn_read_bytes: u64_at(p, 96),
                 conn_sent_bytes: u64_at(p, 104),
                 conn_faults: u64_at(p, 112),
+                conn_skipped_bytes: u64_at(p, 120),
+                conn_behind: u64_at(p, 128),
+                conn_reset: u64_at(p, 136),
                 report: String::from_utf8_lossy(&p[REPLAY_STATE_SIZE..]).into_owned(),
             })
         }

@@ -103,7 +103,10 @@ fn every_vector_decodes_and_reencodes_identically() {
                         r.connections,
                         r.conn_read_bytes,
                         r.conn_sent_bytes,
-                        r.conn_faults
+                        r.conn_faults,
+                        r.conn_skipped_bytes,
+                        r.conn_behind,
+                        r.conn_reset
                     ],
                     [
                         "threads",
@@ -120,7 +123,10 @@ fn every_vector_decodes_and_reencodes_identically() {
                         "connections",
                         "conn_read_bytes",
                         "conn_sent_bytes",
-                        "conn_faults"
+                        "conn_faults",
+                        "conn_skipped_bytes",
+                        "conn_behind",
+                        "conn_reset"
                     ]
                     .map(|k| u(&e[k]))
                 );

@@ -38,6 +38,8 @@ const CUT_SIZE: usize = 32;
 const CUT_THREAD_SIZE: usize = 16;
 const OUTPUT_SIZE: usize = 48;
 const MARK_SIZE: usize = 16;
+const RELEASED_SIZE: usize = 8;
+const RELEASED_CONN_SIZE: usize = 24;
 /// `RRC_OUT_INET`: an output's connection is an IPv4 TCP one.
 pub const OUT_INET: u16 = 2;
 
@@ -109,10 +111,11 @@ pub enum EventKind {
     Output = 70,
     Cut = 90,
     Mark = 91,
+    Released = 92,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 32] = [
+    pub const ALL: [EventKind; 33] = [
         EventKind::ThreadStart,
         EventKind::ThreadCreate,
         EventKind::ThreadExit,
@@ -145,6 +148,7 @@ impl EventKind {
         EventKind::Output,
         EventKind::Cut,
         EventKind::Mark,
+        EventKind::Released,
     ];
 
     pub fn from_raw(v: u16) -> Option<EventKind> {
@@ -186,6 +190,7 @@ impl EventKind {
             EventKind::Output => "output",
             EventKind::Cut => "cut",
             EventKind::Mark => "mark",
+            EventKind::Released => "released",
         }
     }
 
@@ -205,7 +210,7 @@ impl EventKind {
     /// Process-wide records travel in tid-0 batches, everything else in
     /// a thread's own.
     pub fn process_wide(self) -> bool {
-        matches!(self, EventKind::Cut | EventKind::Mark)
+        matches!(self, EventKind::Cut | EventKind::Mark | EventKind::Released)
     }
 }
 
@@ -457,6 +462,56 @@ impl Mark {
     }
 }
 
+/// What the clients were sent (`struct rrc_log_released`, kind 92): the
+/// record a failover's agent appends to the log it hands the replay. For
+/// each connection, the stream offset up to which the gate released the
+/// server's bytes: the replay reproduces that much and no more, and sends
+/// nothing below it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Released {
+    pub conns: Vec<(OutputConn, u64)>,
+}
+
+impl Released {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(RELEASED_SIZE + RELEASED_CONN_SIZE * self.conns.len());
+        b.extend_from_slice(&(self.conns.len() as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        for (c, released) in &self.conns {
+            b.extend_from_slice(&c.local.ip().octets());
+            b.extend_from_slice(&c.peer.ip().octets());
+            b.extend_from_slice(&c.local.port().to_be_bytes());
+            b.extend_from_slice(&c.peer.port().to_be_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&released.to_le_bytes());
+        }
+        b
+    }
+
+    pub fn decode(d: &[u8]) -> Result<Released, String> {
+        if d.len() < RELEASED_SIZE {
+            return Err(format!("a released record of {} bytes, shorter than its {RELEASED_SIZE}-byte head", d.len()));
+        }
+        let n = u32_at(d, 0) as usize;
+        if d.len() != RELEASED_SIZE + n * RELEASED_CONN_SIZE || u32_at(d, 4) != 0 {
+            return Err(format!("a released record of {n} connections in {} bytes (or its reserved field not zero)", d.len()));
+        }
+        let mut conns = Vec::with_capacity(n);
+        for k in 0..n {
+            let at = RELEASED_SIZE + k * RELEASED_CONN_SIZE;
+            if u32_at(d, at + 12) != 0 {
+                return Err(format!("connection {k} of a released record: reserved field not zero"));
+            }
+            let conn = OutputConn { local: addr_at(d, at, at + 8), peer: addr_at(d, at + 4, at + 10) };
+            if conns.iter().any(|(c, _)| *c == conn) {
+                return Err(format!("a released record names {} -> {} twice", conn.local, conn.peer));
+            }
+            conns.push((conn, u64_at(d, at + 16)));
+        }
+        Ok(Released { conns })
+    }
+}
+
 /// `rrc_log_cut_thread[]` of (tid, position) pairs, appended to `b`.
 fn put_thread_positions(b: &mut Vec<u8>, threads: &[(u32, u64)]) {
     for (tid, next) in threads {
@@ -699,6 +754,9 @@ impl<R: Read> LogReader<R> {
                 EventKind::Output => {
                     Output::decode(&data).map_err(bad)?;
                 }
+                EventKind::Released => {
+                    Released::decode(&data).map_err(bad)?;
+                }
                 EventKind::Mark => {
                     let m = Mark::decode(&data).map_err(&bad)?;
                     self.check_mark(&m, last_mark).map_err(bad)?;
@@ -803,6 +861,7 @@ impl LogSummary {
                         s.marks += 1;
                         continue;
                     }
+                    EventKind::Released => continue,
                     EventKind::Output => {
                         s.outputs += 1;
                         s.outputs_to_connections += u64::from(Output::decode(&e.data).is_ok_and(|o| o.conn.is_some()));

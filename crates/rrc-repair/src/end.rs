@@ -42,16 +42,3 @@ pub fn silence(fd: &OwnedFd) -> std::io::Result<u32> {
     Ok(seq as u32)
 }
 
-/// Bytes written on `fd` and not yet acknowledged (SIOCOUTQ): with the
-/// clients' acknowledgments held (a failover), the write end is the
-/// repaired send_seq plus this.
-pub fn unacknowledged(fd: &OwnedFd) -> std::io::Result<u32> {
-    let mut n: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int.
-    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(fd), libc::TIOCOUTQ, &mut n) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(n as u32)
-}
-

@@ -102,14 +102,18 @@ pub fn spec_from_gate(data: &StreamData, table: &TcpStream) -> Result<RepairSpec
     spec(data, table, false)
 }
 
-/// The connection at its checkpoint's state for a failover that then
-/// replays the record log (rr mode; docs/tcp-repair.md "Before a
-/// replay"): the gate may have released, and the client acknowledged,
-/// server bytes beyond what the checkpoint's application had written (the
-/// log covered them). The socket stands at the checkpoint's write point
-/// with the unacknowledged bytes before it; the replay sends the rest
-/// again (runtime/lib/rr-conns.c), the client drops what it has.
-pub fn spec_before_replay(data: &StreamData, table: &TcpStream) -> Result<RepairSpec, RepairError> {
+/// The connection for a failover that then replays the record log (rr
+/// mode; docs/tcp-repair.md "Before a replay"): the gate may have
+/// released, and the client acknowledged, server bytes beyond what the
+/// checkpoint's application had written (the log covered them). The
+/// socket stands where the client does: snd_una at the client's ACK, the
+/// write queue the gate's released bytes it has not acknowledged, the
+/// write point at the end of the release. The replay does not send the
+/// released bytes again (runtime/lib/rr-conns.c skips them, told by the
+/// log's released record): a socket at the checkpoint's write point would
+/// drop every ACK past it (RFC 793: it acknowledges nothing sent) and the
+/// connection would stall once more than a window had been acknowledged.
+pub fn spec_for_replay(data: &StreamData, table: &TcpStream) -> Result<RepairSpec, RepairError> {
     spec(data, table, true)
 }
 
@@ -163,9 +167,9 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
         ));
     };
     let acked = unwrap_near(ack_rel, written);
-    // before a replay, what the client acknowledged beyond the write
-    // point is sent again by the replay
-    let acked = if replay { acked.min(written) } else { acked };
+    // before a replay the socket's write point is the end of the release
+    // (the replay's outputs continue from there)
+    let write_to = if replay { released_end } else { written };
     // written by the checkpoint's application, never released: lost
     let gap = |have| RepairError::WriteQueueGap {
         client,
@@ -180,31 +184,30 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
         // In checkpoint-only mode a commit releases only what its
         // checkpoint's application had written; anything beyond comes
         // from the log, which only a replay reproduces
-        // (spec_before_replay).
+        // (spec_for_replay).
         return Err(inconsistent(format!(
             "the gate released server bytes up to offset {released_end}, beyond the {written} the checkpoint's application had written"
         )));
     }
-    if acked > written {
+    if acked > write_to {
         return Err(inconsistent(format!(
-            "the client acknowledged offset {acked}, beyond the {written} bytes written"
+            "the client acknowledged offset {acked}, beyond the {write_to} bytes {}",
+            if replay { "released" } else { "written" }
         )));
     }
-    let write_queue = if acked == written {
-        // nothing unacknowledged before the write point (before a replay:
-        // the client may have more, which the replay sends again)
-        Vec::new()
+    let write_queue = if acked == write_to {
+        Vec::new() // nothing unacknowledged
     } else {
         let kept_from = unwrap_near(s.server_unacked_from_rel, written);
         let kept_to = kept_from + data.server_unacked.len() as u64;
         if kept_from > acked {
             return Err(inconsistent(format!("the gate keeps unacknowledged server bytes from offset {kept_from}, after the client's ACK {acked}")));
         }
-        if kept_to < written {
+        if kept_to < write_to {
             // Released but not retained (a hole in the gate's record): just as lost.
             return Err(gap(kept_to));
         }
-        data.server_unacked[(acked - kept_from) as usize..(written - kept_from) as usize].to_vec()
+        data.server_unacked[(acked - kept_from) as usize..(write_to - kept_from) as usize].to_vec()
     };
 
     // ---- the receive queue: [read, end of the contiguous recording) ----
@@ -612,23 +615,31 @@ mod tests {
     }
 
     #[test]
-    fn before_a_replay_the_socket_stands_at_the_checkpoint_whatever_was_released_after() {
+    fn before_a_replay_the_socket_stands_where_the_client_does() {
         // the checkpoint's app had written 100; the log let the gate
         // release up to 180, of which the client acknowledged 150
         let d = stream(1000, 5000, 150, 180, 0, 20);
         let t = table(100, 20);
         assert!(matches!(spec_from_gate(&d, &t), Err(RepairError::Inconsistent { .. })), "not in checkpoint mode");
-        let sp = spec_before_replay(&d, &t).unwrap();
-        assert_eq!(sp.send_seq, 5000 + 1 + 100, "the write point: the replay sends the rest again");
-        assert!(sp.write_queue.is_empty());
-        // acknowledged only up to 60: the bytes 60..100 wait in the queue
+        let sp = spec_for_replay(&d, &t).unwrap();
+        assert_eq!(sp.send_seq, 5000 + 1 + 150, "snd_una: the client's ACK (one past it would be dropped)");
+        assert_eq!(sp.write_queue, (150u64..180).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>(), "then what it has not acknowledged");
+        assert_eq!(sp.write_seq(), 5000 + 1 + 180, "the write point: the end of the release");
+        // acknowledged only up to 60: from there, across the checkpoint's write point
         let d = stream(1000, 5000, 60, 180, 0, 20);
-        let sp = spec_before_replay(&d, &t).unwrap();
+        let sp = spec_for_replay(&d, &t).unwrap();
         assert_eq!(sp.send_seq, 5000 + 1 + 60);
-        assert_eq!(sp.write_queue, (60u64..100).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>());
+        assert_eq!(sp.write_queue, (60u64..180).map(|i| (i as u8) ^ 0x55).collect::<Vec<u8>>());
+        // nothing released since the checkpoint: as in checkpoint mode
+        let d = stream(1000, 5000, 100, 100, 0, 20);
+        assert_eq!(spec_for_replay(&d, &t).unwrap(), spec_from_gate(&d, &t).unwrap());
         // what the checkpoint wrote and the gate never released is still lost
         let d = stream(1000, 5000, 60, 90, 0, 20);
-        assert!(matches!(spec_before_replay(&d, &t), Err(RepairError::WriteQueueGap { .. })));
+        assert!(matches!(spec_for_replay(&d, &t), Err(RepairError::WriteQueueGap { .. })));
+        // released and not retained: a hole
+        let mut d = stream(1000, 5000, 60, 180, 0, 20);
+        d.server_unacked.truncate(100);
+        assert!(matches!(spec_for_replay(&d, &t), Err(RepairError::WriteQueueGap { .. })));
     }
 
     /// A reset stands where the client does: our snd_nxt at the end of

@@ -373,6 +373,13 @@ pub struct FailoverReplay {
     /// (the client holds bytes the replay did not reproduce).
     #[serde(default)]
     pub behind: u64,
+    /// Replayed output bytes the clients had already (released by the
+    /// gate before the failure): not sent again.
+    #[serde(default)]
+    pub skipped_bytes: u64,
+    /// Connections reset at go-live, out of step or behind.
+    #[serde(default)]
+    pub reset: u64,
     /// The replay diverged (or did not finish): why. The failover then
     /// restored the checkpoint without replay, the connections it could
     /// not match reset; the recovery counts as failed.

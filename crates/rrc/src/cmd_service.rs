@@ -460,8 +460,8 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                     println!("        {} connection(s) ended the replay short of what the gate had released: out of step", r.behind);
                 }
                 println!(
-                    "        replayed {} events ({} bytes of log) in {:.1} ms: {} connections, {} bytes taken off them, {} sent again, {} out of step",
-                    r.events, r.log_bytes, r.replay_ms, r.connections, r.read_bytes, r.sent_bytes, r.faults
+                    "        replayed {} events ({} bytes of log) in {:.1} ms: {} connections, {} bytes taken off them, {} sent ({} the clients had already), {} bytes out of step, {} connection(s) reset",
+                    r.events, r.log_bytes, r.replay_ms, r.connections, r.read_bytes, r.sent_bytes, r.skipped_bytes, r.faults, r.reset
                 );
             }
         }

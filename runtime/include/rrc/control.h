@@ -187,7 +187,10 @@ struct rrc_ctl_replay {
 	uint64_t conn_read_bytes; /* bytes replayed reads took off them */
 	uint64_t conn_sent_bytes; /* bytes replayed outputs sent on them */
 	uint64_t conn_faults;     /* bytes that were not there, differed or could not be sent */
-};                                /* 120 bytes */
+	uint64_t conn_skipped_bytes; /* replayed output bytes their clients had already (released) */
+	uint64_t conn_behind;     /* connections the replay left short of what their client was sent */
+	uint64_t conn_reset;      /* connections reset at go-live (out of step, or behind) */
+};                                /* 144 bytes */
 
 /* rrc_ctl_error.code */
 enum rrc_ctl_error_code {

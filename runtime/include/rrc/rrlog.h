@@ -25,7 +25,7 @@
  *   batch*              (rrc_log_batch + its events)
  *
  * A batch holds consecutive events of one thread (tid != 0), in the order
- * that thread produced them, or process-wide records (tid == 0: cuts).
+ * that thread produced them, or process-wide records (tid == 0: cuts, marks, a failover's released offsets).
  * Batches are numbered in stream order (batch_seq 0, 1, 2, ...), so a
  * missing, repeated or reordered batch is seen; per thread, first_event
  * continues where the thread's previous batch ended. Each batch carries a
@@ -145,6 +145,8 @@ enum rrc_log_kind {
 	/* process-wide (tid 0) records */
 	RRC_EV_CUT           = 90,  /* data = struct rrc_log_cut + rrc_log_cut_thread[] */
 	RRC_EV_MARK          = 91,  /* a release mark: data = struct rrc_log_mark + rrc_log_cut_thread[] */
+	RRC_EV_RELEASED      = 92,  /* what the clients were sent (a failover's log only): data =
+				     * struct rrc_log_released + rrc_log_released_conn[] */
 };
 
 /* A release's seq when no acquisition of the object was numbered */
@@ -265,5 +267,27 @@ struct rrc_log_mark {
 	uint32_t nr_threads;
 	uint32_t reserved;
 };                                /* 16 bytes, then rrc_log_cut_thread[nr_threads] */
+
+/* What the clients were sent (tid-0 batch; written by the backup's agent,
+ * never by a recording): the log a failover hands its replay ends with
+ * one. For each connection of the service's gate, the stream offset (bytes
+ * after the server's ISN + 1, the count an output's `offset` uses) up to
+ * which the gate released the server's bytes. The replay runs up to the
+ * least consistent cut that reproduces all of them and no further (RRC
+ * §4.4: up to the last released output), and does not send a connection's
+ * bytes below its offset again: the repaired socket already stands there
+ * (runtime/lib/rr-conns.c, docs/failover.md). */
+struct rrc_log_released {
+	uint32_t nr_conns;
+	uint32_t reserved;
+};                                /* 8 bytes, then rrc_log_released_conn[nr_conns] */
+struct rrc_log_released_conn {
+	uint32_t local_addr;      /* network byte order, as in rrc_log_output */
+	uint32_t peer_addr;
+	uint16_t local_port;
+	uint16_t peer_port;
+	uint32_t reserved;
+	uint64_t released;        /* the offset released up to */
+};                                /* 24 bytes */
 
 #endif /* RRC_RRLOG_H */

@@ -96,7 +96,7 @@ _Static_assert(sizeof(struct rrc_ctl_hold) == 8, "hold size");
 _Static_assert(sizeof(struct rrc_ctl_held) == 32, "held size");
 _Static_assert(offsetof(struct rrc_ctl_held, threads) == 24, "held threads");
 _Static_assert(sizeof(struct rrc_ctl_resumed) == 16, "resumed size");
-_Static_assert(sizeof(struct rrc_ctl_replay) == 120, "replay state size");
+_Static_assert(sizeof(struct rrc_ctl_replay) == 144, "replay state size");
 PIN(rrc_restore_status, code, 4);
 PIN(rrc_restore_status, sys_errno, 8);
 PIN(rrc_restore_status, detail, 12);
@@ -740,7 +740,7 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	/* a diverged replay: the struct, then the report */
 	static const char report[] = "replay diverged: thread 7 at event #12: expected read obj=0x5 seq=0 result=3; got output on obj 0x5";
 	uint8_t rs_buf[sizeof(struct rrc_ctl_replay) + sizeof report - 1];
-	struct rrc_ctl_replay rp = { RRC_REPLAY_DIVERGED, 4, 5000, 1234, 7, 300, 45000, 2000000, 9000000, 0, 1100, 350000, 3, 1500, 42000, 0 };
+	struct rrc_ctl_replay rp = { RRC_REPLAY_DIVERGED, 4, 5000, 1234, 7, 300, 45000, 2000000, 9000000, 0, 1100, 350000, 3, 1500, 42000, 0, 9000, 1, 2 };
 	memcpy(rs_buf, &rp, sizeof rp);
 	memcpy(rs_buf + sizeof rp, report, sizeof report - 1);
 	b.len = 0;
@@ -794,7 +794,7 @@ static void control_vectors(struct buf *j, size_t incr_bytes)
 	printfb(j, "    \"replay_status\": {\"file\": \"control-replay-status.bin\", \"type\": %d},\n", RRC_CTL_REPLAY_STATUS);
 	printfb(j, "    \"replay_state\": {\"file\": \"control-replay-state.bin\", \"type\": %d, \"state\": 3, \"threads\": 4, "
 		   "\"events_total\": 5000, \"events_done\": 1234, \"events_dropped\": 7, \"outputs\": 300, \"output_bytes\": 45000, "
-		   "\"load_ns\": 2000000, \"replay_ns\": 9000000, \"debts_left\": 0, \"returns_ordered\": 1100, \"paced_ns\": 350000, \"connections\": 3, \"conn_read_bytes\": 1500, \"conn_sent_bytes\": 42000, \"conn_faults\": 0, \"report\": \"replay diverged: thread 7 at event #12: "
+		   "\"load_ns\": 2000000, \"replay_ns\": 9000000, \"debts_left\": 0, \"returns_ordered\": 1100, \"paced_ns\": 350000, \"connections\": 3, \"conn_read_bytes\": 1500, \"conn_sent_bytes\": 42000, \"conn_faults\": 0, \"conn_skipped_bytes\": 9000, \"conn_behind\": 1, \"conn_reset\": 2, \"report\": \"replay diverged: thread 7 at event #12: "
 		   "expected read obj=0x5 seq=0 result=3; got output on obj 0x5\"},\n", RRC_CTL_REPLAY_STATE);
 	printfb(j, "    \"record\": {\"file\": \"control-record.bin\", \"type\": %d, \"first_frame\": 1, \"framed\": true, \"key_first\": 64},\n", RRC_CTL_RECORD);
 	printfb(j, "    \"recording\": {\"file\": \"control-recording.bin\", \"type\": %d}\n  }\n", RRC_CTL_RECORDING);

@@ -133,6 +133,13 @@ static size_t good(struct buf *b, uint32_t version)
 	} mark = { .m = { .number = 1, .nr_threads = 2 }, .t = { { .tid = 1, .next_event = 4 }, { .tid = 2, .next_event = 3 } } };
 	bt = (struct batch){ .tid = 0, .seq = 3, .first = 0 };
 	event(&bt, RRC_EV_MARK, 0, 0, 0, &mark, sizeof mark);
+	/* what the client of fd 5's connection was sent: 3 bytes */
+	struct {
+		struct rrc_log_released r;
+		struct rrc_log_released_conn c[1];
+	} rel = { .r = { .nr_conns = 1 }, .c = { { .local_addr = htonl(0x0a000001), .peer_addr = htonl(0x0a000009),
+						   .local_port = htons(6379), .peer_port = htons(40000), .released = 3 } } };
+	event(&bt, RRC_EV_RELEASED, 0, 0, 0, &rel, sizeof rel);
 	out(b, &bt);
 	size_t last = b->len;
 	bt = (struct batch){ .tid = 1, .seq = 4, .first = 4 };

@@ -32,7 +32,13 @@ fn sample() -> Vec<u8> {
     let cut = Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] };
     let cuts = Batch { tid: 0, batch_seq: 2, first_event: 0, events: vec![ev(EventKind::Cut, 0, 0, 0, &cut.encode())] };
     let mark = Mark { number: 1, threads: vec![(1, 4), (2, 3)] };
-    let marks = Batch { tid: 0, batch_seq: 3, first_event: 0, events: vec![ev(EventKind::Mark, 0, 0, 0, &mark.encode())] };
+    let released = Released { conns: vec![(sample_output().conn.unwrap(), 3)] };
+    let marks = Batch {
+        tid: 0,
+        batch_seq: 3,
+        first_event: 0,
+        events: vec![ev(EventKind::Mark, 0, 0, 0, &mark.encode()), ev(EventKind::Released, 0, 0, 0, &released.encode())],
+    };
     let main2 = Batch { tid: 1, batch_seq: 4, first_event: 4, events: vec![ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(4)] };
     for x in [main, worker, cuts, marks, main2] {
         b.extend_from_slice(&x.encode());
@@ -57,7 +63,8 @@ fn summary(b: &[u8]) -> Result<LogSummary, LogError> {
 #[test]
 fn a_log_reads_back_with_its_counts_and_cuts() {
     let s = summary(&sample()).unwrap();
-    assert_eq!((s.batches, s.events, s.bytes), (5, 10, sample().len() as u64));
+    assert_eq!((s.batches, s.events, s.bytes), (5, 11, sample().len() as u64));
+    assert_eq!(s.by_kind["released"], 1);
     assert_eq!((s.marks, s.outputs, s.outputs_to_connections), (1, 1, 1));
     assert_eq!(s.by_kind["thread_start"], 2);
     assert_eq!(s.by_kind["cut"], 1);
@@ -331,4 +338,21 @@ fn marks_follow_one_another_and_never_run_ahead_of_the_log() {
     let unordered = Mark { number: 1, threads: vec![(2, 0), (1, 0)] };
     assert!(marked(4, &[unordered]).is_err());
     assert!(Mark::decode(&m(1, 1).encode()[..20]).is_err());
+}
+
+#[test]
+fn a_released_record_names_each_connection_once_with_its_offset() {
+    let c = sample_output().conn.unwrap();
+    let other = OutputConn { peer: "10.0.0.9:40001".parse().unwrap(), ..c };
+    let r = Released { conns: vec![(c, 1 << 40), (other, 0)] };
+    assert_eq!(Released::decode(&r.encode()).unwrap(), r);
+    assert!(Released::decode(&r.encode()[..30]).unwrap_err().contains("2 connections in 30 bytes"));
+    let twice = Released { conns: vec![(c, 1), (c, 2)] };
+    assert!(Released::decode(&twice.encode()).unwrap_err().contains("twice"));
+    let mut reserved = r.encode();
+    reserved[8 + 12] = 1;
+    assert!(Released::decode(&reserved).unwrap_err().contains("reserved"));
+    // only in a process-wide batch
+    let e = log(vec![ev(EventKind::ThreadStart, 0, 0, 0, b""), ev(EventKind::Released, 0, 0, 0, &r.encode())]).unwrap_err();
+    assert!(e.to_string().contains("released in a batch of a thread"), "{e}");
 }
