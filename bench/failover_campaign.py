@@ -608,7 +608,7 @@ def plot(path, res):
     kill = res["config"]["kill"]
     comps = ["detection"] + [c for c, _ in (PRIMARY_STEPS if kill == "primary" else BACKUP_STEPS)]
     colors = {"detection": "tab:gray", "block": "tab:blue", "repair": "tab:orange",
-              "restore": "tab:green", "routing": "tab:red", "reroute": "tab:blue", "advertise": "tab:orange",
+              "restore": "tab:green", "replay": "tab:olive", "routing": "tab:red", "reroute": "tab:blue", "advertise": "tab:orange",
               "client_beyond_failover": "tab:purple"}
     summ = res["summary"]
     servers = list(summ)

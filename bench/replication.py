@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Replication benchmark (issue 3): redis-server, memcached -t 4 and lighttpd
-(a static file) protected by `rrc run` in checkpoint mode (primary a, backup b,
-the lab of docs/lab.md), against the same server unprotected (the same binary
-and argv, another port, started on host a with `rrc lab exec`, the client
-talking to it directly).
+"""Replication benchmark (issues 3, 14): redis-server, memcached -t 4 and
+lighttpd (a static file) protected by `rrc run` in checkpoint mode and in rr
+mode (primary a, backup b, the lab of docs/lab.md), against the same server
+unprotected (the same binary and argv, another port, started on host a with
+`rrc lab exec`, the client talking to it directly).
 
-In one run, per server and per epoch length: throughput at saturation (closed
+In one run, per server and per configuration (a mode and an epoch length,
+`--configs checkpoint:30ms,rr:100ms` by default): throughput at saturation (closed
 loop, the same fixed number of connections for both), average and p99 latency
 at about half load (half of each configuration's own saturation throughput,
 and both at the same absolute rate: the lower half), checkpoint pause,
-checkpoint size, and the CPU used by the agents. This is the NiLiCon row of
-the compass: latencies are of the order of the epoch. The point is a correct
-baseline for the RRC mode to beat.
+checkpoint size, and the CPU used by the agents. Checkpoint mode is the
+NiLiCon row of the compass (latencies of the order of the epoch); rr mode is
+RRC's (a reply waits for its log at the backup: RRC Table 4's added mean and
+p99 latency at half load, Table 3's CPU, Table 5's pause).
 
 The lab lock (/run/lock/rrc-lab-tests.lock, the one the test suite takes) is
 held for the whole run. Everything the script creates (services, unprotected
@@ -137,6 +139,27 @@ class Lab:
 
 # ---------------------------------------------------------------- CPU accounting
 
+# --pinned: the papers' primary, backup and clients each had machines of
+# their own; here they share 2 CPUs. Pinned runs give the server (its
+# container, snapshot children included) and the primary's agent one CPU,
+# the client, the backup's agent and its gate the other.
+SERVER_CPU, OTHER_CPU = 0, 1
+
+
+def pin(pid, cpu):
+    """Every thread of pid onto `cpu` (threads made later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), {cpu})
+        except (ProcessLookupError, OSError):
+            pass  # a thread that just ended
+
+
+def pin_agents(lab):
+    for a in lab.status_all().get("agents", []):
+        pin(a["agent_pid"], SERVER_CPU if a["host"] == PRIMARY else OTHER_CPU)
+
+
 def proc_cpu_ms(pid):
     """utime + stime (+ waited-for children) of pid, in ms."""
     try:
@@ -245,6 +268,8 @@ def client_load(lab, spec, target, args, duration_s, rate):
     argv += ["--threads", args.connections, "--duration", f"{duration_s}s", "--json"]
     if rate:
         argv += ["--rate", f"{rate:.1f}"]
+    if args.pinned:
+        argv = ["taskset", "-c", str(OTHER_CPU), *argv]
     out = lab.cli("lab", "exec", CLIENT, "--", *argv, timeout=duration_s + 120, check=False)
     try:
         rep = json.loads(out)
@@ -331,8 +356,13 @@ def measure(lab, spec, target, args, duration_s, rate, server_cpu, service=None,
 
 # ---------------------------------------------------------------- one server
 
-def run_server(lab, name, spec, args, workdir, cleanup, epochs):
-    """Unprotected first (saturation, half of its own), then per epoch the
+def config_key(mode, ep):
+    """The name of a configuration in the results: "rr-100ms"."""
+    return f"{mode}-{ep}ms"
+
+
+def run_server(lab, name, spec, args, workdir, cleanup, configs):
+    """Unprotected first (saturation, half of its own), then per configuration the
     protected service (saturation, half of its own), then each side at the
     other's half when that is the lower one. The unprotected server stays up,
     idle, while the protected one is measured."""
@@ -342,6 +372,8 @@ def run_server(lab, name, spec, args, workdir, cleanup, epochs):
     up = lab.exec_popen(PRIMARY, argv_u, workdir / f"{name}-unprotected.log")
     uidx = cleanup.push(f"stop unprotected {name}", lambda: kill_popen(up, f"unprotected {name}"))
     lab.wait_listening(UNPROTECTED_IP, spec["port_u"], alive=lambda: up.poll() is None)
+    if args.pinned:
+        pin(up.pid, SERVER_CPU)
     target_u = f"{UNPROTECTED_IP}:{spec['port_u']}"
     cpu_u = ServerCpu(up.pid, protected=False)
     out["unprotected"]["argv"] = argv_u
@@ -355,13 +387,13 @@ def run_server(lab, name, spec, args, workdir, cleanup, epochs):
                             tag="unprotected at half its own")
     u["at_common"] = {}
 
-    for ep in epochs:
-        key = f"{ep}ms"
+    for mode, ep in configs:
+        key = config_key(mode, ep)
         svc = f"bench-{name}-{key}"
         argv_p = spec["argv"](spec["port_p"])
-        log(f"{name}: protected, epoch {ep} ms (rrc run --name {svc})")
-        info = lab.cli_json("run", "--name", svc, "--primary", PRIMARY, "--backup", BACKUP, "--epoch", key,
-                            "--json", "--", *argv_p, timeout=60)
+        log(f"{name}: protected, {mode} mode, epoch {ep} ms (rrc run --name {svc})")
+        info = lab.cli_json("run", "--name", svc, "--primary", PRIMARY, "--backup", BACKUP, "--mode", mode,
+                            "--epoch", f"{ep}ms", "--json", "--", *argv_p, timeout=60)
         pidx = cleanup.push(f"rrc stop {svc}", lambda svc=svc: lab.cli("stop", svc, timeout=60))
         ip = info["service_ip"]
         target_p = f"{ip}:{spec['port_p']}"
@@ -374,8 +406,11 @@ def run_server(lab, name, spec, args, workdir, cleanup, epochs):
                 raise BenchError(f"{svc}: no checkpoint committed within 30 s: {json.dumps(st)[:1500]}")
             time.sleep(0.1)
         lab.wait_listening(ip, spec["port_p"])
+        if args.pinned:
+            pin(info["pid"], SERVER_CPU)
         cpu_p = ServerCpu(info["pid"], protected=True)
-        p = {"service": svc, "service_ip": ip, "argv": argv_p, "epoch_ms": ep, "server_cpu_source": cpu_p.source}
+        p = {"service": svc, "service_ip": ip, "argv": argv_p, "mode": mode, "epoch_ms": ep,
+             "server_cpu_source": cpu_p.source}
         out["protected"][key] = p
         if args.warmup > 0:
             client_load(lab, spec, target_p, args, args.warmup, 0)
@@ -435,17 +470,17 @@ def ratios(u, p, key):
 
 # ---------------------------------------------------------------- summary, plot
 
-def table_rows(results, epochs):
+def table_rows(results, configs):
     rows = []
     for name in results:
         u = results[name]["unprotected"]
-        for ep in epochs:
-            key = f"{ep}ms"
+        for mode, ep in configs:
+            key = config_key(mode, ep)
             p = results[name]["protected"][key]
             uc, pc = resolve_common(u, key), resolve_common(p)
             ck_s, ck_h = p["saturation"]["checkpoint"], p["half_own"]["checkpoint"]
             rows.append({
-                "server": name, "epoch_ms": ep,
+                "server": name, "mode": mode, "epoch_ms": ep,
                 "throughput_u": u["saturation"]["throughput_ops_s"],
                 "throughput_p": p["saturation"]["throughput_ops_s"],
                 "half_u": {k: u["half_own"]["latency_us"][k] for k in ("mean", "p99")},
@@ -474,12 +509,12 @@ def table_rows(results, epochs):
 def print_table(rows):
     def ms(us):
         return "n/a" if us is None else f"{us / 1e3:.2f}"
-    print("server     epoch  sat ops/s U / P (ratio)      half-own mean|p99 ms U / P        "
+    print("server     mode        epoch  sat ops/s U / P (ratio)      half-own mean|p99 ms U / P        "
           "common-rate mean|p99 ms U / P   pause p50|p99 ms  ckpt kB  agents a+b %CPU sat|half")
     for r in rows:
         cpu_s = sum(v or 0 for v in r["agents_cpu_sat"].values())
         cpu_h = sum(v or 0 for v in r["agents_cpu_half"].values())
-        print(f"{r['server']:<10} {r['epoch_ms']:>4}ms  {r['throughput_u']:>8.0f} / {r['throughput_p']:>6.0f} "
+        print(f"{r['server']:<10} {r['mode']:<10} {r['epoch_ms']:>4}ms  {r['throughput_u']:>8.0f} / {r['throughput_p']:>6.0f} "
               f"({r['ratios']['throughput_saturation']:.3f})   "
               f"{ms(r['half_u']['mean'])}|{ms(r['half_u']['p99'])} / {ms(r['half_p']['mean'])}|{ms(r['half_p']['p99'])}"
               f"   @{r['common_rate']:.0f}/s {ms(r['common_u']['mean'])}|{ms(r['common_u']['p99'])} / "
@@ -488,7 +523,7 @@ def print_table(rows):
               f"{(r['ckpt_bytes_mean_sat'] or 0) / 1e3:>7.0f}  {cpu_s:.1f}|{cpu_h:.1f}")
 
 
-def plot(path, res, epochs):
+def plot(path, res, configs):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -497,12 +532,12 @@ def plot(path, res, epochs):
     results = res["results"]
     names = list(results)
     x = np.arange(len(names))
-    keys = [f"{e}ms" for e in epochs]
+    keys = [config_key(m, e) for m, e in configs]
     nb = 1 + len(keys)
     w = 0.8 / nb
     blues = plt.cm.Blues(np.linspace(0.55, 0.9, len(keys)))
     fig, ax = plt.subplots(2, 3, figsize=(17, 9.5))
-    fig.suptitle(f"rrc checkpoint mode (primary a, backup b) vs the same server unprotected, "
+    fig.suptitle(f"rrc protecting (primary a, backup b; {', '.join(keys)}) vs the same server unprotected, "
                  f"{res['config']['connections']} connections; {res['machine']['date_utc']}, "
                  f"{res['machine']['nproc']} CPUs (shared: see the noise caveat)", fontsize=11)
 
@@ -516,7 +551,7 @@ def plot(path, res, epochs):
         for i, k in enumerate(keys):
             vals = [get(results[n]["protected"][k], k) for n in names]
             b = a.bar(x - 0.4 + w / 2 + (i + 1) * w, [v / unit_scale if v is not None else 0 for v in vals], w,
-                      color=blues[i], label=f"protected, epoch {k}")
+                      color=blues[i], label=f"protected, {k}")
             a.bar_label(b, labels=[fmt.format(v / unit_scale) if v is not None else "" for v in vals], fontsize=7)
             every += [v / unit_scale for v in vals if v]
         a.set_xticks(x, names)
@@ -569,7 +604,7 @@ def plot(path, res, epochs):
         p50 = [results[n]["protected"][k]["over_the_service_run"]["pause_us_p50"] / 1e3 for n in names]
         p99 = [results[n]["protected"][k]["over_the_service_run"]["pause_us_p99"] / 1e3 for n in names]
         xs = x + (i - (len(keys) - 1) / 2) * w  # no unprotected bar here: centred
-        b = a.bar(xs, p50, w, color=blues[i], label=f"p50, epoch {k}")
+        b = a.bar(xs, p50, w, color=blues[i], label=f"p50, {k}")
         a.bar_label(b, labels=[f"{v:.2f}" for v in p50], fontsize=7)
         a.plot(xs, p99, "k_", ms=14, mew=2, label="p99" if i == 0 else None)
     a.set_xticks(x, names)
@@ -583,7 +618,7 @@ def plot(path, res, epochs):
             vals = [(results[n]["protected"][k][win]["checkpoint"]["bytes_mean"] or 0) / 1e3 for n in names]
             xs = x + (i - (len(keys) - 1) / 2) * w + (j - 0.5) * w / 2
             b = a.bar(xs, vals, w / 2, color=blues[i], hatch=hatch, edgecolor="k", lw=0.3,
-                      label=f"epoch {k}, {'saturation' if win == 'saturation' else 'half load'}")
+                      label=f"{k}, {'saturation' if win == 'saturation' else 'half load'}")
             a.bar_label(b, labels=[f"{v:.0f}" for v in vals], fontsize=6)
     a.set_xticks(x, names)
     a.set_title("checkpoint size (mean; from the backup's received bytes)")
@@ -597,7 +632,7 @@ def plot(path, res, epochs):
             cb = [results[n]["protected"][k][win]["agents_cpu_pct"].get(BACKUP, 0) for n in names]
             xs = x - 0.4 + w / 2 + (i + 1) * w + (j - 0.5) * w / 2
             a.bar(xs, ca, w / 2, color=blues[i], hatch=hatch, edgecolor="k", lw=0.3,
-                  label=f"agent a (primary), epoch {k}" if j == 0 else None)
+                  label=f"agent a (primary), {k}" if j == 0 else None)
             b = a.bar(xs, cb, w / 2, bottom=ca, color="tab:orange", hatch=hatch, edgecolor="k", lw=0.3,
                       label=f"agent b (backup + gate)" if (i == 0 and j == 0) else None)
             a.bar_label(b, labels=[f"{p + q:.0f}" for p, q in zip(ca, cb)], fontsize=6)
@@ -617,34 +652,39 @@ def plot(path, res, epochs):
 
 # ---------------------------------------------------------------- main
 
-def parse_epochs(text):
+def parse_configs(text):
+    """"checkpoint:30ms,rr:100ms" -> [("checkpoint", 30), ("rr", 100)]."""
     out = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
+        mode, _, dur = part.partition(":")
+        if mode not in ("checkpoint", "rr") or not dur:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected MODE:EPOCH, MODE checkpoint or rr, e.g. rr:100ms")
         try:
-            if part.endswith("ms"):
-                v = float(part[:-2])
-            elif part.endswith("s"):
-                v = float(part[:-1]) * 1000
+            if dur.endswith("ms"):
+                v = float(dur[:-2])
+            elif dur.endswith("s"):
+                v = float(dur[:-1]) * 1000
             else:
-                v = float(part)
+                v = float(dur)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{part!r}: expected a duration like 30ms or 0.1s")
+            raise argparse.ArgumentTypeError(f"{part!r}: expected an epoch like 30ms or 0.1s")
         if not (1 <= v <= 10000) or v != int(v):
             raise argparse.ArgumentTypeError(f"{part!r}: an epoch is a whole number of ms in 1..10000")
-        out.append(int(v))
+        out.append((mode, int(v)))
     if not out or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected distinct epochs, e.g. 30ms,100ms")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected distinct configurations, e.g. checkpoint:30ms,rr:100ms")
     return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--epochs", "--epoch", dest="epochs", type=parse_epochs, default=[30],
-                    help="epoch length(s) of the protected runs, comma-separated (e.g. 30ms,100ms)")
+    ap.add_argument("--configs", type=parse_configs, default=parse_configs("checkpoint:30ms,rr:100ms"),
+                    help="the protected runs, MODE:EPOCH comma-separated (MODE checkpoint or rr; e.g. "
+                         "checkpoint:30ms,checkpoint:100ms,rr:100ms); the default is each mode's default epoch")
     ap.add_argument("--servers", default=",".join(SERVER_ORDER),
                     help="comma-separated subset of " + ",".join(SERVER_ORDER))
     ap.add_argument("--connections", type=int, default=64,
@@ -657,6 +697,9 @@ def main():
                     help="seconds of unmeasured saturation load before each configuration's first window "
                          "(default 2; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="short windows: a ~1-minute smoke run")
+    ap.add_argument("--pinned", action="store_true",
+                    help=f"the server (and the primary's agent) on CPU {SERVER_CPU}, the client and the backup's "
+                         f"agent (with its gate) on CPU {OTHER_CPU}; results name + _pinned")
     ap.add_argument("--value-size", type=int, default=64, help="redis/memcached value size (bytes)")
     ap.add_argument("--keys-per-thread", type=int, default=100, help="redis/memcached keys per connection")
     ap.add_argument("--http-file-size", type=int, default=4096, help="size of lighttpd's static file (bytes)")
@@ -683,7 +726,8 @@ def main():
             and 1 <= args.http_file_size <= 64 << 20 and 50 <= args.sample_ms <= 5000):
         ap.error("argument out of range")
     if args.out is None:
-        args.out = HERE / "results" / ("replication_quick" if args.quick else "replication")
+        args.out = HERE / "results" / (("replication_quick" if args.quick else "replication")
+                                       + ("_pinned" if args.pinned else ""))
     if os.geteuid() != 0:
         sys.exit("replication.py: needs root (the lab)")
     for b in (args.rrc, args.rrc_check):
@@ -730,10 +774,12 @@ def main():
                     cleanup.push("rrc lab down", lambda: lab.cli("lab", "down", timeout=120))
                     lab.cli("lab", "up", timeout=120)
                     lab_owned = True
+                if args.pinned:
+                    pin_agents(lab)
                 specs = server_specs(workdir, args.http_file_size)
                 results = {}
                 for s in servers:
-                    results[s] = run_server(lab, s, specs[s], args, workdir, cleanup, args.epochs)
+                    results[s] = run_server(lab, s, specs[s], args, workdir, cleanup, args.configs)
                 machine["loadavg_at_end"] = Path("/proc/loadavg").read_text().strip()
                 # the raw sampler points are large and only the plot's business
                 for s in results.values():
@@ -747,11 +793,13 @@ def main():
                     "machine": machine,
                     "config": {
                         "servers": servers,
-                        "epochs_ms": args.epochs,
+                        "configs": [{"mode": m, "epoch_ms": e, "key": config_key(m, e)} for m, e in args.configs],
                         "connections": args.connections,
                         "duration_s": args.duration,
                         "warmup_s": args.warmup,
                         "quick": args.quick,
+                        "pinned": (f"server and agent {PRIMARY} on CPU {SERVER_CPU}; client, agent {BACKUP} "
+                                   f"and its gate on CPU {OTHER_CPU}") if args.pinned else "no (the scheduler's choice)",
                         "client": "rrc-check on the lab's client host, one connection per thread; redis/"
                                   "memcached: SET new versions of the thread's own keys and GET them back "
                                   f"(values {args.value_size} B, {args.keys_per_thread} keys per connection); "
@@ -762,9 +810,9 @@ def main():
                         "common_rate": "both sides at the lower of the two halves (usually the protected one)",
                         "unprotected": f"same binary and argv but the port, started on host {PRIMARY} "
                                        f"with `rrc lab exec`, reached at {UNPROTECTED_IP} directly",
-                        "protected": f"`rrc run --primary {PRIMARY} --backup {BACKUP} --epoch E`, reached at "
+                        "protected": f"`rrc run --primary {PRIMARY} --backup {BACKUP} --mode M --epoch E`, reached at "
                                      "its service IP through the backup's gate",
-                        "order": "per server: unprotected saturation, unprotected half; per epoch: protected "
+                        "order": "per server: unprotected saturation, unprotected half; per configuration: protected "
                                  "saturation, half, (at the unprotected half), stop, (unprotected at the "
                                  "protected half); the unprotected server stays up idle meanwhile",
                         "agents_cpu": "delta of agent_cpu_ms (getrusage of the agent process) over the "
@@ -778,7 +826,7 @@ def main():
                         "rrc": str(args.rrc), "rrc_check": str(args.rrc_check),
                     },
                     "results": results,
-                    "summary": table_rows(results, args.epochs),
+                    "summary": table_rows(results, args.configs),
                     "run_seconds": time.monotonic() - t_start,
                 }
                 args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -787,7 +835,7 @@ def main():
                 log(f"wrote {jpath}")
                 if not args.no_plot:
                     ppath = args.out.with_suffix(".png")
-                    plot(ppath, res, args.epochs)
+                    plot(ppath, res, args.configs)
                     log(f"wrote {ppath}")
                 print_table(res["summary"])
                 rc = 0

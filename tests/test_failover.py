@@ -326,7 +326,7 @@ def finish_live_on(p, name, host, kind, server, state):
     assert rep["ops"] > 0
     assert st["primary"] == host and st["protected"] is False, st
     conns = st["primary_view"]["failovers"][-1]["connections"]
-    assert conns and all(c["repaired"] for c in conns), conns
+    assert conns and all(c["repaired"] for c in conns), [c for c in conns if not c["repaired"]]
     verify(kind, server, state)
 
 
@@ -364,16 +364,20 @@ def test_primary_failure_after_the_prepared_restorer_died(lab, tmp_path):
     assert "the restorer started in advance has ended" in log, log[-3000:]
 
 
-def test_backup_failure_with_a_data_directory_then_a_second_failure(lab, tmp_path):
+@pytest.mark.parametrize("mode", ["checkpoint", "rr"])
+def test_backup_failure_with_a_data_directory_then_a_second_failure(lab, tmp_path, mode):
     """Backup b fails under load: a serves directly, holds redis for as long
     as a copy of its data directory (the AOF) takes, and re-protects onto the
     spare c with that copy plus every change journalled since the hold (the
     first full checkpoint's FILEOPS); then a fails too: c goes live over the
     same client connections, and the AOF on c agrees with what clients were
-    told."""
+    told. In rr mode a's process keeps recording when its log's connection
+    to b breaks (a spare waits: RRC_RECORD_REPLACEABLE), its log waiting
+    for the sink the re-protection hands over (RECORD): c releases replies
+    on it and its failover replays it."""
     name = "bkdata"
-    out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--spare", "c", "--json", "--data-dir", "/data",
-              "--", *AOF_REDIS).stdout
+    out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--spare", "c", "--mode", mode, "--json",
+              "--data-dir", "/data", "--", *AOF_REDIS).stdout
     ip = json.loads(out)["service_ip"]
     wait_until(lambda: status(name).get("checkpoints_committed", 0) > 2, 30, "protected")
     state = tmp_path / "state"
@@ -392,10 +396,21 @@ def test_backup_failure_with_a_data_directory_then_a_second_failure(lab, tmp_pat
           f"service paused {r['data_copy_pause_ms']:.1f} ms (cp {r['data_copy_ms']:.1f} ms)")
     copies = list(Path("/var/lib/rrc-lab/a/services", name).glob("data-copy-*"))
     assert len(copies) == 1, copies
+    if mode == "rr":
+        # a's log reaches c, which releases on it
+        wait_until(lambda: (status(name).get("backup_view") or {}).get("stats", {}).get("log", {}).get("received_batches", 0) > 2,
+                   20, "a's log at c", diag=lambda: lab_diagnosis(40))
+        assert status(name)["backup_view"]["gate"]["log_release"]
+        service_log = Path(f"/var/lib/rrc-lab/logs/{name}.log").read_text(errors="replace")
+        assert "recording goes on, the log waits for the next backup's" in service_log, lab_diagnosis(40)
     time.sleep(random.uniform(1.0, 2.5))
     cli("lab", "kill", "a")
     finish_live_on(p, name, "c", "redis", f"{ip}:6379", state)
-    check_aof_copy(Path(f"/var/lib/rrc-lab/c/services/{name}/data"), "c", state, tmp_path)
+    if mode == "rr":
+        r = status(name)["primary_view"]["failovers"][-1]["replay"]
+        assert r and not r["diverged"] and r["faults"] == 0 and r["reset"] == 0, (r, lab_diagnosis())
+    data = "data" if mode == "checkpoint" else "data-live"
+    check_aof_copy(Path(f"/var/lib/rrc-lab/c/services/{name}/{data}"), "c", state, tmp_path)
 
 
 ACCEPT_CLIENT = r'''

@@ -67,6 +67,10 @@ static void send_error(int c, uint32_t code, int err, const char *msg)
 	send_msg(c, RRC_CTL_ERROR, &p, (uint32_t)(sizeof p.e + l));
 }
 
+/* A hold is in effect (do_hold): every application thread is parked,
+ * maybe one of them inside an fd-table call, holding the table's lock. */
+static int holding;
+
 /* Receives exactly n bytes, collecting an SCM_RIGHTS fd if one comes. */
 static int recv_all(int c, void *buf, size_t n, int *fdp)
 {
@@ -81,8 +85,13 @@ static int recv_all(int c, void *buf, size_t n, int *fdp)
 			return -1;
 		/* A passed fd arrives at the lowest free number: while recording
 		 * it is moved high under the fd table's lock (rr-fds.c), so that
-		 * the application never sees a number taken by the library. */
-		rrc_fdt_lib_begin();
+		 * the application never sees a number taken by the library.
+		 * Not during a hold: no application thread runs to race for a
+		 * number, and a parked one may hold the lock (the RESUME would
+		 * never be read; a backup failure's re-protection in rr mode
+		 * hung so). */
+		if (!holding)
+			rrc_fdt_lib_begin();
 		ssize_t r = recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		int e = errno;
 		for (struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : 0; h; h = CMSG_NXTHDR(&m, h)) {
@@ -98,7 +107,8 @@ static int recv_all(int c, void *buf, size_t n, int *fdp)
 					rrc_sys_close(fds[i]);
 			}
 		}
-		rrc_fdt_lib_end();
+		if (!holding)
+			rrc_fdt_lib_end();
 		if (r < 0 && (e == EINTR || e == EAGAIN))
 			continue;
 		if (r <= 0)
@@ -693,6 +703,7 @@ static void do_hold(int c, const struct rrc_ctl_hold *req)
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		return;
 	}
+	holding = 1; /* until this function returns: every path out releases */
 	struct rrc_ctl_held held = { .quiesce_ns = t1 - t0, .threads = rrc_g.nslots, .timeout_ms = timeout_ms };
 	rrc_fj_discard(&held.discarded_ops, &held.discarded_bytes);
 	/* the last image's successor would lack the discarded changes */
@@ -810,6 +821,7 @@ static int serve(int c)
 		memcpy(&req, payload, sizeof req);
 		rrc_fdt_lib_begin(); /* before the threads park: none of them holds it then */
 		do_hold(c, &req);
+		holding = 0;
 		rrc_fdt_lib_end();
 		break;
 	}
@@ -834,7 +846,7 @@ static int serve(int c)
 			close(sinkfd);
 			send_error(c, RRC_ERR_NO_RECORDING, 0,
 				   "no recording waits for a sink (the process was not restored to record again "
-				   "after its replay, or has its sink already)");
+				   "after its replay nor launched with a replaceable sink, or has its sink already)");
 			break;
 		}
 		/* the key stays nowhere but in the sink's state */

@@ -68,7 +68,7 @@ static int lib_fd_kind(int fd)
 		return RRC_FD_LIB_CONTROL;
 	if (fd == rrc_g.uffd || fd == rrc_g.conn_fd || fd == rrc_g.pagemap_fd ||
 	    fd == rrc_g.maps_fd || fd == rrc_g.image_fd || fd == rrc_s->walk_fd ||
-	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd || fd == rrc_rp_log_fd() || fd == rrc_rr_log_fd())
+	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd || fd == rrc_rp_log_fd() || rrc_rr_log_owns(fd))
 		return RRC_FD_LIB_INTERNAL;
 	for (uint32_t i = 0; i < rrc_s->nr_libpipes; i++)
 		if (fd == rrc_s->libpipes[i].rfd || fd == rrc_s->libpipes[i].wfd)

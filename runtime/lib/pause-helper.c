@@ -51,6 +51,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include "rrc_lib.h"
+#include "rr-sink.h"
 
 #define PH_VMAS  65536u
 #define PH_NAMES (16u << 20)    /* and as much for the names read before the pause */
@@ -113,6 +114,7 @@ static void serve(struct rrc_helper_box *b)
 	rrc_g.conn_fd = b->conn_fd;
 	s->res_rfd = b->res_rfd;
 	s->res_wfd = b->res_wfd;
+	rrc_rr_sink_mirror(b->log_fd, b->log_handed_fd);
 	s->err_code = 0;
 	s->err_errno = 0;
 	s->err_msg[0] = 0;
@@ -357,6 +359,7 @@ void rrc_phelper_go(int tcp)
 	b->conn_fd = rrc_g.conn_fd;
 	b->res_rfd = rrc_s->res_rfd;
 	b->res_wfd = rrc_s->res_wfd;
+	rrc_rr_sink_fds(&b->log_fd, &b->log_handed_fd);
 	b->do_tcp = (uint32_t)tcp;
 	b->map_done = 0;
 	b->go_ns = rrc_mono_ns();

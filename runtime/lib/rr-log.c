@@ -186,6 +186,20 @@ static void stop_recording(const char *why, long err)
 		}
 }
 
+/* The sink failed (its backup is gone): 1 if the recording goes on,
+ * the log waiting for the next sink (a spare; rr-sink.h), 0 if not. */
+static int sink_failed(long err)
+{
+	if (!rrc_rr_sink_lost())
+		return 0;
+	char m[200];
+	size_t l = rrc_bput(m, sizeof m, 0, "the record log's connection failed (errno ");
+	l = rrc_bput_u64(m, sizeof m, l, (uint64_t)err);
+	rrc_bput(m, sizeof m, l, "): recording goes on, the log waits for the next backup's (RECORD)");
+	rrc_log(m);
+	return 1;
+}
+
 static void kick_writer(void)
 {
 	RRC_ATOMIC_INC(&rr.kick);
@@ -195,9 +209,9 @@ static void kick_writer(void)
 
 /* ---- set-up ---- */
 
-int rrc_rr_log_fd(void)
+int rrc_rr_log_owns(int fd)
 {
-	return rrc_rr_sink_fd();
+	return rrc_rr_sink_owns(fd);
 }
 
 int rrc_rr_ring_range(uint64_t *start, uint64_t *end)
@@ -599,7 +613,7 @@ static int write_batch(uint32_t tid, uint64_t first, uint32_t nr, const struct i
 	for (int i = 0; i < npieces; i++)
 		iov[1 + i] = pieces[i];
 	long w = rrc_rr_sink_put(0, iov, 1 + npieces, (uint32_t)sizeof h + len, held);
-	if (w < 0) {
+	if (w < 0 && !sink_failed(-w)) {
 		stop_recording("cannot write the log", -w);
 		return -1;
 	}
@@ -805,7 +819,7 @@ static int writer_pass(uint64_t outs)
 		if (mark && write_mark(used) == 0)
 			rr.mark_outputs = outs;
 		long f = rrc_rr_sink_flush();
-		if (f < 0)
+		if (f < 0 && !sink_failed(-f))
 			stop_recording("cannot write the log", -f);
 		else
 			give_back(used);
@@ -890,10 +904,10 @@ void rrc_rr_wake_writer(void)
 }
 
 /* The writer's first pass with the sink RECORD handed over (a recording
- * that continues a replayed process): the header, then for every thread
- * whose first events went before the sink an empty batch at its position
- * (where its log begins for the reader, rrlog.rs), and release marks
- * numbered from 1 again. */
+ * that continues a replayed process, or one whose backup failed): the
+ * header, then for every thread whose first events went before the sink
+ * an empty batch at its position (where its log begins for the reader,
+ * rrlog.rs), and release marks numbered from 1 again. */
 static int adopt_sink(void)
 {
 	if (rrc_rr_sink_adopt() <= 0)

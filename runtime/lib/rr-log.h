@@ -67,8 +67,9 @@ void rrc_rr_start(void) RRC_HIDDEN_RR;
 /* Marks the calling thread as the library's: it never records. */
 void rrc_rr_library_thread(void) RRC_HIDDEN_RR;
 int rrc_rr_is_library_thread(void) RRC_HIDDEN_RR;
-/* The log file's fd while recording (a library fd: in no image), or -1. */
-int rrc_rr_log_fd(void) RRC_HIDDEN_RR;
+/* Whether fd is the log's (its sink, or the one RECORD handed over and
+ * the writer has not taken yet): a library fd, in no image. */
+int rrc_rr_log_owns(int fd) RRC_HIDDEN_RR;
 /* The rings' range, excluded from images (memory.c). 0 if none. */
 int rrc_rr_ring_range(uint64_t *start, uint64_t *end) RRC_HIDDEN_RR;
 

@@ -32,10 +32,13 @@ static struct {
 	uint64_t seq;           /* the next frame's number */
 } sink = { .fd = -1 };
 
-/* A recording that continues a replayed process (rr-log.c): until RECORD
- * hands a sink over, units are dropped (`awaiting`); the control thread
- * leaves the sink in `handed` and the writer adopts it at its next pass. */
+/* A recording that continues a replayed process (rr-log.c), or one whose
+ * sink failed while a spare waits to be its next backup (`replaceable`):
+ * until RECORD hands a sink over, units are dropped (`awaiting`); the
+ * control thread leaves the sink in `handed` and the writer adopts it at
+ * its next pass. */
 static int awaiting;
+static volatile uint32_t replaceable;
 static struct {
 	volatile uint32_t ready;
 	int fd;
@@ -44,9 +47,24 @@ static struct {
 	uint8_t key[KEY_LEN];
 } handed;
 
-int rrc_rr_sink_fd(void)
+static void drop_pending(void);
+
+int rrc_rr_sink_owns(int fd)
 {
-	return sink.fd;
+	return fd >= 0 && (fd == sink.fd || (RRC_LOAD(&handed.ready) && fd == handed.fd));
+}
+
+void rrc_rr_sink_fds(int32_t *fd, int32_t *handed_fd)
+{
+	*fd = sink.fd;
+	*handed_fd = RRC_LOAD(&handed.ready) ? handed.fd : -1;
+}
+
+void rrc_rr_sink_mirror(int32_t fd, int32_t handed_fd)
+{
+	sink.fd = fd;
+	handed.fd = handed_fd;
+	RRC_STORE(&handed.ready, handed_fd >= 0);
 }
 
 void rrc_rr_sink_await(void)
@@ -58,8 +76,12 @@ void rrc_rr_sink_await(void)
 
 int rrc_rr_sink_hand(int fd, const uint8_t *key, uint64_t first_frame, int framed)
 {
-	if (!awaiting || RRC_LOAD(&handed.ready))
+	/* (awaiting is the writer's: a sink that failed and was replaceable,
+	 * or is about to fail, is replaced all the same) */
+	if (!(awaiting || RRC_LOAD(&replaceable)) || RRC_LOAD(&handed.ready))
 		return -1;
+	/* the last spare's: a failure of this one ends the recording */
+	RRC_STORE(&replaceable, 0);
 	handed.fd = fd;
 	handed.framed = framed;
 	handed.sealed = key != 0;
@@ -85,14 +107,29 @@ static void install(int fd, int is_socket, int framed, const uint8_t *key, uint6
 
 int rrc_rr_sink_adopt(void)
 {
-	if (!awaiting || !RRC_LOAD(&handed.ready))
+	if (!RRC_LOAD(&handed.ready))
 		return 0;
+	if (sink.fd >= 0)
+		rrc_sys_close(sink.fd); /* replaced before it failed */
+	drop_pending();
 	struct stat st;
 	/* nothing is pending: units without a sink were dropped whole */
 	install(handed.fd, rrc_sys_fstat(handed.fd, &st) == 0 && S_ISSOCK(st.st_mode), handed.framed,
 		handed.sealed ? handed.key : 0, handed.seq);
 	rrc_memset(handed.key, 0, KEY_LEN);
 	awaiting = 0;
+	RRC_STORE(&handed.ready, 0);
+	return 1;
+}
+
+int rrc_rr_sink_lost(void)
+{
+	if (!RRC_LOAD(&replaceable) || !sink.is_socket)
+		return 0;
+	rrc_sys_close(sink.fd);
+	sink.fd = -1;
+	awaiting = 1;
+	drop_pending();
 	return 1;
 }
 
@@ -100,6 +137,7 @@ void rrc_rr_sink_forget(void)
 {
 	sink.fd = -1;
 	awaiting = 0;
+	RRC_STORE(&replaceable, 0);
 }
 
 static int refuse(const char *what, long err)
@@ -142,11 +180,12 @@ int rrc_rr_sink_open(void)
 {
 	const char *path = getenv("RRC_RECORD");
 	long fd = env_number("RRC_RECORD_FD"), kfd = env_number("RRC_RECORD_KEY_FD"), seq = env_number("RRC_RECORD_SEQ");
-	long framed = env_number("RRC_RECORD_FRAMED");
+	long framed = env_number("RRC_RECORD_FRAMED"), repl = env_number("RRC_RECORD_REPLACEABLE");
 	if ((!path || !*path) && fd == -1)
 		return 0;
-	if (fd == -2 || kfd == -2 || seq == -2 || framed == -2)
-		return refuse("$RRC_RECORD_FD, $RRC_RECORD_KEY_FD, $RRC_RECORD_SEQ or $RRC_RECORD_FRAMED is not a number", 0);
+	if (fd == -2 || kfd == -2 || seq == -2 || framed == -2 || repl == -2)
+		return refuse("$RRC_RECORD_FD, $RRC_RECORD_KEY_FD, $RRC_RECORD_SEQ, $RRC_RECORD_FRAMED or "
+			      "$RRC_RECORD_REPLACEABLE is not a number", 0);
 	int is_socket = 0;
 	if (path && *path) {
 		fd = rrc_sys_openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -165,12 +204,14 @@ int rrc_rr_sink_open(void)
 		return refuse("$RRC_RECORD_KEY_FD did not hold a 32-byte key", 0);
 	install(rrc_fd_high((int)fd), is_socket, framed == 1, kfd >= 0 ? key : 0, seq > 0 ? (uint64_t)seq : 0);
 	rrc_memset(key, 0, KEY_LEN);
+	RRC_STORE(&replaceable, repl == 1);
 	/* the application's children do not record into it */
 	unsetenv("RRC_RECORD");
 	unsetenv("RRC_RECORD_FD");
 	unsetenv("RRC_RECORD_KEY_FD");
 	unsetenv("RRC_RECORD_SEQ");
 	unsetenv("RRC_RECORD_FRAMED");
+	unsetenv("RRC_RECORD_REPLACEABLE");
 	return 1;
 }
 
@@ -245,6 +286,15 @@ long rrc_rr_sink_flush(void)
 	pend.n = 0;
 	pend.used = 0;
 	return r;
+}
+
+/* The units waiting are forgotten (their sink is gone or replaced). */
+static void drop_pending(void)
+{
+	if (pend_area) {
+		pend.n = 0;
+		pend.used = 0;
+	}
 }
 
 /* A copy of p's bytes in the pending area (room was checked). */

@@ -19,6 +19,10 @@
  *                          frames its agent sent on the connection before)
  *   RRC_RECORD_FRAMED=1    frames without a key (agents run with
  *                          --insecure-no-auth: frames without a MAC)
+ *   RRC_RECORD_REPLACEABLE=1  a spare waits to be the next backup: a
+ *                          connection that fails does not end the
+ *                          recording, the log waits for the sink RECORD
+ *                          hands over next (rrc_rr_sink_lost)
  *
  * Raw syscalls only (the writer must never record anything).
  */
@@ -32,8 +36,15 @@
 /* 1: a sink is open; 0: no recording asked for; -1: asked for but
  * impossible (logged why). */
 int rrc_rr_sink_open(void) __attribute__((visibility("hidden")));
-/* The sink's fd (a library fd: in no image), or -1. */
-int rrc_rr_sink_fd(void) __attribute__((visibility("hidden")));
+/* Whether fd is the sink's, or the one RECORD handed over that the
+ * writer has not adopted yet (library fds: in no image; a checkpoint
+ * taken between RECORD and the adoption put the new backup's log
+ * connection in the image, and the next failover tried to repair it). */
+int rrc_rr_sink_owns(int fd) __attribute__((visibility("hidden")));
+/* Both fds (-1: none), for the pause helper, whose copy of this file's
+ * state is that of its start (pause-helper.c), and the helper's side. */
+void rrc_rr_sink_fds(int32_t *fd, int32_t *handed_fd) __attribute__((visibility("hidden")));
+void rrc_rr_sink_mirror(int32_t fd, int32_t handed_fd) __attribute__((visibility("hidden")));
 /* One unit of the log, whole: the header (header != 0) or one batch,
  * given as pieces of `len` bytes in all (at most 6). pieces[0] is copied;
  * with `held`, pieces[1..n) are the caller's memory that stays unchanged
@@ -57,9 +68,15 @@ void rrc_rr_sink_forget(void) __attribute__((visibility("hidden")));
 /* A recording that continues a replayed process: no sink yet, units are
  * dropped until one is handed over and adopted. */
 void rrc_rr_sink_await(void) __attribute__((visibility("hidden")));
+/* The writer, when the sink failed: 1 if it was replaceable (then it is
+ * closed and units are dropped until RECORD hands the next one over: the
+ * new backup's log begins at its first checkpoint's cut, after the hole),
+ * 0 if the recording must stop. */
+int rrc_rr_sink_lost(void) __attribute__((visibility("hidden")));
 /* The control thread (RECORD): the sink's fd (a library fd), the
- * session's key (NULL: not sealed), the number of its first frame. 0, or
- * -1 if no recording awaits a sink. */
+ * session's key (NULL: not sealed), the number of its first frame; it
+ * replaces a replaceable sink, failed or not yet. 0, or -1 if no
+ * recording awaits a sink. */
 int rrc_rr_sink_hand(int fd, const uint8_t *key, uint64_t first_frame, int framed)
 	__attribute__((visibility("hidden")));
 /* The writer, at a pass: 1 if it just took the sink handed over (then it

@@ -108,6 +108,9 @@ struct rrc_helper_box {
 	int32_t  backlog[RRC_MAX_FDS];
 	/* the request, written by the control thread before GO */
 	int32_t  image_fd, conn_fd, res_rfd, res_wfd;
+	/* the record log's sink and the one RECORD handed over (-1: none):
+	 * they change after the helper's start (rr-sink.h) */
+	int32_t  log_fd, log_handed_fd;
 	uint32_t do_tcp;
 	/* the results */
 	int32_t  map_rc;                /* 0, or -errno of PROCMAP_QUERY */

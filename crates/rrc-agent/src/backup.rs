@@ -87,6 +87,8 @@ pub struct Backup {
     /// may wait long for the next batch, and a primary that crashed closes
     /// nothing.
     log_conn: Mutex<Option<TcpStream>>,
+    /// rr mode with `--verify-replay`: the shadow replays (shadow.rs).
+    shadow: Option<Arc<crate::shadow::Shadow>>,
 }
 
 fn refuse(w: &Mutex<FrameWriter<TcpStream>>, e: &anyhow::Error) {
@@ -231,6 +233,18 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         None => None,
     };
     let standby = crate::failover::Standby::prepare(agent, &spec, data.as_ref().map(|d| d.root()));
+    let shadow = (spec.verify_replay && spec.mode == rrc_wire::msg::Mode::Rr).then(|| {
+        Arc::new(crate::shadow::Shadow::new(crate::shadow::ShadowEnv {
+            service: spec.name.clone(),
+            service_ip: spec.service_ip.clone(),
+            netns: format!("{}{}-{}-shadow", agent.cfg.netns_prefix, agent.cfg.name, spec.name),
+            dir: dir.join("shadow"),
+            epoch: Duration::from_millis(spec.epoch_ms),
+            restorer: agent.cfg.restorer.clone(),
+            container: crate::failover::container_config(agent),
+            log: agent.service_log(&spec.name),
+        }))
+    });
     Ok(Backup {
         data: Mutex::new(data),
         host: agent.cfg.name.clone(),
@@ -254,6 +268,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         bases,
         log: (spec.mode == rrc_wire::msg::Mode::Rr).then(|| Mutex::new(crate::shipped_log::ShippedLog::new())),
         log_conn: Mutex::new(None),
+        shadow,
         spec,
     })
 }
@@ -334,6 +349,9 @@ impl Backup {
     /// store's lock, which the failover takes next.
     pub fn halt(&self) {
         self.stopping.store(true, Ordering::Relaxed);
+        if let Some(s) = &self.shadow {
+            s.stop();
+        }
         self.wake.notify_all();
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
         if let Some(c) = lock(&self.log_conn).as_ref() {
@@ -396,6 +414,7 @@ impl Backup {
         };
         st.store_bytes = lock(&self.store).bytes_held();
         st.log = self.log.as_ref().map(|l| lock(l).stats());
+        st.shadow = self.shadow.as_ref().map(|s| Box::new(s.stats()));
         ServiceStatus {
             checkpoints_committed: st.checkpoints_committed,
             primary_addr: Some(self.primary_addr.clone()),
@@ -597,7 +616,12 @@ impl Backup {
                 let apply_us = t.elapsed().as_micros() as u64;
                 // rr mode: the log before this checkpoint's cut is no longer needed
                 if let (Some(l), Some(id)) = (&self.log, rrc_image::ImageId::from_hex(&r.begin.image_id)) {
-                    lock(l).committed(&id);
+                    let mut l = lock(l);
+                    // a shadow replay's segment, before the trim drops it
+                    if let Some(s) = &self.shadow {
+                        s.before_trim(&id, &l);
+                    }
+                    l.committed(&id);
                 }
                 {
                     let mut sh = lock(&self.shared);
@@ -608,6 +632,10 @@ impl Backup {
                 }
                 let ack = Ack { epoch, committed: true, error: None, arrival: self.gate.arrival_counter(), apply_us, new_streams: self.new_streams() };
                 self.send(FrameKind::Ack, &Frame::json(FrameKind::Ack, &ack).payload);
+                // after the ack: the capture holds the store, not the primary
+                if let Some(s) = &self.shadow {
+                    s.after_commit(&lock(&self.store));
+                }
             }
             Err(e) => self.reject(epoch, format!("{e:#}")),
         }
@@ -717,6 +745,9 @@ impl Backup {
     fn teardown(&self) {
         if let Some(s) = self.take_standby() {
             s.discard();
+        }
+        if let Some(s) = &self.shadow {
+            s.stop();
         }
         // Rules first: with the gate gone, queued packets would be dropped.
         self.route.destroy();

@@ -227,7 +227,7 @@ impl Standby {
     }
 }
 
-fn container_config(agent: &Agent) -> rrc_container::Config {
+pub(crate) fn container_config(agent: &Agent) -> rrc_container::Config {
     rrc_container::Config { cgroup_root: agent.cfg.cgroup_root.clone(), registry: rrc_container::Registry::new(agent.cfg.state_dir.join("containers")) }
 }
 
@@ -699,14 +699,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             // client may hold bytes it cannot reproduce reset
             tracing::error!(service = %b.spec.name, "failover: {why}; restoring the committed checkpoint without replay");
             step(&mut steps, &b.spec.name, "the replay diverged: restoring the checkpoint without it", t0);
-            let streams = b.gate().streams();
-            let must_reset = written
-                .into_iter()
-                .filter(|&(conn, seq)| {
-                    repair_plan::stream_of(&streams, conn).and_then(|s| repair_plan::past_release(seq, s)) == Some(std::cmp::Ordering::Greater)
-                })
-                .map(|(conn, _)| (conn, "the diverged replay sent this client bytes the gate had not released".to_string()))
-                .collect();
+            let must_reset = repair_plan::written_past_release(&written, &b.gate().streams());
             let again = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
                 let _ = std::fs::remove_dir_all(&d.live);
                 fill_copy(&d.committed, &d.live)

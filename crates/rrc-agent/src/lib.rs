@@ -21,6 +21,7 @@ pub mod peer;
 pub mod primary;
 pub mod repair_plan;
 pub mod security;
+pub mod shadow;
 pub mod shipped_log;
 pub mod staging;
 

@@ -170,7 +170,7 @@ fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) 
 /// library's environment.
 #[allow(clippy::type_complexity)]
 fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std::os::fd::OwnedFd, i32)>, Vec<(OsString, OsString)>, TcpStream)> {
-    use rrc_launch::{RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV};
+    use rrc_launch::{RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_REPLACEABLE_ENV, RECORD_SEQ_ENV};
     let conn = log_session(agent, spec)?;
     let sock = std::os::fd::OwnedFd::from(conn.ctl.try_clone()?);
     let mut fds = vec![(sock, RECORD_FD)];
@@ -182,6 +182,11 @@ fn open_log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<(Vec<(std:
         }
         None => env.push((RECORD_FRAMED_ENV.into(), "1".into())),
     }
+    if spec.spare.is_some() {
+        // a backup failure re-protects onto the spare: the recording goes
+        // on and its log goes there (RECORD, attach_log_session)
+        env.push((RECORD_REPLACEABLE_ENV.into(), "1".into()));
+    }
     Ok((fds, env, conn.ctl))
 }
 
@@ -192,11 +197,13 @@ fn log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<PeerConn> {
     Ok(conn)
 }
 
-/// rr mode, re-protection after a failover: the restored process went
-/// live at its replay's end recording again (failover.rs, `--replay-record`)
-/// and drops its log until it has a sink: a log session to the new backup,
-/// handed over by the control protocol's RECORD. Returns the handle the
-/// Primary keeps on it.
+/// rr mode, re-protection: the restored process of a failover went live
+/// at its replay's end recording again (failover.rs, `--replay-record`),
+/// the process whose backup failed kept recording when its log's
+/// connection broke (launched with RRC_RECORD_REPLACEABLE); either drops
+/// its log until it has a sink: a log session to the new backup, handed
+/// over by the control protocol's RECORD. Returns the handle the Primary
+/// keeps on it.
 fn attach_log_session(agent: &Arc<Agent>, spec: &ServiceSpec, pid: i32) -> Result<TcpStream> {
     let conn = log_session(agent, spec)?;
     let req = rrc_control::RecordRequest { first_frame: 1, framed: true, key: conn.session.send_frame_key() };

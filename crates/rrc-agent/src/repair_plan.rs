@@ -192,6 +192,18 @@ pub fn released(streams: &[StreamSnapshot], table: &[TcpStream]) -> Released {
     Released { conns }
 }
 
+/// After a replay that diverged: the connections (client, service) whose
+/// socket wrote, by its write end `written` (absolute), past what the gate
+/// had released. Their clients may hold bytes the checkpoint alone does
+/// not reproduce: the fallback resets them, with why.
+pub fn written_past_release(written: &[((SocketAddrV4, SocketAddrV4), u32)], streams: &[StreamSnapshot]) -> Vec<((SocketAddrV4, SocketAddrV4), String)> {
+    written
+        .iter()
+        .filter(|&&(conn, seq)| stream_of(streams, conn).and_then(|s| past_release(seq, s)) == Some(std::cmp::Ordering::Greater))
+        .map(|&(conn, _)| (conn, "the diverged replay sent this client bytes the gate had not released".to_string()))
+        .collect()
+}
+
 /// The gate's snapshot of connection `key` (client, service).
 pub fn stream_of(streams: &[StreamSnapshot], key: (SocketAddrV4, SocketAddrV4)) -> Option<&StreamSnapshot> {
     streams.iter().find(|s| (s.client, s.server) == key)
@@ -401,6 +413,18 @@ mod tests {
         let r = released(&streams, &[t]);
         let conn = |c: &str| OutputConn { local: addr(svc), peer: addr(c) };
         assert_eq!(r.conns, vec![(conn(c1), (5u64 << 30) + 0x100), (conn(c2), 900)]);
+    }
+
+    #[test]
+    fn a_diverged_replay_s_connections_past_the_release_are_reset() {
+        let (svc, c1, c2, c3) = ("198.18.0.100:7100", "198.18.0.10:4000", "198.18.0.10:4001", "198.18.0.10:4002");
+        let streams = [StreamSnapshot { server_released_end_rel: 50, ..stream(svc, c1) }, StreamSnapshot { server_released_end_rel: 50, ..stream(svc, c2) }];
+        let key = |c: &str| (addr(c), addr(svc));
+        // server ISN 200: the release ends at 251
+        let written = [(key(c1), 251), (key(c2), 260), (key(c3), 900)];
+        let r = written_past_release(&written, &streams);
+        assert_eq!(r.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![key(c2)], "at the release: kept; no record: not judged here");
+        assert!(r[0].1.contains("had not released"));
     }
 
     #[test]

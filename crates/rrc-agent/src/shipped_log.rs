@@ -186,6 +186,23 @@ impl ShippedLog {
     /// what the clients were sent (kind 92): how far the replay goes and
     /// what it does not send again.
     pub fn replay_log(&self, committed: &ImageId, restored: ImageId, released: &Released) -> Option<Vec<u8>> {
+        self.log_from(committed, restored, Event::new(EventKind::Released, 0, 0, 0, released.encode()))
+    }
+
+    /// What a shadow replay (`shadow.rs`) runs: the log from the committed
+    /// checkpoint's cut (naming `restored`, the image the shadow restores)
+    /// to the cut of the later image `to`, which must have arrived (it
+    /// ends the log: the replay goes live there, `--replay-to`). None
+    /// without both cuts.
+    pub fn segment(&self, committed: &ImageId, restored: ImageId, to: &ImageId) -> Option<Vec<u8>> {
+        let (end, _) = self.cuts.get(&to.0)?;
+        self.log_from(committed, restored, Event::new(EventKind::Cut, 0, 0, 0, end.encode()))
+    }
+
+    /// The header, the committed cut (naming `restored`), an empty batch
+    /// for each thread of the cut that logged nothing since, the batches
+    /// kept, and `last` in a process-wide batch of its own.
+    fn log_from(&self, committed: &ImageId, restored: ImageId, last: Event) -> Option<Vec<u8>> {
         let (header, cut) = (self.header.as_ref()?, self.committed_cut.as_ref()?);
         // the log continues the checkpoint the store holds, or nothing
         if cut.image_id != *committed {
@@ -206,7 +223,7 @@ impl ShippedLog {
         for k in &self.kept {
             put(k.batch.clone());
         }
-        put(Batch { tid: 0, batch_seq: 0, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, released.encode())] });
+        put(Batch { tid: 0, batch_seq: 0, first_event: 0, events: vec![last] });
         Some(out)
     }
 
@@ -339,6 +356,30 @@ mod tests {
         let out = l.replay_log(&ImageId([9; 16]), ImageId([4; 16]), &some).unwrap();
         let last = Batch { tid: 0, batch_seq: 4, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, some.encode())] }.encode();
         assert!(out.ends_with(&last));
+    }
+
+    /// A shadow replay's segment: from the committed cut (renamed) to a
+    /// later cut that has arrived, which ends it.
+    #[test]
+    fn a_segment_runs_from_the_committed_cut_to_a_later_one() {
+        let mut l = ShippedLog::new();
+        l.set_header(LogHeader { log_id: ImageId([3; 16]), created_ns: 5, pid: 1, continues: false });
+        l.push(cut(9, 1, 0, &[(1, 0)]));
+        assert!(l.committed(&ImageId([9; 16])));
+        l.push(batch(1, 1, 0, 6));
+        assert!(l.segment(&ImageId([9; 16]), ImageId([4; 16]), &ImageId([10; 16])).is_none(), "its end has not come");
+        l.push(cut(10, 2, 2, &[(1, 6)]));
+        assert!(l.segment(&ImageId([8; 16]), ImageId([4; 16]), &ImageId([10; 16])).is_none(), "not from the committed checkpoint");
+        let out = l.segment(&ImageId([9; 16]), ImageId([4; 16]), &ImageId([10; 16])).unwrap();
+        // the restored image's cut first, the end's last
+        let mut want = l.header.unwrap().encode().to_vec();
+        want.extend(cut(4, 1, 0, &[(1, 0)]).encode());
+        want.extend(batch(1, 1, 0, 6).encode());
+        want.extend(cut(10, 2, 2, &[(1, 6)]).encode());
+        assert_eq!(out, want);
+        // a commit of the end trims what the segment held
+        assert!(l.committed(&ImageId([10; 16])));
+        assert!(l.segment(&ImageId([9; 16]), ImageId([4; 16]), &ImageId([10; 16])).is_none());
     }
 
     /// The fault alters the next output to a connection, once; batches

@@ -256,6 +256,10 @@ pub const RECORD_FD_ENV: &str = "RRC_RECORD_FD";
 pub const RECORD_KEY_FD_ENV: &str = "RRC_RECORD_KEY_FD";
 pub const RECORD_SEQ_ENV: &str = "RRC_RECORD_SEQ";
 pub const RECORD_FRAMED_ENV: &str = "RRC_RECORD_FRAMED";
+/// `1`: a spare waits to be the next backup; a log connection that fails
+/// does not end the recording, the log waits for the sink RECORD hands
+/// over next (runtime/lib/rr-sink.h).
+pub const RECORD_REPLACEABLE_ENV: &str = "RRC_RECORD_REPLACEABLE";
 /// Where the log's fd and its key's pipe are in the new process (the
 /// library moves the first above the application's fds and closes the
 /// second in its constructor, before `main`).

@@ -45,7 +45,7 @@ mod repaired;
 pub mod status;
 mod wait;
 
-pub use launch::{chain_images, pipe, pipe_holding, restore, start, Images, LaunchSpec, OutputPos, Races, ReplaySpec, RestoreRequest, Restored, RestorerFailed, Started, Timings, IMAGE_STREAM_FD, REPLAY_FD, STATUS_FD, RECORD_ENV, RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_SEQ_ENV};
+pub use launch::{chain_images, pipe, pipe_holding, restore, start, Images, LaunchSpec, OutputPos, Races, ReplaySpec, RestoreRequest, Restored, RestorerFailed, Started, Timings, IMAGE_STREAM_FD, REPLAY_FD, STATUS_FD, RECORD_ENV, RECORD_FD, RECORD_FD_ENV, RECORD_FRAMED_ENV, RECORD_KEY_FD, RECORD_KEY_FD_ENV, RECORD_REPLACEABLE_ENV, RECORD_SEQ_ENV};
 pub use repaired::{ACCEPT_QUEUE_TAG, REPAIRED_FD};
 pub use status::RestoreStatus;
 pub use wait::{log_tail, read_status, wait_for_pong, watch_replay, PING_TIMEOUT, STATUS_TIMEOUT};

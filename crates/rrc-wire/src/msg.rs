@@ -65,6 +65,11 @@ pub struct ServiceSpec {
     /// no such field, meant fork).
     #[serde(default = "fork")]
     pub snapshot: Snapshot,
+    /// rr mode: the backup replays committed epochs in a sandbox off the
+    /// failover path and compares every output (shadow replay,
+    /// crates/rrc-agent/src/shadow.rs).
+    #[serde(default)]
+    pub verify_replay: bool,
 }
 
 /// How an epoch's checkpoint is taken (docs/architecture.md, "The snapshot
@@ -133,6 +138,14 @@ impl ServiceSpec {
             if !d.starts_with('/') || d.split('/').any(|c| c == "..") || d.contains('\0') {
                 return bad(format!("data directory {d:?}: expected an absolute path without '..'"));
             }
+        }
+        if self.verify_replay && self.mode != Mode::Rr {
+            return bad("shadow replay (--verify-replay) replays the record log: rr mode only".into());
+        }
+        if self.verify_replay && self.data_dir.is_some() {
+            return bad("shadow replay (--verify-replay) of a service with a data directory is not supported yet: \
+                        its sandbox would need a copy of the directory as it was at the checkpoint"
+                .into());
         }
         Ok(())
     }
@@ -320,6 +333,7 @@ pub(crate) mod tests {
             failure_ms: 90,
             spare: None,
             snapshot: Snapshot::Copy,
+            verify_replay: false,
         }
     }
 

@@ -264,6 +264,35 @@ pub struct BackupStats {
     /// checkpoint mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<ShippedLogStats>,
+    /// Shadow replay (`--verify-replay`; crates/rrc-agent/src/shadow.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<Box<ShadowStats>>,
+}
+
+/// Shadow replays at the backup: committed epochs replayed in a sandbox,
+/// every output compared with the log. The divergence rate
+/// (diverged / (verified + diverged)) is the standing measure of how
+/// likely a failover's replay is to succeed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowStats {
+    /// Replays that reached the later checkpoint's cut, every output equal.
+    pub verified: u64,
+    pub diverged: u64,
+    /// Replays that could not be run (the sandbox, the restore), not counted
+    /// in the rate.
+    pub failed: u64,
+    /// Captured checkpoints whose log segment was lost before its end came
+    /// (the log lagged the next commit).
+    pub skipped: u64,
+    /// The last replay: events replayed, outputs compared, its time from
+    /// the restore's start to its end.
+    pub last_events: u64,
+    pub last_outputs: u64,
+    pub last_us: u64,
+    /// What the capture of the last image cost the backup's commit path.
+    pub last_capture_us: u64,
+    pub last_divergence: Option<String>,
+    pub last_error: Option<String>,
 }
 
 /// The record log at the backup (rr mode; crates/rrc-agent/src/shipped_log.rs).

@@ -72,6 +72,11 @@ pub struct RunArgs {
     /// How each epoch's checkpoint is taken.
     #[arg(long, value_enum, default_value = "copy")]
     pub snapshot: SnapshotArg,
+    /// rr mode: the backup replays committed epochs in a sandbox, off the
+    /// failover path, and compares every output with the log (shadow
+    /// replay): `rrc status` reports how many verified and diverged.
+    #[arg(long)]
+    pub verify_replay: bool,
     /// Heartbeat period between the primary's and the backup's agents.
     #[arg(long, value_name = "DURATION", default_value = "30ms", value_parser = parse_duration)]
     pub heartbeat: Duration,
@@ -330,6 +335,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             SnapshotArg::Fork => Snapshot::Fork,
             SnapshotArg::Copy => Snapshot::Copy,
         },
+        verify_replay: a.verify_replay,
     };
     if spec.failure_ms <= spec.heartbeat_ms {
         bail!("--failure-timeout ({} ms) must be longer than --heartbeat ({} ms)", spec.failure_ms, spec.heartbeat_ms);
@@ -429,6 +435,31 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 "    release marks: {} outputs covered, {} waiting for a mark, {} dropped unmarked",
                 l.outputs_marked, l.outputs_waiting, l.outputs_dropped
             );
+        }
+        let shadow = s.backup_view.as_ref().and_then(|b| match &b.stats {
+            RoleStats::Backup(st) => st.shadow.as_ref(),
+            RoleStats::Primary(_) => None,
+        });
+        if let Some(sh) = shadow {
+            let judged = sh.verified + sh.diverged;
+            let rate = if judged > 0 { format!("{:.1} %", 100.0 * sh.diverged as f64 / judged as f64) } else { "n/a".into() };
+            println!(
+                "    shadow replay: {} epochs verified, {} DIVERGED (rate {rate}), {} not run, {} skipped; last: {} events, {} outputs compared in {:.1} ms (capture {:.1} ms)",
+                sh.verified,
+                sh.diverged,
+                sh.failed,
+                sh.skipped,
+                sh.last_events,
+                sh.last_outputs,
+                sh.last_us as f64 / 1000.0,
+                sh.last_capture_us as f64 / 1000.0
+            );
+            if let Some(d) = &sh.last_divergence {
+                println!("      last divergence: {d}");
+            }
+            if let Some(e) = &sh.last_error {
+                println!("      last error: {e}");
+            }
         }
         for f in s.primary_view.iter().flat_map(|p| p.failovers.iter().flatten()) {
             println!(

@@ -128,11 +128,14 @@ struct rrc_ctl_dump_done {
 #define RRC_HOLD_MAX_MS 10000u
 
 /* RECORD: a process restored with RRC_REPLAY_RECORD records again from
- * the end of its replay, discarding the log until it has a sink: this
- * hands it one (a log session to its new backup, opened by the agent).
- * The writer sends the log's header (RRC_LOG_F_CONTINUES) and every batch
- * from its next pass on. Answered RECORDING, or ERROR NO_RECORDING when
- * the process records nothing or has its sink already.
+ * the end of its replay, discarding the log until it has a sink; one
+ * launched with RRC_RECORD_REPLACEABLE (a spare waits) keeps recording
+ * when its log's connection fails, discarding likewise: this hands it one
+ * (a log session to its new backup, opened by the agent), replacing the
+ * old sink if the writer has not seen it fail yet. The writer sends the
+ * log's header (RRC_LOG_F_CONTINUES) and every batch from its next pass
+ * on. Answered RECORDING, or ERROR NO_RECORDING when the process records
+ * nothing or has its sink already.
  *
  *   RECORD (+ sink fd, SCM_RIGHTS) -> RECORDING | ERROR */
 #define RRC_RECORD_F_FRAMED 1u /* rrc-wire frames (crates/rrc-wire), not the bare stream */
