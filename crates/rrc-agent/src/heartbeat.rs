@@ -26,6 +26,26 @@ use rrc_wire::datagram::{HeartbeatOpener, HeartbeatSealer, RECV_BUF};
 /// that was never heard from is starting, not failing.
 pub const STARTUP_GRACE: Duration = Duration::from_secs(10);
 
+/// The heartbeat threads run at a real-time priority (SCHED_FIFO, low),
+/// as corosync's do: on a loaded host (2 CPUs, a 100 MB checkpoint being
+/// written, the service at saturation) an ordinary thread can wait longer
+/// than the failure timeout for a CPU, and a live peer is declared failed
+/// (a failover campaign saw a primary give up its live backup so). They
+/// sleep or wait on the socket almost all the time. Without the privilege
+/// (no CAP_SYS_NICE) they run at ordinary priority, said once.
+const HEARTBEAT_RT_PRIORITY: libc::c_int = 10;
+
+fn real_time(on: bool) {
+    let param = libc::sched_param { sched_priority: if on { HEARTBEAT_RT_PRIORITY } else { 0 } };
+    let policy = if on { libc::SCHED_FIFO } else { libc::SCHED_OTHER };
+    // SAFETY: pid 0 is the calling thread; param lives across the call.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        let e = std::io::Error::last_os_error();
+        SAID.call_once(|| tracing::warn!("heartbeat threads at ordinary priority (SCHED_FIFO refused: {e}): a loaded host may miss heartbeats"));
+    }
+}
+
 /// What the monitor reports when the peer falls silent.
 #[derive(Debug, Clone)]
 pub struct Silence {
@@ -107,6 +127,7 @@ impl Heartbeat {
         let tx = sock.try_clone()?;
         let s1 = stop.clone();
         let sender = std::thread::Builder::new().name(format!("hb-tx-{name}")).spawn(move || {
+            real_time(true);
             let mut next = Instant::now();
             while !s1.load(Ordering::Relaxed) {
                 let b = sealer.seal_next();
@@ -124,6 +145,7 @@ impl Heartbeat {
         })?;
         let s2 = stop.clone();
         let monitor = std::thread::Builder::new().name(format!("hb-rx-{name}")).spawn(move || {
+            real_time(true);
             let mut detector = Detector::new(Instant::now(), fail_after);
             let mut buf = [0u8; RECV_BUF];
             while !s2.load(Ordering::Relaxed) {
@@ -141,6 +163,9 @@ impl Heartbeat {
                     if s2.load(Ordering::Relaxed) {
                         return;
                     }
+                    // the failover that follows runs here, at ordinary
+                    // priority: it must not starve the host's other work
+                    real_time(false);
                     on_failure(silence);
                     return;
                 }
@@ -199,6 +224,22 @@ mod tests {
         // a limit longer than the grace wins
         let d = Detector::new(t0, STARTUP_GRACE * 2);
         assert!(d.check(t0 + STARTUP_GRACE).is_none());
+    }
+
+    /// The heartbeat threads take SCHED_FIFO and give it up before a
+    /// failover runs on the monitor's thread (the suite runs as root).
+    #[test]
+    fn heartbeat_threads_run_at_real_time_priority_and_leave_it() {
+        let policies = std::thread::spawn(|| {
+            real_time(true);
+            // SAFETY: plain syscalls on the calling thread.
+            let on = unsafe { libc::sched_getscheduler(0) };
+            real_time(false);
+            (on, unsafe { libc::sched_getscheduler(0) })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(policies, (libc::SCHED_FIFO, libc::SCHED_OTHER));
     }
 
     #[test]
