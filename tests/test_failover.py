@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, RRC_BIN, need, wait_until
+from conftest import REPO, RRC_BIN, TOOLS, need, wait_until
 from test_lab import lab_locked
 from test_lab import rrc as cli
+
+sys.path.insert(0, str(TOOLS))
+from servers import lighttpd_site  # noqa: E402
 
 CHECK_BIN = REPO / "target" / "release" / "rrc-check"
 REDIS = ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--protected-mode", "no"]
@@ -202,6 +205,39 @@ def test_backup_failure(lab, tmp_path, kind, cmd, port, mode):
     verify(kind, f"{ip}:{port}", state)
 
 
+def test_a_backup_declared_failed_while_alive_is_told_and_never_fails_over(lab, tmp_path):
+    """A backup alive but not heard for a while (its heartbeat thread
+    starved on a loaded host; here `rrc fault NAME mute-heartbeats`, a
+    second of silence) is declared failed by the primary, which then serves
+    alone, and tells it so (Stop): the backup drops the service. Told
+    nothing, it kept its older state and watched the primary's heartbeats,
+    and when the primary failed later it took the service over from that
+    state, undoing what the primary had served meanwhile (a campaign saw
+    it: memcached #133, bench/README.md). rr mode, under load: the clients
+    see no error; once the primary is killed the old backup stays out."""
+    name = "told"
+    ip = run_service(name, REDIS, extra=("--mode", "rr"))
+    state = tmp_path / "state"
+    p = checker("redis", f"{ip}:6379", 5, state)
+    time.sleep(1.5)
+    cli("fault", name, "mute-heartbeats")
+    rep = finish(p)
+    st = status(name)
+    assert rep["ok"], json.dumps(rep, indent=1) + "\n" + json.dumps(st, indent=1)[:3000]
+    assert st["primary"] == "a" and st["protected"] is False, st
+    assert st["primary_view"]["failovers"][0]["kind"] == "backup failure", st
+    verify("redis", f"{ip}:6379", state)
+    wait_until(lambda: status(name).get("backup_view") is None, 10, "b dropping its part of the service", interval=0.2,
+               diag=lambda: lab_diagnosis(40))
+    cli("lab", "kill", "a")
+    # b's heartbeat monitor would have declared a silent within 90 ms
+    time.sleep(3)
+    st = status(name)
+    assert st.get("primary") != "b", (st, lab_diagnosis(40))
+    b_log = Path("/var/lib/rrc-lab/b/agent.log").read_text(errors="replace")
+    assert "declared this backup failed" in b_log and "failing over" not in b_log, b_log[-3000:]
+
+
 @pytest.mark.parametrize("mode", ["checkpoint", "rr"])
 def test_primary_failure_lighttpd(lab, tmp_path, mode):
     """lighttpd serving random byte ranges of a 200 kB file over keep-alive
@@ -212,17 +248,11 @@ def test_primary_failure_lighttpd(lab, tmp_path, mode):
     and the replay sends none of those bytes again (a socket left at the
     checkpoint's write point drops every ACK past it and the connection
     stalls)."""
-    root = tmp_path / "www"
-    root.mkdir()
-    (root / "blob.bin").write_bytes(random.randbytes(200_000))
-    conf = tmp_path / "lighttpd.conf"
-    conf.write_text(f'server.document-root = "{root}"\nserver.port = 80\nserver.bind = "0.0.0.0"\n'
-                    'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\n')
-    tmp_path.chmod(0o755)
+    argv, root = lighttpd_site(tmp_path, {"blob.bin": random.randbytes(200_000)})
     # rr: epochs of 1 s and the primary killed mid-epoch, 0.4 s after a
     # commit: the replay always has replies to reproduce that the clients
     # hold (~40 of them; random moments are the campaign's)
-    ip = run_service("www", ["lighttpd", "-D", "-f", str(conf)], epoch="1s" if mode == "rr" else "30ms", extra=("--mode", mode))
+    ip = run_service("www", argv, epoch="1s" if mode == "rr" else "30ms", extra=("--mode", mode))
     p = subprocess.Popen(
         [str(need(RRC_BIN)), "lab", "exec", "client", "--", str(need(CHECK_BIN)), "http", "--url", f"http://{ip}/blob.bin",
          "--file", str(root / "blob.bin"), "--ranges", "--threads", "4", "--duration", "8s", "--rate", "100", "--json"],

@@ -18,14 +18,18 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, RRC_BIN, delete_netns, need, run, wait_until, NETNS_PREFIX
+from conftest import REPO, RRC_BIN, TOOLS, delete_netns, need, run, wait_until, NETNS_PREFIX
 from test_lab import lab_exec, lab_locked, machine_state, no_lab_left
 from test_lab import rrc as cli
+
+sys.path.insert(0, str(TOOLS))
+from servers import lighttpd_site  # noqa: E402
 
 CHECK_BIN = REPO / "target" / "release" / "rrc-check"
 CLIENT = "client"
@@ -245,16 +249,9 @@ def test_memcached_through_the_gate(service, rrc, tmp_path):
 # ---------------------------------------------------------------- lighttpd
 
 def test_lighttpd_static_files_through_the_gate(service, tmp_path):
-    root = tmp_path / "www"
-    root.mkdir()
     blob = os.urandom(300_000)
-    (root / "blob.bin").write_bytes(blob)
-    (root / "index.html").write_text("<h1>rrc</h1>\n")
-    conf = tmp_path / "lighttpd.conf"
-    conf.write_text(f'server.document-root = "{root}"\nserver.port = 80\nserver.bind = "0.0.0.0"\n'
-                    'server.max-keep-alive-requests = 65535\nserver.max-keep-alive-idle = 300\nmimetype.assign = (".html" => "text/html")\n')
-    os.chmod(tmp_path, 0o755)
-    s = service("www", ["lighttpd", "-D", "-f", str(conf)])
+    argv, root = lighttpd_site(tmp_path, {"blob.bin": blob, "index.html": b"<h1>rrc</h1>\n"}, extra='mimetype.assign = (".html" => "text/html")')
+    s = service("www", argv)
     s.wait_committed()
     out = client("ab", "-n", "300", "-c", "4", "-k", f"http://{s.ip}/index.html", timeout=180).stdout
     assert "Failed requests:        0" in out and "Complete requests:      300" in out, out

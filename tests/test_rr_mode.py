@@ -29,6 +29,8 @@ from test_lab import rrc as cli
 from test_replication import CHECK_BIN, REDIS, client, client_bg, replab, service, why_unprotected  # noqa: F401
 
 LOG_SESSION = TOOLS / "log_session.py"
+sys.path.insert(0, str(TOOLS))
+from servers import lighttpd_site  # noqa: E402
 
 MEMCACHED = ["memcached", "-t", "4", "-p", "11211", "-U", "0", "-u", "root", "-m", "64"]
 
@@ -87,6 +89,24 @@ def test_replies_leave_before_the_next_checkpoint(service):
     assert rep["latency_us"]["max"] < 250_000, rep["latency_us"]
     st = s.status()
     assert st["backup_view"]["gate"]["log"]["released_packets"] >= rep["ops"], st["backup_view"]["gate"]["log"]
+
+
+def test_a_dual_stack_server_s_replies_leave_before_the_next_checkpoint(service, tmp_path):
+    """A server listening on [::] with IPv4-mapped addresses (lighttpd's
+    server.v4mapped) sees its IPv4 clients as ::ffff:a.b.c.d: the library
+    gives its outputs their IPv4 connection all the same, which is what
+    the gate knows them by, so they are released on their log too (were
+    they not, each would wait for the next commit: up to the 1 s epoch)."""
+    argv, root = lighttpd_site(tmp_path, {"f.bin": os.urandom(3000)}, bind="[::]", extra='server.v4mapped = "enable"')
+    s = service("rr6", argv, epoch="1s", extra=["--mode", "rr"])
+    s.wait_committed(more_than=0)
+    chk = client(str(need(CHECK_BIN)), "http", "--url", f"http://{s.ip}/f.bin", "--file", str(root / "f.bin"),
+                 "--threads", "1", "--rate", "50", "--duration", "3s", "--json", timeout=120)
+    rep = json.loads(chk.stdout)
+    assert rep["ok"] and rep["ops"] >= 100, rep
+    assert rep["latency_us"]["max"] < 250_000, rep["latency_us"]
+    log = s.status()["backup_view"]["gate"]["log"]
+    assert log["released_packets"] >= rep["ops"] and log["unknown_stream"] == 0, log
 
 
 def test_shadow_replay_verifies_epochs_and_reports_a_divergence(service):

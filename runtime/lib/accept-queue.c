@@ -122,24 +122,18 @@ static void log_num(const char *a, long n, const char *b, long err)
  * the IPv4 one: the repaired sockets are IPv4) */
 static int addr_key(const struct sockaddr_storage *ss, uint16_t *family, uint16_t *port, uint8_t addr[16])
 {
-	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
+	uint32_t v4;
 	rrc_memset(addr, 0, 16);
 	*family = ss->ss_family;
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const void *)ss;
-		*port = a->sin_port;
-		rrc_memcpy(addr, &a->sin_addr, 4);
+	if (rrc_sockaddr_v4(ss, sizeof *ss, &v4, port)) {
+		*family = AF_INET;
+		rrc_memcpy(addr, &v4, 4);
 		return 0;
 	}
 	if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *a = (const void *)ss;
 		*port = a->sin6_port;
-		if (rrc_memeq(&a->sin6_addr, v4_mapped, 12)) {
-			*family = AF_INET;
-			rrc_memcpy(addr, (const uint8_t *)&a->sin6_addr + 12, 4);
-		} else {
-			rrc_memcpy(addr, &a->sin6_addr, 16);
-		}
+		rrc_memcpy(addr, &a->sin6_addr, 16);
 		return 0;
 	}
 	return -1;

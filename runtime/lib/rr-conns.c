@@ -69,34 +69,14 @@ void rrc_rc_stats(struct rrc_rc_stats *out)
 	*out = st;
 }
 
-/* An IPv4 address and port (network byte order) of a sockaddr: AF_INET,
- * or an IPv4-mapped AF_INET6 (a dual-stack listener's connection). */
-static int v4_of(const uint8_t *sa, uint32_t len, uint32_t *addr, uint16_t *port)
-{
-	uint16_t family;
-	rrc_memcpy(&family, sa, 2);
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	if (family == AF_INET && len >= 8) {
-		rrc_memcpy(port, sa + 2, 2);
-		rrc_memcpy(addr, sa + 4, 4);
-		return 1;
-	}
-	if (family == AF_INET6 && len >= 24 && rrc_memeq(sa + 8, mapped, 12)) {
-		rrc_memcpy(port, sa + 2, 2);
-		rrc_memcpy(addr, sa + 20, 4);
-		return 1;
-	}
-	return 0;
-}
-
 /* The released offset of the connection peer -> fd's local address */
 static uint64_t released_of(int fd, const uint8_t *peer, uint32_t pl)
 {
 	uint8_t local[128];
 	uint32_t ll = sizeof local, la, pa;
 	uint16_t lp, pp;
-	if (!released || rrc_sys_getsockname(fd, local, &ll) != 0 || !v4_of(local, ll, &la, &lp) ||
-	    !v4_of(peer, pl, &pa, &pp))
+	if (!released || rrc_sys_getsockname(fd, local, &ll) != 0 || !rrc_sockaddr_v4(local, ll, &la, &lp) ||
+	    !rrc_sockaddr_v4(peer, pl, &pa, &pp))
 		return 0;
 	const struct rrc_log_released_conn *c = (const void *)(released + 1);
 	for (uint32_t i = 0; i < released->nr_conns; i++)

@@ -316,15 +316,16 @@ static void learn_conn(int fd)
 	struct fdt_entry *x = &fdt->e[fd];
 	int type = 0;
 	uint32_t tl = sizeof type;
-	struct { uint16_t family, port; uint32_t addr; uint8_t zero[8]; } l, p;
-	uint32_t ll = sizeof l, pl = sizeof p;
+	uint8_t l[28], p[28]; /* sockaddr_in6: an IPv4-mapped one counts */
+	uint32_t ll = sizeof l, pl = sizeof p, la, pa;
+	uint16_t lp, pp;
 	if (rrc_sys_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
-	    rrc_sys_getsockname(fd, &l, &ll) == 0 && l.family == AF_INET &&
-	    rrc_sys_getpeername(fd, &p, &pl) == 0 && p.family == AF_INET) {
-		x->local_addr = l.addr;
-		x->local_port = l.port;
-		x->peer_addr = p.addr;
-		x->peer_port = p.port;
+	    rrc_sys_getsockname(fd, l, &ll) == 0 && rrc_sockaddr_v4(l, ll, &la, &lp) &&
+	    rrc_sys_getpeername(fd, p, &pl) == 0 && rrc_sockaddr_v4(p, pl, &pa, &pp)) {
+		x->local_addr = la;
+		x->local_port = lp;
+		x->peer_addr = pa;
+		x->peer_port = pp;
 		x->conn = 1;
 	} else {
 		x->conn = 2;

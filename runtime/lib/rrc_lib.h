@@ -318,6 +318,11 @@ int rrc_startswith(const char *s, const char *pfx) RRC_HIDDEN;
 void rrc_memcpy(void *d, const void *s, size_t n) RRC_HIDDEN;
 void rrc_memset(void *d, int c, size_t n) RRC_HIDDEN;
 int rrc_memeq(const void *a, const void *b, size_t n) RRC_HIDDEN;
+/* The IPv4 address and port (network byte order) of a sockaddr of `len`
+ * bytes: AF_INET, or an IPv4-mapped AF_INET6 (a dual-stack listener's
+ * connection from an IPv4 client, which the gate knows by its IPv4
+ * addresses). 1 if it is one, 0 if not. */
+int rrc_sockaddr_v4(const void *sa, uint32_t len, uint32_t *addr, uint16_t *port) RRC_HIDDEN;
 /* appends to a bounded buffer; returns new length */
 size_t rrc_bput(char *buf, size_t cap, size_t len, const char *s) RRC_HIDDEN;
 size_t rrc_bput_u64(char *buf, size_t cap, size_t len, uint64_t v) RRC_HIDDEN;

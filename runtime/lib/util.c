@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include "rrc_lib.h"
 
 size_t rrc_strlen(const char *s)
@@ -64,6 +65,28 @@ int rrc_memeq(const void *a, const void *b, size_t n)
 		if (x[i] != y[i])
 			return 0;
 	return 1;
+}
+
+int rrc_sockaddr_v4(const void *sa, uint32_t len, uint32_t *addr, uint16_t *port)
+{
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	const uint8_t *b = sa;
+	uint16_t family;
+	if (len < 2)
+		return 0;
+	rrc_memcpy(&family, b, 2);
+	if (family == AF_INET && len >= 8) {
+		rrc_memcpy(port, b + 2, 2);
+		rrc_memcpy(addr, b + 4, 4);
+		return 1;
+	}
+	/* sockaddr_in6: port at 2, flowinfo at 4, address at 8 */
+	if (family == AF_INET6 && len >= 24 && rrc_memeq(b + 8, mapped, 12)) {
+		rrc_memcpy(port, b + 2, 2);
+		rrc_memcpy(addr, b + 20, 4);
+		return 1;
+	}
+	return 0;
 }
 
 size_t rrc_bput(char *buf, size_t cap, size_t len, const char *s)

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rrc_gate::{Gate, GateConfig};
 use rrc_store::Store;
-use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec};
+use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec, Stop};
 use rrc_wire::{Frame, FrameKind, FrameReader, FrameWriter, WireError};
 use rrc_wire::reply::{BackupStats, Exported, FaultSet, Role, RoleStats, ServiceStatus};
 
@@ -165,11 +165,12 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
     if let (Ok(t1), Ok(t2)) = spawned {
         lock(&b.threads).extend([t1, t2]);
     }
-    let ended_by_stop = b.receive(agent, reader);
-    if ended_by_stop {
-        // The primary ended the service: this side goes too.
+    if let Some(stop) = b.receive(agent, reader) {
+        // The primary ended the service, or this backup's part in it (it
+        // declared it failed): this side goes, never to fail over to a
+        // state the primary has moved past.
         if agent.remove(&name).is_some() {
-            b.stop("the primary stopped the service");
+            b.stop(&stop.reason);
         }
     }
 }
@@ -449,6 +450,12 @@ impl Backup {
                 lock(log).alter_next_output();
                 Ok(FaultSet { armed: Some("alter-next-logged-output".into()), ..Default::default() })
             }
+            Fault::MuteHeartbeats => {
+                let hb = lock(&self.hb);
+                let hb = hb.as_ref().context("the backup's heartbeat is not running")?;
+                hb.mute(Duration::from_millis(rrc_wire::msg::MUTE_HEARTBEATS_MS));
+                Ok(FaultSet { armed: Some("mute-heartbeats".into()), ..Default::default() })
+            }
             other => bail!("fault {other:?} is injected at the primary, not the backup"),
         }
     }
@@ -479,9 +486,9 @@ impl Backup {
         })
     }
 
-    /// Reads the replication connection until it ends. True when the
-    /// primary ended it with Stop.
-    fn receive(&self, agent: &Agent, mut c: FrameReader<TcpStream>) -> bool {
+    /// Reads the replication connection until it ends. The primary's Stop
+    /// if it ended it so.
+    fn receive(&self, agent: &Agent, mut c: FrameReader<TcpStream>) -> Option<Stop> {
         let mut intake = Intake::new(IntakeLimits { max_checkpoint_bytes: max_checkpoint_bytes(), max_carried_bytes: MAX_CARRIED, max_pending: MAX_PENDING });
         loop {
             let f = match c.recv() {
@@ -499,7 +506,7 @@ impl Backup {
                         sh.stats.state = "primary lost".into();
                         sh.stats.last_error = Some(why);
                     }
-                    return false;
+                    return None;
                 }
             };
             let steps = match f.kind {
@@ -513,7 +520,9 @@ impl Backup {
                     Err(e) => vec![intake.malformed(format!("{e}"))],
                 },
                 FrameKind::DataDirInit => vec![intake.data_dir(f.payload)],
-                FrameKind::Stop => return true,
+                FrameKind::Stop => {
+                    return Some(f.parse::<Stop>().unwrap_or_else(|e| Stop { reason: format!("the primary stopped the service (its Stop frame: {e})") }));
+                }
                 FrameKind::Heartbeat => continue,
                 k => vec![Step::Ignore(format!("unexpected {k:?} frame on the replication connection"))],
             };
@@ -535,7 +544,7 @@ impl Backup {
                         let mut sh = lock(&self.shared);
                         sh.primary_lost = Some(why);
                         sh.stats.last_error = sh.primary_lost.clone();
-                        return false;
+                        return None;
                     }
                 }
             }

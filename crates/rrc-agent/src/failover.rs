@@ -315,7 +315,7 @@ struct Attempt<'a> {
     /// The id the committed state is streamed under.
     image_id: rrc_image::ImageId,
     /// Connections not to rebuild but to reset, and why.
-    must_reset: Vec<(ConnKey, String)>,
+    must_reset: Vec<repair_plan::MustReset>,
     /// The checkpoint alone, after a replay that diverged.
     fallback: bool,
 }
@@ -332,7 +332,7 @@ enum UpError {
     /// The replay diverged or did not finish: its container is removed,
     /// its connections closed without a byte to their clients. How far
     /// each had written (absolute write_seq), for the fallback.
-    Diverged { why: String, replay: Box<FailoverReplay>, written: Vec<(ConnKey, u32)> },
+    Diverged { why: String, replay: Box<FailoverReplay>, written: Vec<(ConnKey, rrc_repair::Silenced)> },
     Failed(anyhow::Error),
 }
 
@@ -412,9 +412,9 @@ fn bring_up(
     let mut kept: Vec<(ConnKey, OwnedFd)> = Vec::new();
     for r in plan {
         let (fd, peer, local, accept_queue, after_checkpoint) = (r.fd, r.peer, r.local, r.accept_queue(), r.origin == repair_plan::Origin::AfterCheckpoint);
-        let forced = a.must_reset.iter().find(|(k, _)| *k == (peer, local)).map(|(_, why)| anyhow::anyhow!(why.clone()));
+        let forced = a.must_reset.iter().find(|m| m.conn == (peer, local));
         let done = match forced {
-            Some(why) => Err(why),
+            Some(m) => Err(anyhow::anyhow!(m.why.clone())),
             None => r.from.map_err(|why| anyhow::anyhow!(why)).and_then(|(t, d)| repair_conn(&netns, &d, &t, replaying)),
         };
         let (reason, reset) = match done {
@@ -432,7 +432,7 @@ fn bring_up(
                     repair_plan::Origin::AcceptQueue => "connection not yet accepted, not repaired",
                     repair_plan::Origin::AfterCheckpoint => "connection opened after the checkpoint, not repaired",
                 };
-                let reset = reset_conn(&netns, b.gate().stream_data(peer, local));
+                let reset = reset_conn(&netns, b.gate().stream_data(peer, local), forced.map(|m| m.sent_to));
                 tracing::warn!(service = %b.spec.name, fd, accept_queue, client = %peer, reset = reset.is_ok(), "{what}: {e:#}");
                 if let Err(re) = &reset {
                     tracing::warn!(service = %b.spec.name, client = %peer, "not reset either: {re:#}");
@@ -508,10 +508,10 @@ fn bring_up(
             };
             // in repair mode a socket's close sends nothing: the clients'
             // connections stay as they were for the fallback
-            let written: Vec<(ConnKey, u32)> = kept
+            let written: Vec<(ConnKey, rrc_repair::Silenced)> = kept
                 .iter()
                 .filter_map(|(k, fd)| match rrc_repair::silence(fd) {
-                    Ok(seq) => Some((*k, seq)),
+                    Ok(w) => Some((*k, w)),
                     Err(e) => {
                         tracing::warn!(service = %b.spec.name, client = %k.0, "silencing a connection of the diverged replay: {e}");
                         None
@@ -536,12 +536,12 @@ fn bring_up(
 
 /// Resets a connection that cannot be rebuilt, from the gate's record
 /// (rrc_repair::spec_to_reset), in the container's namespace.
-fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>) -> Result<()> {
+fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>, sent_to: Option<u32>) -> Result<()> {
     let d = d.context("the gate has no record of it")?;
     if d.snapshot.reset {
         anyhow::bail!("it was reset already");
     }
-    let spec = rrc_repair::spec_to_reset(&d)?;
+    let spec = rrc_repair::spec_to_reset(&d, sent_to)?;
     in_netns(netns, move || rrc_repair::reset(&spec))??;
     Ok(())
 }

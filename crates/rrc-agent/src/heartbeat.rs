@@ -13,7 +13,7 @@
 //! dead peer look alive, is refused and reported, never taken for life.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,10 @@ impl Detector {
 pub struct Heartbeat {
     pub local: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Fault injection: no datagram is sent before this instant, in ms
+    /// after `epoch` (0: none muted).
+    muted_until_ms: Arc<AtomicU64>,
+    epoch: Instant,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -126,14 +130,17 @@ impl Heartbeat {
         let local = sock.local_addr()?;
         let tx = sock.try_clone()?;
         let s1 = stop.clone();
+        let (epoch, muted_until_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));
+        let muted = muted_until_ms.clone();
         let sender = std::thread::Builder::new().name(format!("hb-tx-{name}")).spawn(move || {
             real_time(true);
             let mut next = Instant::now();
             while !s1.load(Ordering::Relaxed) {
-                let b = sealer.seal_next();
                 // A send error (peer's host gone: EHOSTUNREACH...) is
                 // the monitor's business, not the sender's.
-                let _ = tx.send_to(&b, peer);
+                if epoch.elapsed().as_millis() as u64 >= muted.load(Ordering::Relaxed) {
+                    let _ = tx.send_to(&sealer.seal_next(), peer);
+                }
                 next += every;
                 let now = Instant::now();
                 if next > now {
@@ -171,7 +178,14 @@ impl Heartbeat {
                 }
             }
         })?;
-        Ok(Heartbeat { local, stop, threads: vec![sender, monitor] })
+        Ok(Heartbeat { local, stop, muted_until_ms, epoch, threads: vec![sender, monitor] })
+    }
+
+    /// Fault injection: sends nothing for `d` (this host alive otherwise,
+    /// as when its heartbeat thread does not get a CPU in time).
+    pub fn mute(&self, d: Duration) {
+        let until = self.epoch.elapsed() + d;
+        self.muted_until_ms.store(until.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Asks both threads to end, without waiting for them.

@@ -35,6 +35,10 @@ const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long `rrc stop` waits for the backup to close its side.
 const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long a primary that declared its backup failed waits for the
+/// replication connection (an epoch may be writing on it) to tell the
+/// backup so; a dead backup's connection can block longer than that.
+const DISMISS_WAIT: Duration = Duration::from_millis(200);
 /// Checkpoint data frames.
 const CHUNK: usize = 1 << 20;
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -681,7 +685,8 @@ impl Primary {
         }
         let detected = s.declared_at;
         tracing::error!(service = %self.spec.name, silent_ms = s.silent_for.as_millis() as u64, "backup {} silent: taking over the service IP", self.spec.backup);
-        self.backup_lost(format!("backup {} silent for {} ms", self.spec.backup, s.silent_for.as_millis()));
+        let why = format!("backup {} silent for {} ms", self.spec.backup, s.silent_for.as_millis());
+        self.backup_lost(why.clone());
         let mut steps = Vec::new();
         let mut err = None;
         if let Err(e) = self.net.drop_reply_route() {
@@ -697,6 +702,16 @@ impl Primary {
             }
         }
         steps.push(("service IP advertised here", detected.elapsed()));
+        // A backup only slow to be heard (its heartbeat thread starved on
+        // a loaded host) is alive, holds an older state and still watches
+        // this host's heartbeats: told nothing, it would fail over to that
+        // state when this host fails later, undoing every reply served
+        // from here meanwhile. Told (Stop), it drops the service. Done
+        // after the take-over, which must not wait on a dead backup's
+        // connection. A backup that cannot be told (its host gone, or cut
+        // off) needs the views and fencing of issue 15.
+        let told = self.dismiss_backup(&format!("the primary {} declared this backup failed ({why}) and serves the service alone", self.spec.primary));
+        tracing::info!(service = %self.spec.name, told, "backup {} {} it is no longer the backup", self.spec.backup, if told { "told" } else { "could not be told" });
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let timeline = FailoverReport {
             kind: FailoverKind::BackupFailure,
@@ -791,6 +806,27 @@ impl Primary {
             }
         }
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Tells the backup it is no longer one (Stop, with `reason`), then
+    /// closes the sending half. The epoch thread may be in the middle of a
+    /// checkpoint's frames: it gives the connection up within
+    /// [`DISMISS_WAIT`] (its epoch fails once the backup is lost), or the
+    /// backup is not told. True if the Stop was written.
+    fn dismiss_backup(&self, reason: &str) -> bool {
+        let deadline = Instant::now() + DISMISS_WAIT;
+        loop {
+            if let Ok(mut c) = self.conn.try_lock() {
+                let sent = c.send_json(FrameKind::Stop, &Stop { reason: reason.into() }).is_ok();
+                let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
+                return sent;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     pub fn fault(&self, f: Fault) -> Result<FaultSet> {

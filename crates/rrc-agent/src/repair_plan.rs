@@ -192,15 +192,27 @@ pub fn released(streams: &[StreamSnapshot], table: &[TcpStream]) -> Released {
     Released { conns }
 }
 
+/// A connection the fallback after a diverged replay resets, not rebuilds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MustReset {
+    /// (client, service)
+    pub conn: (SocketAddrV4, SocketAddrV4),
+    pub why: String,
+    /// Where the replay's socket had sent up to (absolute snd_nxt): the
+    /// reset stands there if that is past the release
+    /// (rrc_repair::spec_to_reset).
+    pub sent_to: u32,
+}
+
 /// After a replay that diverged: the connections (client, service) whose
-/// socket wrote, by its write end `written` (absolute), past what the gate
+/// socket wrote (by its write_seq, `Silenced::written`) past what the gate
 /// had released. Their clients may hold bytes the checkpoint alone does
 /// not reproduce: the fallback resets them, with why.
-pub fn written_past_release(written: &[((SocketAddrV4, SocketAddrV4), u32)], streams: &[StreamSnapshot]) -> Vec<((SocketAddrV4, SocketAddrV4), String)> {
+pub fn written_past_release(written: &[((SocketAddrV4, SocketAddrV4), rrc_repair::Silenced)], streams: &[StreamSnapshot]) -> Vec<MustReset> {
     written
         .iter()
-        .filter(|&&(conn, seq)| stream_of(streams, conn).and_then(|s| past_release(seq, s)) == Some(std::cmp::Ordering::Greater))
-        .map(|&(conn, _)| (conn, "the diverged replay sent this client bytes the gate had not released".to_string()))
+        .filter(|&&(conn, w)| stream_of(streams, conn).and_then(|s| past_release(w.written, s)) == Some(std::cmp::Ordering::Greater))
+        .map(|&(conn, w)| MustReset { conn, why: "the diverged replay sent this client bytes the gate had not released".to_string(), sent_to: w.sent })
         .collect()
 }
 
@@ -421,10 +433,12 @@ mod tests {
         let streams = [StreamSnapshot { server_released_end_rel: 50, ..stream(svc, c1) }, StreamSnapshot { server_released_end_rel: 50, ..stream(svc, c2) }];
         let key = |c: &str| (addr(c), addr(svc));
         // server ISN 200: the release ends at 251
-        let written = [(key(c1), 251), (key(c2), 260), (key(c3), 900)];
+        let w = |written, sent| rrc_repair::Silenced { written, sent };
+        let written = [(key(c1), w(251, 251)), (key(c2), w(260, 255)), (key(c3), w(900, 900))];
         let r = written_past_release(&written, &streams);
-        assert_eq!(r.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![key(c2)], "at the release: kept; no record: not judged here");
-        assert!(r[0].1.contains("had not released"));
+        assert_eq!(r.iter().map(|m| m.conn).collect::<Vec<_>>(), vec![key(c2)], "at the release: kept; no record: not judged here");
+        assert!(r[0].why.contains("had not released"));
+        assert_eq!(r[0].sent_to, 255, "the reset stands where the socket had sent up to, not where it had written");
     }
 
     #[test]

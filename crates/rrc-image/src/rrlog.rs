@@ -384,6 +384,17 @@ pub struct Output {
     pub made: u64,
 }
 
+impl OutputConn {
+    /// The 12 bytes both records give a connection: local and peer
+    /// address, then local and peer port (network byte order).
+    fn put(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.local.ip().octets());
+        b.extend_from_slice(&self.peer.ip().octets());
+        b.extend_from_slice(&self.local.port().to_be_bytes());
+        b.extend_from_slice(&self.peer.port().to_be_bytes());
+    }
+}
+
 fn addr_at(d: &[u8], addr: usize, port: usize) -> SocketAddrV4 {
     let a: [u8; 4] = d[addr..addr + 4].try_into().expect("4 bytes");
     SocketAddrV4::new(Ipv4Addr::from(a), u16::from_be_bytes([d[port], d[port + 1]]))
@@ -418,10 +429,7 @@ impl Output {
         };
         b.extend_from_slice(&family.to_le_bytes());
         b.extend_from_slice(&0u16.to_le_bytes());
-        b.extend_from_slice(&c.local.ip().octets());
-        b.extend_from_slice(&c.peer.ip().octets());
-        b.extend_from_slice(&c.local.port().to_be_bytes());
-        b.extend_from_slice(&c.peer.port().to_be_bytes());
+        c.put(&mut b);
         b.extend_from_slice(&0u32.to_le_bytes());
         b.extend_from_slice(&self.made.to_le_bytes());
         b
@@ -478,10 +486,7 @@ impl Released {
         b.extend_from_slice(&(self.conns.len() as u32).to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
         for (c, released) in &self.conns {
-            b.extend_from_slice(&c.local.ip().octets());
-            b.extend_from_slice(&c.peer.ip().octets());
-            b.extend_from_slice(&c.local.port().to_be_bytes());
-            b.extend_from_slice(&c.peer.port().to_be_bytes());
+            c.put(&mut b);
             b.extend_from_slice(&0u32.to_le_bytes());
             b.extend_from_slice(&released.to_le_bytes());
         }

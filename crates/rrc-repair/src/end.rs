@@ -35,10 +35,22 @@ pub fn reset(spec: &RepairSpec) -> Result<(), RepairError> {
 /// Puts `fd`'s connection into repair mode (so that closing it, here or in
 /// any process holding it, sends nothing) and returns its write_seq: the
 /// sequence number just past everything written on it.
-pub fn silence(fd: &OwnedFd) -> std::io::Result<u32> {
+pub fn silence(fd: &OwnedFd) -> std::io::Result<Silenced> {
     sys::setsockopt_int(fd, libc::SOL_TCP, sys::TCP_REPAIR, sys::TCP_REPAIR_ON)?;
     sys::setsockopt_int(fd, libc::SOL_TCP, sys::TCP_REPAIR_QUEUE, sys::TCP_SEND_QUEUE)?;
-    let seq = sys::getsockopt_int(fd, libc::SOL_TCP, sys::TCP_QUEUE_SEQ)?;
-    Ok(seq as u32)
+    let written = sys::getsockopt_int(fd, libc::SOL_TCP, sys::TCP_QUEUE_SEQ)? as u32;
+    // read in repair mode: nothing more goes out between the two
+    let info: libc::tcp_info = sys::getsockopt_struct(fd, libc::SOL_TCP, libc::TCP_INFO)?;
+    Ok(Silenced { written, sent: written.wrapping_sub(info.tcpi_notsent_bytes) })
+}
+
+/// How far a silenced socket had got (absolute sequence numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Silenced {
+    /// write_seq: past every byte the process wrote.
+    pub written: u32,
+    /// snd_nxt: past every byte that went out; its client holds at most
+    /// the bytes up to it.
+    pub sent: u32,
 }
 

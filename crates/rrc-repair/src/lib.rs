@@ -15,7 +15,7 @@ pub mod repair;
 pub mod spec;
 pub mod sys;
 
-pub use crate::end::{reset, silence};
+pub use crate::end::{reset, silence, Silenced};
 pub use crate::error::{RepairError, Unsupported};
 pub use crate::repair::repair;
 pub use crate::spec::{spec_for_replay, spec_from_gate, spec_to_reset, RepairSpec, TsSpec, DEFAULT_RCV_WND};

@@ -314,17 +314,21 @@ fn handshake(s: &rrc_gate::StreamSnapshot) -> Handshake {
 /// challenge ACK, which the restored kernel, with no socket for it,
 /// answers with an RST at exactly that ACK). Without it a client waiting
 /// for a reply would wait forever: nothing it sends is outstanding.
-pub fn spec_to_reset(data: &StreamData) -> Result<RepairSpec, RepairError> {
+/// `sent_to`: where a diverged replay's socket had sent up to on this
+/// connection (absolute snd_nxt), when that is past the release: its
+/// client may hold those bytes, and an RST below its rcv_nxt is dropped
+/// without a word (RFC 5961 §3.2), so the reset stands there instead (at
+/// or above the client's rcv_nxt, within the window it offered).
+pub fn spec_to_reset(data: &StreamData, sent_to: Option<u32>) -> Result<RepairSpec, RepairError> {
     let s = &data.snapshot;
     let (Some(client_isn), Some(server_isn)) = (s.client_isn, s.server_isn) else {
         return Err(RepairError::Unsupported { client: s.client, server: s.server, reason: Unsupported::NoIsns });
     };
     let client_end = s.client_base_rel.wrapping_add(s.client_recorded_len as u32);
-    Ok(handshake(s).spec(
-        (s.server, s.client),
-        (server_isn.wrapping_add(1).wrapping_add(s.server_released_end_rel), Vec::new()),
-        (client_isn.wrapping_add(1).wrapping_add(client_end), Vec::new()),
-    ))
+    let released = server_isn.wrapping_add(1).wrapping_add(s.server_released_end_rel);
+    // sequence order (RFC 793 modular comparison)
+    let send_seq = sent_to.filter(|&x| (x.wrapping_sub(released) as i32) > 0).unwrap_or(released);
+    Ok(handshake(s).spec((s.server, s.client), (send_seq, Vec::new()), (client_isn.wrapping_add(1).wrapping_add(client_end), Vec::new())))
 }
 
 /// The 64-bit offset whose low 32 bits are `rel`, nearest to `reference`
@@ -649,14 +653,19 @@ mod tests {
     #[test]
     fn a_reset_stands_where_the_client_is() {
         let d = stream(u32::MAX - 5, 5000, 150, 180, 40, 90);
-        let sp = spec_to_reset(&d).unwrap();
+        let sp = spec_to_reset(&d, None).unwrap();
         assert_eq!((sp.local, sp.remote), (SERVER, CLIENT));
         assert_eq!(sp.send_seq, 5000 + 1 + 180);
+        // a diverged replay sent past the release: the reset stands there;
+        // a replay's socket behind the release changes nothing
+        assert_eq!(spec_to_reset(&d, Some(5000 + 1 + 180 + 700)).unwrap().send_seq, 5000 + 1 + 180 + 700);
+        assert_eq!(spec_to_reset(&d, Some(5000 + 1 + 100)).unwrap().send_seq, 5000 + 1 + 180);
+        assert_eq!(spec_to_reset(&d, Some(5000 + 1 + 180)).unwrap().send_seq, 5000 + 1 + 180);
         assert_eq!(sp.recv_seq, (u32::MAX - 5).wrapping_add(1).wrapping_add(90));
         assert!(sp.write_queue.is_empty() && sp.recv_queue.is_empty());
         assert_eq!((sp.mss, sp.snd_wscale, sp.rcv_wscale, sp.sack), (1460, Some(7), Some(9), true));
         let mut d = d;
         d.snapshot.server_isn = None;
-        assert!(matches!(spec_to_reset(&d), Err(RepairError::Unsupported { reason: Unsupported::NoIsns, .. })));
+        assert!(matches!(spec_to_reset(&d, None), Err(RepairError::Unsupported { reason: Unsupported::NoIsns, .. })));
     }
 }

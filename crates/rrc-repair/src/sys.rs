@@ -121,6 +121,17 @@ pub fn getsockopt_int(fd: &OwnedFd, level: c_int, name: c_int) -> io::Result<c_i
     Ok(v)
 }
 
+/// A socket option read into a plain C struct (TCP_INFO...); a kernel
+/// that fills less leaves the rest zero.
+pub fn getsockopt_struct<T: Copy>(fd: &OwnedFd, level: c_int, name: c_int) -> io::Result<T> {
+    // SAFETY: the options read this way are plain C structs, valid zeroed.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<T>() as socklen_t;
+    // SAFETY: v and len are valid for writing, len bytes at most.
+    check(unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, &mut v as *mut T as *mut c_void, &mut len) })?;
+    Ok(v)
+}
+
 fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,

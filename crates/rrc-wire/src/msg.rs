@@ -174,7 +174,14 @@ pub enum Fault {
     /// record log (its CRC32C, after the gate was told of it): a failover
     /// that replays it diverges there.
     AlterNextLoggedOutput,
+    /// Backup: send no heartbeat for [`MUTE_HEARTBEATS_MS`], alive
+    /// otherwise: the primary declares it failed though it is not.
+    MuteHeartbeats,
 }
+
+/// How long [`Fault::MuteHeartbeats`] silences the backup's heartbeats
+/// (several failure timeouts of the default 90 ms).
+pub const MUTE_HEARTBEATS_MS: u64 = 1000;
 
 /// CLI -> agent, on the agent's Unix socket only (never between agents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -152,6 +152,9 @@ pub enum FaultArg {
     /// log (a failover's replay then diverges there and falls back to the
     /// checkpoint without replay).
     AlterNextLoggedOutput,
+    /// At the backup: no heartbeat for a second, the host alive otherwise
+    /// (the primary declares it failed, serves alone and tells it so).
+    MuteHeartbeats,
 }
 
 #[derive(Args, Debug)]
@@ -577,6 +580,7 @@ pub fn fault(a: FaultArgs) -> Result<ExitCode> {
         FaultArg::ResumeCommits => (Fault::ResumeCommits, Role::Backup),
         FaultArg::CorruptNextCheckpoint => (Fault::CorruptNextCheckpoint, Role::Primary),
         FaultArg::AlterNextLoggedOutput => (Fault::AlterNextLoggedOutput, Role::Backup),
+        FaultArg::MuteHeartbeats => (Fault::MuteHeartbeats, Role::Backup),
     };
     let agents = resolve(a.agent.agent.as_deref());
     let target = parts(&agents, &a.name).into_iter().find(|(_, r)| *r == role);
