@@ -33,6 +33,7 @@ import threading
 import time
 from pathlib import Path
 
+import cpu_breakdown
 from benchlib import lab_lock, machine_description
 from checkpoint_pause import BenchError, Cleanup, Interrupted, kill_popen, log, pct, run
 
@@ -207,6 +208,16 @@ class ServerCpu:
     def ms(self):
         return cgroup_cpu_ms(self.cg) if self.cg else proc_cpu_ms(self.pid)
 
+    def pids(self):
+        """The server's processes: every one in the container's cgroup (the
+        pause helper included), or the unprotected server alone."""
+        if self.cg:
+            try:
+                return [int(x) for x in (self.cg / "cgroup.procs").read_text().split()]
+            except OSError:
+                pass
+        return [self.pid]
+
 
 # ---------------------------------------------------------------- one measured window
 
@@ -229,7 +240,7 @@ class StatusSampler(threading.Thread):
             try:
                 st = self.lab.status_primary(self.name)["primary_view"]["stats"]
                 self.samples.append({"t": t, **{k: st.get(k) for k in (
-                    "last_epoch", "last_pause_us", "last_checkpoint_bytes", "replication_lag_ms",
+                    "last_epoch", "last_pause_us", "last_pause", "last_checkpoint_bytes", "replication_lag_ms",
                     "checkpoints_committed", "state")}})
             except Exception as e:  # keep sampling; reported in the result
                 self.errors.append(str(e)[:300])
@@ -254,6 +265,12 @@ def service_of(status_all, name):
 
 def agents_cpu(status_all):
     return {h["host"]: h.get("agent_cpu_ms") for h in status_all.get("agents", []) if h.get("reachable")}
+
+
+def agent_pids(status_all):
+    """cpu_breakdown's roles: the primary's and the backup's agent."""
+    pid = {h["host"]: h.get("agent_pid") for h in status_all.get("agents", []) if h.get("reachable")}
+    return {"primary agent": pid.get(PRIMARY), "backup agent": pid.get(BACKUP)}
 
 
 def client_load(lab, spec, target, args, duration_s, rate):
@@ -287,6 +304,7 @@ def measure(lab, spec, target, args, duration_s, rate, server_cpu, service=None,
     sampler = None
     before = lab.status_all()
     srv0 = server_cpu.ms()
+    threads0 = cpu_breakdown.take(server_cpu.pids(), agent_pids(before))
     if service:
         sampler = StatusSampler(lab, service, args.sample_ms / 1000)
         sampler.start()
@@ -297,6 +315,7 @@ def measure(lab, spec, target, args, duration_s, rate, server_cpu, service=None,
         wall_s = time.monotonic() - t0
         sampled = sampler.finish() if sampler else None
     srv1 = server_cpu.ms()
+    threads1 = cpu_breakdown.take(server_cpu.pids(), agent_pids(before))
     after = lab.status_all()
     c0, c1 = agents_cpu(before), agents_cpu(after)
     lat = rep["latency_us"]
@@ -311,7 +330,11 @@ def measure(lab, spec, target, args, duration_s, rate, server_cpu, service=None,
         "server_cpu_pct": (100.0 * (srv1 - srv0) / (wall_s * 1000)) if srv0 is not None and srv1 is not None
         else None,
         "client": {k: v for k, v in rep.items() if k != "error_samples"},
+        "cpu_us_per_op": cpu_breakdown.per_op(threads0, threads1, rep.get("ops"),
+                                              (srv1 - srv0) if server_cpu.cg and srv0 is not None and srv1 is not None
+                                              else None),
     }
+    res["host_cpu_pct"] = cpu_breakdown.host_cpu_pct(res["cpu_us_per_op"], rep["throughput_ops_s"])
     if service:
         s0, s1 = service_of(before, service), service_of(after, service)
         p0, p1 = s0["primary_view"]["stats"], s1["primary_view"]["stats"]
@@ -330,6 +353,11 @@ def measure(lab, spec, target, args, duration_s, rate, server_cpu, service=None,
             "replication_MBps": recv_bytes / wall_s / 1e6,
             "bytes_sampled": pct([s["last_checkpoint_bytes"] for s in sampled]),
             "pause_us_sampled": pct([s["last_pause_us"] for s in sampled]),
+            # the pause's phases (PausePhases; the library's DUMP reply), sampled the same way
+            "pause_phases_us_sampled": {
+                ph: pct([s["last_pause"][ph] for s in sampled if s.get("last_pause")])
+                for ph in ("quiesce_us", "scan_us", "capture_us", "fork_us", "copy_us", "copied_pages",
+                           "precopy_us", "precopy_pages", "threads")},
             "replication_lag_ms_sampled": pct([s["replication_lag_ms"] for s in sampled]),
             "samples": len(sampled),
             "sampler_errors": sampler.errors[:5],
@@ -492,6 +520,8 @@ def table_rows(results, configs):
                                  "p99": p["over_the_service_run"]["pause_us_p99"],
                                  "n": p["over_the_service_run"]["checkpoints_committed"]},
                 "pause_sat_sampled_us": ck_s["pause_us_sampled"],
+                "pause_phases_sat_p50_us": {ph: (v or {}).get("p50")
+                                            for ph, v in (ck_s.get("pause_phases_us_sampled") or {}).items()},
                 "ckpt_bytes_mean_sat": ck_s["bytes_mean"],
                 "ckpt_bytes_mean_half": ck_h["bytes_mean"],
                 "ckpt_bytes_p50_sat": (ck_s["bytes_sampled"] or {}).get("p50"),
@@ -501,6 +531,10 @@ def table_rows(results, configs):
                 "agents_cpu_unprotected_sat": {h: u["saturation"]["agents_cpu_pct"].get(h) for h in (PRIMARY, BACKUP)},
                 "server_cpu_sat_u": u["saturation"]["server_cpu_pct"],
                 "server_cpu_sat_p": p["saturation"]["server_cpu_pct"],
+                "cpu_us_per_op_sat_u": u["saturation"]["cpu_us_per_op"],
+                "cpu_us_per_op_sat_p": p["saturation"]["cpu_us_per_op"],
+                "host_cpu_pct_sat_p": p["saturation"]["host_cpu_pct"],
+                "host_cpu_pct_half_p": p["half_own"]["host_cpu_pct"],
                 "ratios": results[name]["ratios"][key],
             })
     return rows
@@ -536,7 +570,7 @@ def plot(path, res, configs):
     nb = 1 + len(keys)
     w = 0.8 / nb
     blues = plt.cm.Blues(np.linspace(0.55, 0.9, len(keys)))
-    fig, ax = plt.subplots(2, 3, figsize=(17, 9.5))
+    fig, ax = plt.subplots(3, 3, figsize=(17, 14))
     fig.suptitle(f"rrc protecting (primary a, backup b; {', '.join(keys)}) vs the same server unprotected, "
                  f"{res['config']['connections']} connections; {res['machine']['date_utc']}, "
                  f"{res['machine']['nproc']} CPUs (shared: see the noise caveat)", fontsize=11)
@@ -642,6 +676,26 @@ def plot(path, res, configs):
     a.bar_label(b, labels=[f"{v:.1f}" for v in cu], fontsize=6)
     a.set_xticks(x, names)
     a.set_title("CPU of the agents (plain: saturation, hatched: half load)")
+    a.set_ylabel("% of one CPU")
+    a.legend(fontsize=7)
+
+    # where the CPU goes, per operation (RRC Figure 3's question; cpu_breakdown.py)
+    cpu_breakdown.plot_panel(ax[2][0], results, names, keys, "saturation",
+                             "CPU per operation at saturation, by thread\n(fixed work: the same per op at any run length)")
+    cpu_breakdown.plot_panel(ax[2][1], results, names, keys, "half_own", "CPU per operation at half of its own saturation")
+    a = ax[2][2]
+    for i, k in enumerate(keys):
+        for j, (win, hatch) in enumerate((("saturation", None), ("half_own", "//"))):
+            hc = [results[n]["protected"][k][win].get("host_cpu_pct") or {} for n in names]
+            pa, pb = [h.get("primary", 0) for h in hc], [h.get("backup", 0) for h in hc]
+            xs = x + (i - (len(keys) - 1) / 2) * w + (j - 0.5) * w / 2
+            a.bar(xs, pa, w / 2, color=blues[i], hatch=hatch, edgecolor="k", lw=0.3,
+                  label=f"primary (server + agent a), {k}" if j == 0 else None)
+            b = a.bar(xs, pb, w / 2, bottom=pa, color="tab:orange", hatch=hatch, edgecolor="k", lw=0.3,
+                      label="backup (agent b)" if (i == 0 and j == 0) else None)
+            a.bar_label(b, labels=[f"{p:.0f}+{q:.0f}" for p, q in zip(pa, pb)], fontsize=6)
+    a.set_xticks(x, names)
+    a.set_title("CPU on the primary and on the backup (RRC Table 3)\nplain: saturation, hatched: half load")
     a.set_ylabel("% of one CPU")
     a.legend(fontsize=7)
 
@@ -815,6 +869,9 @@ def main():
                         "order": "per server: unprotected saturation, unprotected half; per configuration: protected "
                                  "saturation, half, (at the unprotected half), stop, (unprotected at the "
                                  "protected half); the unprotected server stays up idle meanwhile",
+                        "cpu_us_per_op": "bench/cpu_breakdown.py: every thread of the server's processes and of both agents, "
+                                         "utime+stime from /proc over the window, by component (thread name), per completed op",
+                        "host_cpu_pct": "from cpu_us_per_op: % of one CPU on the primary's side (server, library, agent a) and on the backup's (agent b)",
                         "agents_cpu": "delta of agent_cpu_ms (getrusage of the agent process) over the "
                                       "window's wall time, % of one CPU",
                         "server_cpu": "unprotected: /proc/PID/stat; protected: the container's cgroup "

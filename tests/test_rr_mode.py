@@ -183,7 +183,8 @@ def test_a_log_session_from_a_host_that_is_not_the_primary_is_refused(service):
 
 
 def peer_threads(host: str) -> list[str]:
-    """The agent of `host`'s threads serving peer sessions (replication, log)."""
+    """The agent of `host`'s threads serving peer sessions: each is named
+    by what it carries once its first frame says (replication, log)."""
     st = json.loads(cli("status", "--json").stdout)
     pid = next(a for a in st["agents"] if a["host"] == host)["agent_pid"]
     names = []
@@ -192,7 +193,7 @@ def peer_threads(host: str) -> list[str]:
             names.append((t / "comm").read_text().strip())
         except OSError:
             pass  # a thread that ended meanwhile
-    return [n for n in names if n == "peer-conn"]
+    return sorted(n for n in names if n in ("peer-conn", "repl-in", "log-in"))
 
 
 def test_stopping_the_backup_ends_its_log_session_even_if_the_primary_never_closes_it(replab):  # noqa: F811
@@ -211,7 +212,7 @@ def test_stopping_the_backup_ends_its_log_session_even_if_the_primary_never_clos
         st = json.loads(cli("status", "rrstop", "--json").stdout)
         return (st.get("backup_view") or {}).get("stats", {}).get("log", {}).get("state") == "receiving"
     wait_until(receiving, 30, "the log session", diag=lambda: json.dumps(st)[:2000])
-    assert len(peer_threads("b")) == 2, peer_threads("b")  # the replication and the log session
+    assert peer_threads("b") == ["log-in", "repl-in"], peer_threads("b")  # the replication and the log session
     pid = st["pid"]
     os.kill(pid, signal.SIGSTOP)
     try:

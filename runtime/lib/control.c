@@ -541,8 +541,11 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 			const struct rrc_helper_box *b = s->helper.box;
 			l = put_us(m, 0, "debug: pause helper: wake ", b->start_ns - b->go_ns);
 			l = put_us(m, l, " us, memory map ", b->map_ns - b->start_ns);
-			l = put_us(m, l, " us, fd and TCP tables ", b->done_ns - b->map_ns);
-			l = rrc_bput(m, sizeof m, l, " us (helper ");
+			l = put_us(m, l, " us, fd table ", b->fds_ns - b->map_ns);
+			l = put_us(m, l, " us, TCP table ", b->done_ns - b->fds_ns);
+			l = rrc_bput(m, sizeof m, l, " us in ");
+			l = rrc_bput_u64(m, sizeof m, l, b->tcp_dumps);
+			l = rrc_bput(m, sizeof m, l, " dumps (helper ");
 			l = rrc_bput_u64(m, sizeof m, l, (uint64_t)s->helper.pid);
 			l = rrc_bput(m, sizeof m, l, ", ");
 			l = rrc_bput_u64(m, sizeof m, l, s->helper.starts);
@@ -878,6 +881,9 @@ out:
 void *rrc_control_main(void *arg)
 {
 	rrc_rr_library_thread();
+	/* its own name: ps, top and perf tell it from the application's
+	 * (bench/replication.py charges each thread's CPU by name) */
+	rrc_sys_prctl(15 /* PR_SET_NAME */, (unsigned long)"rrc-control", 0, 0, 0);
 	rrc_g.ctl_tid = (int)rrc_sys_gettid();
 	rrc_proc_dir_learn();
 	for (;;) {

@@ -333,6 +333,7 @@ int rrc_fds_capture(void)
 	s->fdbuf_len = 0;
 	s->nr_fds = 0;
 	s->nr_libpipes = 0;
+	s->tcp_v6 = 0;
 	char dir[64];
 	rrc_proc_path(dir, sizeof dir, "fd", -1);
 	long r = rrc_for_each_num_dirent(dir, s->dirbuf, sizeof s->dirbuf, capture_one, &w);

@@ -127,6 +127,7 @@ static void serve(struct rrc_helper_box *b)
 	s->nr_tcp = 0;
 	s->tcp_dumps = 0;
 	b->fds_rc = rrc_fds_capture();
+	b->fds_ns = rrc_mono_ns();
 	b->tcp_rc = b->do_tcp && b->fds_rc == 0 ? rrc_tcp_capture() : 0;
 	b->fdbuf_len = b->fds_rc == 0 ? s->fdbuf_len : 0;
 	b->nr_fds = s->nr_fds;

@@ -832,6 +832,7 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	rrc_rr_library_thread();
+	rrc_sys_prctl(15 /* PR_SET_NAME */, (unsigned long)"rrc-log-writer", 0, 0, 0); /* as rrc-control's */
 	/* parked by every checkpoint like the application's threads (below):
 	 * the park signal open whatever mask the creating thread had (going
 	 * live, rr-replay.c, an application thread inside a wrapper) */

@@ -118,7 +118,7 @@ struct rrc_helper_box {
 	uint32_t err_code;
 	int32_t  err_errno;
 	char     err_msg[512];
-	uint64_t go_ns, start_ns, map_ns, done_ns;  /* CLOCK_MONOTONIC */
+	uint64_t go_ns, start_ns, map_ns, fds_ns, done_ns;  /* CLOCK_MONOTONIC */
 	uint64_t nr_vmas, names_len;
 	uint64_t fdbuf_len;
 	uint32_t nr_fds, nr_libpipes;
@@ -248,6 +248,7 @@ struct rrc_scratch {
 	struct rrc_tcp_stream *tcp, *tcp_prev;
 	uint32_t nr_tcp, cap_tcp;
 	uint32_t tcp_dumps;             /* NETLINK_SOCK_DIAG dumps the last capture took */
+	uint32_t tcp_v6;                /* the fd table holds an AF_INET6 TCP socket (sockets.c) */
 	uint8_t  nlbuf[65536];          /* netlink receive buffer */
 	/* general buffers */
 	char     dirbuf[32768];
@@ -407,10 +408,11 @@ const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
 
 /* ---- sk-diag.c (ASYNC-SIGNAL-SAFE): the TCP stream table ---- */
 /* Dumps every TCP socket of the current netns into out[0..cap) until the
- * sequence values settle (spare: a second array of cap records); returns
- * the count, -ENOSPC, -EAGAIN (did not settle) or -errno. */
+ * sequence values settle (spare: a second array of cap records; v6: the
+ * AF_INET6 sockets too); returns the count, -ENOSPC, -EAGAIN (did not
+ * settle) or -errno. */
 long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
-			uint8_t *buf, size_t buflen, uint32_t *dumps) RRC_HIDDEN;
+			uint8_t *buf, size_t buflen, int v6, uint32_t *dumps) RRC_HIDDEN;
 int rrc_tcp_capture(void) RRC_HIDDEN;        /* pause path: 0, or -1 with rrc_s->err_* set */
 
 /* ---- precopy.c: the snapshot by copy ---- */

@@ -69,7 +69,8 @@
 #define TCP_MAX_DUMPS 16
 
 enum { TCPS_ESTABLISHED = 1, TCPS_SYN_SENT, TCPS_SYN_RECV, TCPS_FIN_WAIT1, TCPS_FIN_WAIT2,
-       TCPS_TIME_WAIT, TCPS_CLOSE, TCPS_CLOSE_WAIT, TCPS_LAST_ACK, TCPS_LISTEN, TCPS_CLOSING };
+       TCPS_TIME_WAIT, TCPS_CLOSE, TCPS_CLOSE_WAIT, TCPS_LAST_ACK, TCPS_LISTEN, TCPS_CLOSING,
+       TCPS_NEW_SYN_RECV, TCPS_BOUND_INACTIVE };
 
 /* States of a synchronized full socket, where both formulas hold. */
 static int seq_state(unsigned st)
@@ -279,7 +280,7 @@ static int settled(const struct rrc_tcp_stream *cur, uint32_t n, const struct rr
 }
 
 long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
-			uint8_t *buf, size_t buflen, uint32_t *dumps)
+			uint8_t *buf, size_t buflen, int v6, uint32_t *dumps)
 {
 	long nl = rrc_sys_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (nl < 0)
@@ -293,10 +294,14 @@ long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare
 		 * listening hash, which all namespaces share (~0.1 ms a walk
 		 * here), and with the application parked they neither appear nor
 		 * go; later dumps take them over from the previous one. */
-		uint32_t states = k == 1 ? ~0u : ~(1u << TCPS_LISTEN);
+		/* Never TCP_BOUND_INACTIVE (6.6+: bound, neither listening nor
+		 * connected; no sequence numbers): asking for it makes the kernel
+		 * walk the bind hash, which all namespaces share, in every dump
+		 * (measured: 0.19 ms a dump of an empty namespace with it, sk_diag_check). */
+		uint32_t states = (k == 1 ? ~0u : ~(1u << TCPS_LISTEN)) & ~(1u << TCPS_BOUND_INACTIVE);
 		uint32_t n = 0;
 		long r = dump_family((int)nl, AF_INET, states, 2 * k, cur, &n, cap, buf, buflen);
-		if (r == 0)
+		if (r == 0 && v6)
 			r = dump_family((int)nl, AF_INET6, states, 2 * k + 1, cur, &n, cap, buf, buflen);
 		for (uint32_t i = 0; r == 0 && k > 1 && i < np; i++) {
 			if (prev[i].state != TCPS_LISTEN)
@@ -333,7 +338,7 @@ int rrc_tcp_capture(void)
 {
 	struct rrc_scratch *s = rrc_s;
 	uint32_t dumps = 0;
-	long n = rrc_tcp_table_read(s->tcp, s->tcp_prev, s->cap_tcp, s->nlbuf, sizeof s->nlbuf, &dumps);
+	long n = rrc_tcp_table_read(s->tcp, s->tcp_prev, s->cap_tcp, s->nlbuf, sizeof s->nlbuf, s->tcp_v6 != 0, &dumps);
 	s->tcp_dumps = dumps;
 	if (n >= 0) {
 		s->nr_tcp = (uint32_t)n;

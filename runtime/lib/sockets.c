@@ -63,8 +63,21 @@ static int carry_connection(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 	return 1;
 }
 
+static int capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev);
+
 /* prev: the last capture's record of this fd, or NULL. */
 int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
+{
+	int r = capture_socket(f, fd, prev);
+	/* the TCP table dumps AF_INET6 only if some socket may have IPv6
+	 * (or IPv4-mapped) connections: a dump of a family walks the whole
+	 * connection hash (sk-diag.c) */
+	if (f->u.sock.family == AF_INET6 && f->u.sock.type == SOCK_STREAM)
+		rrc_s->tcp_v6 = 1;
+	return r;
+}
+
+static int capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 {
 	if (carry_connection(f, fd, prev))
 		return 0;

@@ -47,6 +47,9 @@ struct Shared {
     queue: VecDeque<Received>,
     stalled: bool,
     primary_lost: Option<String>,
+    /// Fault `alter-first-replay` armed: the next failover's first replay
+    /// gets an altered log.
+    alter_first_replay: bool,
 }
 
 pub struct Backup {
@@ -257,7 +260,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         gate,
         route,
         standby: Mutex::new(standby),
-        shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None }),
+        shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None, alter_first_replay: false }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
         writer,
@@ -428,6 +431,11 @@ impl Backup {
     }
 
     /// rr mode's record log, None in checkpoint mode.
+    /// Takes the `alter-first-replay` fault (armed: true, once).
+    pub fn take_alter_first_replay(&self) -> bool {
+        std::mem::take(&mut lock(&self.shared).alter_first_replay)
+    }
+
     pub fn shipped_log(&self) -> Option<&Mutex<crate::shipped_log::ShippedLog>> {
         self.log.as_ref()
     }
@@ -449,6 +457,11 @@ impl Backup {
                 let log = self.log.as_ref().with_context(|| format!("{} runs in checkpoint mode: it has no record log", self.spec.name))?;
                 lock(log).alter_next_output();
                 Ok(FaultSet { armed: Some("alter-next-logged-output".into()), ..Default::default() })
+            }
+            Fault::AlterFirstReplay => {
+                self.log.as_ref().with_context(|| format!("{} runs in checkpoint mode: it has no record log", self.spec.name))?;
+                lock(&self.shared).alter_first_replay = true;
+                Ok(FaultSet { armed: Some("alter-first-replay".into()), ..Default::default() })
             }
             Fault::MuteHeartbeats => {
                 let hb = lock(&self.hb);

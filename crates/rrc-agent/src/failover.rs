@@ -31,6 +31,7 @@ use rrc_wire::msg::{ConnSeed, Mode};
 use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReplay, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
+use crate::recovery::Recovery;
 use crate::repair_plan::{self, HeldConn, Listener};
 use crate::heartbeat::Silence;
 use crate::net::ContainerNet;
@@ -208,8 +209,8 @@ impl Standby {
             std::fs::create_dir_all(&d.live).with_context(|| format!("creating {}", d.live.display()))
         });
         let from = format!("committed state of {} (restorer started in advance)", spec.name);
-        let replay = spec.mode == Mode::Rr;
-        let restorer = match prepared.and_then(|()| start_restorer(agent, spec, &netns, data.as_ref(), &from, replay)) {
+        let recovery = Recovery::first(spec.mode == Mode::Rr);
+        let restorer = match prepared.and_then(|()| start_restorer(agent, spec, &netns, data.as_ref(), &from, recovery)) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(service = %spec.name, "starting the failover's restorer in advance: {e:#}; the failover will start it");
@@ -255,9 +256,9 @@ fn fill_copy(committed: &std::path::Path, live: &std::path::Path) -> Result<()> 
 /// image from a new pipe whose write end is returned; with `replay`, also
 /// told to replay a log from a file (a memfd) written later, on the
 /// clients' own connections (runtime/lib/rr-conns.h).
-fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str, replay: bool) -> Result<StandbyRestorer> {
+fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str, data: Option<&DataDirs>, from: &str, recovery: Recovery) -> Result<StandbyRestorer> {
     let (images, image_tx) = rrc_launch::Images::stream(from)?;
-    let (replay, replay_log) = if replay {
+    let (replay, replay_log) = if let Some(races) = recovery.races() {
         let log = crate::staging::memfd("rrc-replay-log")?;
         let theirs = OwnedFd::from(log.try_clone().context("duplicating the replay log's fd")?);
         let spec = rrc_launch::ReplaySpec {
@@ -265,8 +266,8 @@ fn start_restorer(agent: &Agent, spec: &rrc_wire::msg::ServiceSpec, netns: &str,
             timeout_ms: REPLAY_STALL_MS,
             to: None,
             until: None,
-            races: rrc_launch::Races::Order,
-            pace_max_us: 0,
+            races,
+            pace_max_us: recovery.pace_max_us(),
             connections: true,
             // recorded again for the spare's backup (re-protection)
             record: spec.spare.is_some(),
@@ -316,8 +317,9 @@ struct Attempt<'a> {
     image_id: rrc_image::ImageId,
     /// Connections not to rebuild but to reset, and why.
     must_reset: Vec<repair_plan::MustReset>,
-    /// The checkpoint alone, after a replay that diverged.
-    fallback: bool,
+    /// What this attempt is: a replay (ordered, paced) or the checkpoint
+    /// alone.
+    recovery: Recovery,
 }
 
 /// The service up, not yet live (its input still held).
@@ -374,7 +376,7 @@ fn bring_up(
     let from = format!("committed state of {}, epoch {}", b.spec.name, committed.epoch);
     let r = match a.restorer {
         Some(r) => r,
-        None => start_restorer(agent, &b.spec, &netns, data, &from, replaying)?,
+        None => start_restorer(agent, &b.spec, &netns, data, &from, a.recovery)?,
     };
     let (started, image_tx) = (r.started, r.image_tx);
     // the restored library maps the log once the threads are restored
@@ -475,7 +477,7 @@ fn bring_up(
             return Err(e.context("restoring the committed state").into());
         }
     };
-    step(steps, &b.spec.name, if a.fallback { "restored without replay (fallback), library answered" } else { "restored, library answered" }, t0);
+    step(steps, &b.spec.name, a.recovery.restored_step(), t0);
 
     // 4'. rr mode: the replay runs the log on the clients' connections
     // (reads take their bytes off them, outputs go out again) and every
@@ -532,6 +534,18 @@ fn bring_up(
     }
     step(steps, &b.spec.name, "replayed up to the last released output, live", t0);
     Ok(Up { restored, outcomes, bases, replay: Some(replay) })
+}
+
+/// Keeps, per connection, the furthest a diverged replay's socket had
+/// written and sent (sequence order), over the attempts.
+fn merge_written(all: &mut Vec<(ConnKey, rrc_repair::Silenced)>, more: Vec<(ConnKey, rrc_repair::Silenced)>) {
+    let later = |a: u32, b: u32| if (a.wrapping_sub(b) as i32) > 0 { a } else { b };
+    for (k, w) in more {
+        match all.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, had)) => *had = rrc_repair::Silenced { written: later(w.written, had.written), sent: later(w.sent, had.sent) },
+            None => all.push((k, w)),
+        }
+    }
 }
 
 /// Resets a connection that cannot be rebuilt, from the gate's record
@@ -629,6 +643,8 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // whose replies went past the checkpoint cannot be matched: they are
     // reset, as a repair that fails always is.
     let restored_id = rrc_store::new_image_id().context("an id for the restored image")?;
+    // (fault injection: what the first replay gets instead)
+    let mut first_log: Option<Vec<u8>> = None;
     let replay_log: Option<Vec<u8>> = match b.spec.mode {
         Mode::Rr => {
             // what the clients were sent: the replay reproduces it and no
@@ -638,6 +654,10 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             let log = committed.and_then(|c| b.shipped_log().and_then(|l| crate::lock(l).replay_log(&c, restored_id, &released)));
             if log.is_none() {
                 tracing::warn!(service = %b.spec.name, "no record log to replay from the committed checkpoint: restoring it without replay");
+            }
+            if b.take_alter_first_replay() {
+                tracing::warn!(service = %b.spec.name, "fault injected: the first replay gets an altered log");
+                first_log = committed.and_then(|c| b.shipped_log().and_then(|l| crate::lock(l).replay_log_altered(&c, restored_id, &released)));
             }
             log
         }
@@ -688,42 +708,82 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         _ => None,
     };
 
-    // 3c–4'. Restore, repair, replay.
+    // 3c–4'. Restore, repair, replay: ordered, then (if that diverged)
+    // paced, then the checkpoint alone (recovery.rs).
     let ccfg = container_config(agent);
-    let first = Attempt { restorer, replay_log: replay_log.as_deref(), image_id: restored_id, must_reset: Vec::new(), fallback: false };
-    let up = match bring_up(agent, b, &net, &committed, data.as_ref(), first, &mut steps, t0) {
-        Ok(up) => up,
-        Err(UpError::Diverged { why, mut replay, written }) => {
-            // RRC §4.4's recovery failed; the service must still come up:
-            // the checkpoint without replay, and every connection whose
-            // client may hold bytes it cannot reproduce reset
-            tracing::error!(service = %b.spec.name, "failover: {why}; restoring the committed checkpoint without replay");
-            step(&mut steps, &b.spec.name, "the replay diverged: restoring the checkpoint without it", t0);
-            let must_reset = repair_plan::written_past_release(&written, &b.gate().streams());
-            let again = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
-                let _ = std::fs::remove_dir_all(&d.live);
-                fill_copy(&d.committed, &d.live)
-            });
-            let id = rrc_store::new_image_id().context("an id for the restored image");
-            let second = again.and(id).map(|id| Attempt { restorer: None, replay_log: None, image_id: id, must_reset, fallback: true });
-            let up = second.map_err(UpError::Failed).and_then(|a| bring_up(agent, b, &net, &committed, data.as_ref(), a, &mut steps, t0));
-            match up {
-                Ok(mut up) => {
-                    replay.diverged = Some(why);
-                    up.replay = Some(*replay);
-                    up
-                }
-                Err(e) => {
+    let mut attempt = Attempt {
+        restorer,
+        replay_log: first_log.as_deref().or(replay_log.as_deref()),
+        image_id: restored_id,
+        must_reset: Vec::new(),
+        recovery: Recovery::first(replaying),
+    };
+    // how far each diverged replay's sockets had got, the furthest kept
+    let mut written: Vec<(ConnKey, rrc_repair::Silenced)> = Vec::new();
+    let mut divergences: Vec<(Recovery, String, Box<FailoverReplay>)> = Vec::new();
+    let up = loop {
+        let recovery = attempt.recovery;
+        match bring_up(agent, b, &net, &committed, data.as_ref(), attempt, &mut steps, t0) {
+            Ok(up) => break up,
+            Err(UpError::Diverged { why, replay, written: w }) => {
+                tracing::error!(service = %b.spec.name, "failover: {why}; {}", recovery.diverged_step());
+                step(&mut steps, &b.spec.name, recovery.diverged_step(), t0);
+                merge_written(&mut written, w);
+                divergences.push((recovery, why.clone(), replay));
+                let Some(next) = recovery.after_divergence() else {
                     net.destroy();
-                    return Err(e.into_anyhow().context(format!("restoring the checkpoint without replay after: {why}")));
+                    return Err(anyhow::anyhow!("{why}"));
+                };
+                // a replay wrote on the data directory's copy: from the
+                // committed one again
+                let again = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
+                    let _ = std::fs::remove_dir_all(&d.live);
+                    fill_copy(&d.committed, &d.live)
+                });
+                // A replay again rebuilds every connection and reproduces
+                // the bytes an earlier one sent past the release (each
+                // checked against the log's CRC before it went out): its
+                // client drops the ones it has as duplicates. The
+                // checkpoint alone does not: those clients are reset.
+                let must_reset = if next.replays() { Vec::new() } else { repair_plan::written_past_release(&written, &b.gate().streams()) };
+                // a replay's log names the image it continues by its cut:
+                // the same id again
+                let id = if next.replays() { Ok(restored_id) } else { rrc_store::new_image_id().context("an id for the restored image") };
+                match again.and(id) {
+                    Ok(id) => {
+                        attempt = Attempt {
+                            restorer: None,
+                            replay_log: if next.replays() { replay_log.as_deref() } else { None },
+                            image_id: id,
+                            must_reset,
+                            recovery: next,
+                        }
+                    }
+                    Err(e) => {
+                        net.destroy();
+                        return Err(e.context(format!("after: {why}")));
+                    }
                 }
             }
-        }
-        Err(e) => {
-            net.destroy();
-            return Err(e.into_anyhow());
+            Err(e) => {
+                net.destroy();
+                let e = e.into_anyhow();
+                return Err(match divergences.last() {
+                    Some((_, why, _)) => e.context(format!("after: {why}")),
+                    None => e,
+                });
+            }
         }
     };
+    let mut up = up;
+    // The timeline's replay: the one that went live (after an ordered one
+    // that diverged: `retried`), or, when the checkpoint alone did, the
+    // last replay's, marked diverged: the recovery failed.
+    if let Some((_, why, last)) = divergences.last() {
+        let mut r = up.replay.take().unwrap_or_else(|| FailoverReplay { diverged: Some(why.clone()), ..(**last).clone() });
+        r.retried = divergences.iter().find(|(rc, _, _)| *rc == Recovery::ReplayOrdered).map(|(_, w, _)| w.clone());
+        up.replay = Some(r);
+    }
     let Up { restored, outcomes, bases, replay } = up;
 
     // 5. Live: the held input goes to the restored service (the route

@@ -210,8 +210,14 @@ fn open_session(agent: &Agent, mut c: TcpStream, from: &str, slot: HandshakeSlot
 /// record log of a service this agent is the backup of.
 fn dispatch(agent: &Arc<Agent>, conn: PeerConn, first: Frame, from: &str) {
     match first.kind {
-        FrameKind::Replicate => crate::backup::serve(agent, conn, first),
-        FrameKind::LogStream => crate::logship::serve(agent, conn, first, from),
+        FrameKind::Replicate => {
+            crate::name_this_thread("repl-in");
+            crate::backup::serve(agent, conn, first)
+        }
+        FrameKind::LogStream => {
+            crate::name_this_thread("log-in");
+            crate::logship::serve(agent, conn, first, from)
+        }
         FrameKind::Request => agent.security.reject(Rejection::CliRequest, from, format!("a CLI request inside {}'s session", conn.session.peer_host)),
         k => agent.security.reject(Rejection::UnexpectedFrame, from, format!("{}'s session opened with a {k:?} frame, not Replicate or LogStream", conn.session.peer_host)),
     }

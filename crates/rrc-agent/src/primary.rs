@@ -22,7 +22,7 @@ use rrc_control::{DumpRequest, DUMP_F_COPY, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Mode, Replicate, ReplicateReady, ServiceSpec, Stop};
 use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
 use rrc_wire::msg::ConnSeed;
-use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
+use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PausePhases, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
 
 use crate::epochs::{take_ack, Epochs, Plan};
 use crate::net::ContainerNet;
@@ -1078,6 +1078,17 @@ impl Primary {
                 let st = &mut sh.stats;
                 st.last_epoch = epoch;
                 st.last_pause_us = pause_us;
+                st.last_pause = Some(PausePhases {
+                    quiesce_us: paused.quiesce_ns / 1000,
+                    scan_us: paused.scan_ns / 1000,
+                    capture_us: paused.capture_ns / 1000,
+                    fork_us: paused.fork_ns / 1000,
+                    copy_us: paused.copy_ns / 1000,
+                    copied_pages: paused.copied_pages,
+                    precopy_us: paused.precopy_ns / 1000,
+                    precopy_pages: paused.precopy_pages,
+                    threads: paused.threads,
+                });
                 st.last_checkpoint_bytes = image.len() as u64;
                 st.last_checkpoint_pages = done.pages;
                 if a.committed {

@@ -186,7 +186,15 @@ impl ShippedLog {
     /// what the clients were sent (kind 92): how far the replay goes and
     /// what it does not send again.
     pub fn replay_log(&self, committed: &ImageId, restored: ImageId, released: &Released) -> Option<Vec<u8>> {
-        self.log_from(committed, restored, Event::new(EventKind::Released, 0, 0, 0, released.encode()))
+        self.log_from(committed, restored, Event::new(EventKind::Released, 0, 0, 0, released.encode()), false)
+    }
+
+    /// Fault injection (tests, `alter-first-replay`): the same log with
+    /// the CRC32C of its first output to a connection altered, for the
+    /// failover's first replay only (which then diverges there; the paced
+    /// one after it gets the log as kept).
+    pub fn replay_log_altered(&self, committed: &ImageId, restored: ImageId, released: &Released) -> Option<Vec<u8>> {
+        self.log_from(committed, restored, Event::new(EventKind::Released, 0, 0, 0, released.encode()), true)
     }
 
     /// What a shadow replay (`shadow.rs`) runs: the log from the committed
@@ -196,13 +204,14 @@ impl ShippedLog {
     /// without both cuts.
     pub fn segment(&self, committed: &ImageId, restored: ImageId, to: &ImageId) -> Option<Vec<u8>> {
         let (end, _) = self.cuts.get(&to.0)?;
-        self.log_from(committed, restored, Event::new(EventKind::Cut, 0, 0, 0, end.encode()))
+        self.log_from(committed, restored, Event::new(EventKind::Cut, 0, 0, 0, end.encode()), false)
     }
 
     /// The header, the committed cut (naming `restored`), an empty batch
     /// for each thread of the cut that logged nothing since, the batches
-    /// kept, and `last` in a process-wide batch of its own.
-    fn log_from(&self, committed: &ImageId, restored: ImageId, last: Event) -> Option<Vec<u8>> {
+    /// kept (with `alter`, the first output to a connection in them with
+    /// its CRC32C altered), and `last` in a process-wide batch of its own.
+    fn log_from(&self, committed: &ImageId, restored: ImageId, last: Event, mut alter: bool) -> Option<Vec<u8>> {
         let (header, cut) = (self.header.as_ref()?, self.committed_cut.as_ref()?);
         // the log continues the checkpoint the store holds, or nothing
         if cut.image_id != *committed {
@@ -221,7 +230,11 @@ impl ShippedLog {
             }
         }
         for k in &self.kept {
-            put(k.batch.clone());
+            let mut b = k.batch.clone();
+            if alter && alter_output(&mut b) {
+                alter = false;
+            }
+            put(b);
         }
         put(Batch { tid: 0, batch_seq: 0, first_event: 0, events: vec![last] });
         Some(out)

@@ -174,6 +174,11 @@ pub enum Fault {
     /// record log (its CRC32C, after the gate was told of it): a failover
     /// that replays it diverges there.
     AlterNextLoggedOutput,
+    /// Backup, rr mode: the next failover's first replay (returns in
+    /// their recorded order) gets the log with one output's CRC32C
+    /// altered, and diverges there; the paced replay after it gets the
+    /// log as kept.
+    AlterFirstReplay,
     /// Backup: send no heartbeat for [`MUTE_HEARTBEATS_MS`], alive
     /// otherwise: the primary declares it failed though it is not.
     MuteHeartbeats,

@@ -245,6 +245,27 @@ pub struct PrimaryStats {
     pub last_error: Option<String>,
     pub pause_us_p50: u64,
     pub pause_us_p99: u64,
+    /// Where the last checkpoint's pause went (the library's DUMP reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pause: Option<PausePhases>,
+}
+
+/// The phases of one checkpoint pause (`struct rrc_ctl_dump_paused`), µs:
+/// every thread parked, the dirty pages found, the thread states and the
+/// rest captured, and (a copy snapshot) the dirty pages copied; with the
+/// pre-copy done before the pause, the service running.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausePhases {
+    pub quiesce_us: u64,
+    pub scan_us: u64,
+    pub capture_us: u64,
+    /// A fork snapshot's fork (0 for a copy snapshot).
+    pub fork_us: u64,
+    pub copy_us: u64,
+    pub copied_pages: u64,
+    pub precopy_us: u64,
+    pub precopy_pages: u64,
+    pub threads: u32,
 }
 
 /// What `rrc status` shows of a backup.
@@ -414,6 +435,11 @@ pub struct FailoverReplay {
     /// not match reset; the recovery counts as failed.
     #[serde(default)]
     pub diverged: Option<String>,
+    /// The first replay (returns in their recorded order) diverged, why:
+    /// the failover replayed again with the returns paced as well
+    /// (crates/rrc-agent/src/recovery.rs); this report is that replay's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

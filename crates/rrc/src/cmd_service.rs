@@ -152,6 +152,9 @@ pub enum FaultArg {
     /// log (a failover's replay then diverges there and falls back to the
     /// checkpoint without replay).
     AlterNextLoggedOutput,
+    /// At the backup, rr mode: the next failover's first replay gets an
+    /// altered log (it diverges; the paced replay after it does not).
+    AlterFirstReplay,
     /// At the backup: no heartbeat for a second, the host alive otherwise
     /// (the primary declares it failed, serves alone and tells it so).
     MuteHeartbeats,
@@ -243,6 +246,7 @@ struct ServiceView {
     protected: bool,
     checkpoints_committed: u64,
     last_pause_us: Option<u64>,
+    last_pause: Option<rrc_wire::reply::PausePhases>,
     last_checkpoint_bytes: Option<u64>,
     replication_lag_ms: Option<f64>,
     pid: Option<i32>,
@@ -278,6 +282,7 @@ fn merge(reports: &[AgentStatus]) -> Vec<ServiceView> {
                 protected: p.as_ref().and_then(|p| p.protected).unwrap_or(false),
                 checkpoints_committed: p.as_ref().map_or(base.checkpoints_committed, |p| p.checkpoints_committed),
                 last_pause_us: st.as_ref().map(|s| s.last_pause_us),
+                last_pause: st.as_ref().and_then(|s| s.last_pause),
                 last_checkpoint_bytes: st.as_ref().map(|s| s.last_checkpoint_bytes),
                 replication_lag_ms: st.as_ref().map(|s| s.replication_lag_ms),
                 pid: base.pid,
@@ -406,6 +411,20 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 s.replication_lag_ms.unwrap_or(0.0),
             );
         }
+        if let Some(p) = &s.last_pause {
+            println!(
+                "    last pause: {} threads parked in {} us, dirty pages found in {} us, state captured in {} us, {} {} us ({} pages; {} pages copied before it in {} us)",
+                p.threads,
+                p.quiesce_us,
+                p.scan_us,
+                p.capture_us,
+                if p.fork_us > 0 { "fork" } else { "copy" },
+                if p.fork_us > 0 { p.fork_us } else { p.copy_us },
+                p.copied_pages,
+                p.precopy_pages,
+                p.precopy_us,
+            );
+        }
         if let Some(g) = s.backup_view.as_ref().and_then(|b| b.gate.as_ref()) {
             println!(
                 "    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded",
@@ -487,6 +506,9 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 }
             }
             if let Some(r) = &f.replay {
+                if let Some(why) = &r.retried {
+                    println!("        the first replay (returns in their recorded order) diverged: {why}; replayed again, paced");
+                }
                 if let Some(why) = &r.diverged {
                     println!("        RECOVERY FAILED: {why}; restored the checkpoint without replay (the replay had done:)");
                 }
@@ -581,6 +603,7 @@ pub fn fault(a: FaultArgs) -> Result<ExitCode> {
         FaultArg::CorruptNextCheckpoint => (Fault::CorruptNextCheckpoint, Role::Primary),
         FaultArg::AlterNextLoggedOutput => (Fault::AlterNextLoggedOutput, Role::Backup),
         FaultArg::MuteHeartbeats => (Fault::MuteHeartbeats, Role::Backup),
+        FaultArg::AlterFirstReplay => (Fault::AlterFirstReplay, Role::Backup),
     };
     let agents = resolve(a.agent.agent.as_deref());
     let target = parts(&agents, &a.name).into_iter().find(|(_, r)| *r == role);
