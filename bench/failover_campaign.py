@@ -568,6 +568,10 @@ def summarize(records, kill):
             "breakdown_ms_median": {c: med([b[c] for b in bds if b.get(c) is not None]) for c in comps},
             "breakdown_ms": {c: pct([b[c] for b in bds if b.get(c) is not None]) for c in comps},
             "pause_spans_kill": sum(1 for r in rs if r.get("pause_spans_kill")),
+            # rr mode: failovers whose first replay diverged and that replayed
+            # again with paced returns (recovery.rs), and of those, recovered
+            "replays_retried_paced": sum(1 for r in rs if ((r.get("failover") or {}).get("replay") or {}).get("retried")),
+            "replays_retried_paced_recovered": sum(1 for r in ok if ((r.get("failover") or {}).get("replay") or {}).get("retried")),
             "connections_repaired": [sum(r.get("connections_repaired") or 0 for r in rs),
                                      sum(r.get("connections") or 0 for r in rs)] if kill == "primary" else None,
             "timings_s": tim,

@@ -50,6 +50,9 @@ struct Shared {
     /// Fault `alter-first-replay` armed: the next failover's first replay
     /// gets an altered log.
     alter_first_replay: bool,
+    /// Fault `damage-first-restore` armed: the next failover's first
+    /// restorer gets a damaged image.
+    damage_first_restore: bool,
 }
 
 pub struct Backup {
@@ -260,7 +263,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
         gate,
         route,
         standby: Mutex::new(standby),
-        shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None, alter_first_replay: false }),
+        shared: Mutex::new(Shared { stats: BackupStats { state: "starting".into(), ..Default::default() }, queue: VecDeque::new(), stalled: false, primary_lost: None, alter_first_replay: false, damage_first_restore: false }),
         wake: Condvar::new(),
         stopping: AtomicBool::new(false),
         writer,
@@ -431,6 +434,11 @@ impl Backup {
     }
 
     /// rr mode's record log, None in checkpoint mode.
+    /// Takes the `damage-first-restore` fault (armed: true, once).
+    pub fn take_damage_first_restore(&self) -> bool {
+        std::mem::take(&mut lock(&self.shared).damage_first_restore)
+    }
+
     /// Takes the `alter-first-replay` fault (armed: true, once).
     pub fn take_alter_first_replay(&self) -> bool {
         std::mem::take(&mut lock(&self.shared).alter_first_replay)
@@ -462,6 +470,10 @@ impl Backup {
                 self.log.as_ref().with_context(|| format!("{} runs in checkpoint mode: it has no record log", self.spec.name))?;
                 lock(&self.shared).alter_first_replay = true;
                 Ok(FaultSet { armed: Some("alter-first-replay".into()), ..Default::default() })
+            }
+            Fault::DamageFirstRestore => {
+                lock(&self.shared).damage_first_restore = true;
+                Ok(FaultSet { armed: Some("damage-first-restore".into()), ..Default::default() })
             }
             Fault::MuteHeartbeats => {
                 let hb = lock(&self.hb);

@@ -320,6 +320,38 @@ struct Attempt<'a> {
     /// What this attempt is: a replay (ordered, paced) or the checkpoint
     /// alone.
     recovery: Recovery,
+    /// Fault injection (`damage-first-restore`): one byte of the image
+    /// streamed to this attempt's restorer flipped.
+    damage_image: bool,
+}
+
+/// Where `damage-first-restore` flips a byte of the image stream: past
+/// the header, inside the first sections' payload (their checksums fail).
+const DAMAGED_BYTE: u64 = 4096;
+
+/// A writer that flips one byte of what goes through it (fault injection).
+struct FlipByte<W> {
+    inner: W,
+    at: u64,
+    pos: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for FlipByte<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let (start, end) = (self.pos, self.pos + buf.len() as u64);
+        let n = if (start..end).contains(&self.at) {
+            let mut b = buf.to_vec();
+            b[(self.at - start) as usize] ^= 0xff;
+            self.inner.write(&b)?
+        } else {
+            self.inner.write(buf)?
+        };
+        self.pos += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// The service up, not yet live (its input still held).
@@ -335,6 +367,10 @@ enum UpError {
     /// its connections closed without a byte to their clients. How far
     /// each had written (absolute write_seq), for the fallback.
     Diverged { why: String, replay: Box<FailoverReplay>, written: Vec<(ConnKey, rrc_repair::Silenced)> },
+    /// The restored process failed before its library answered (it
+    /// crashed, refused the image): no replay ran, no byte went to a
+    /// client; its container is removed.
+    RestoreFailed(anyhow::Error),
     Failed(anyhow::Error),
 }
 
@@ -348,7 +384,7 @@ impl UpError {
     fn into_anyhow(self) -> anyhow::Error {
         match self {
             UpError::Diverged { why, .. } => anyhow::anyhow!(why),
-            UpError::Failed(e) => e,
+            UpError::RestoreFailed(e) | UpError::Failed(e) => e,
         }
     }
 }
@@ -385,10 +421,17 @@ fn bring_up(
         (&f).write_all(log).context("writing the replay log")?;
     }
     let writer = {
-        let (b, id) = (b.clone(), a.image_id);
+        let (b, id, damage) = (b.clone(), a.image_id, a.damage_image);
         std::thread::Builder::new()
             .name("failover-image".into())
-            .spawn(move || b.store().stream_image_as(std::fs::File::from(image_tx), id))
+            .spawn(move || {
+                let out = std::fs::File::from(image_tx);
+                if damage {
+                    b.store().stream_image_as(FlipByte { inner: out, at: DAMAGED_BYTE, pos: 0 }, id)
+                } else {
+                    b.store().stream_image_as(out, id)
+                }
+            })
             .context("starting the image writer")?
     };
 
@@ -474,7 +517,17 @@ fn bring_up(
                 Err(we) => e.context(format!("streaming the image failed: {we}")),
                 Ok(()) => e,
             };
-            return Err(e.context("restoring the committed state").into());
+            // The library never answered: nothing of a replay ran. The
+            // restorer may have taken its sockets out of repair mode; the
+            // copies kept here are the last references: back in repair
+            // mode their close sends nothing (no RST for the unread client
+            // bytes), and the next attempt rebuilds the connections.
+            for (k, fd) in &kept {
+                if let Err(se) = rrc_repair::silence(fd) {
+                    tracing::warn!(service = %b.spec.name, client = %k.0, "silencing a connection of the failed restore: {se}");
+                }
+            }
+            return Err(UpError::RestoreFailed(e.context("restoring the committed state")));
         }
     };
     step(steps, &b.spec.name, a.recovery.restored_step(), t0);
@@ -717,17 +770,29 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         image_id: restored_id,
         must_reset: Vec::new(),
         recovery: Recovery::first(replaying),
+        damage_image: b.take_damage_first_restore(),
     };
     // how far each diverged replay's sockets had got, the furthest kept
     let mut written: Vec<(ConnKey, rrc_repair::Silenced)> = Vec::new();
     let mut divergences: Vec<(Recovery, String, Box<FailoverReplay>)> = Vec::new();
     let up = loop {
         let recovery = attempt.recovery;
-        match bring_up(agent, b, &net, &committed, data.as_ref(), attempt, &mut steps, t0) {
+        let outcome = bring_up(agent, b, &net, &committed, data.as_ref(), attempt, &mut steps, t0);
+        // a restore that failed before its library answered ran nothing:
+        // the next way is tried as after a divergence (a crash that comes
+        // again, or a refused image, ends with the checkpoint's attempt)
+        let (outcome, label) = match outcome {
+            Err(UpError::RestoreFailed(e)) if recovery.after_divergence().is_some() => {
+                let why = format!("the restore failed: {e:#}");
+                (Err(UpError::Diverged { why, replay: Box::default(), written: Vec::new() }), recovery.restore_failed_step())
+            }
+            other => (other, recovery.diverged_step()),
+        };
+        match outcome {
             Ok(up) => break up,
             Err(UpError::Diverged { why, replay, written: w }) => {
-                tracing::error!(service = %b.spec.name, "failover: {why}; {}", recovery.diverged_step());
-                step(&mut steps, &b.spec.name, recovery.diverged_step(), t0);
+                tracing::error!(service = %b.spec.name, "failover: {why}; {label}");
+                step(&mut steps, &b.spec.name, label, t0);
                 merge_written(&mut written, w);
                 divergences.push((recovery, why.clone(), replay));
                 let Some(next) = recovery.after_divergence() else {
@@ -757,6 +822,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                             image_id: id,
                             must_reset,
                             recovery: next,
+                            damage_image: false,
                         }
                     }
                     Err(e) => {

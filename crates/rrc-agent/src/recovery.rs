@@ -79,6 +79,16 @@ impl Recovery {
         }
     }
 
+    /// The step when this attempt's restore failed before its library
+    /// answered (nothing of it ran), naming what follows.
+    pub fn restore_failed_step(self) -> &'static str {
+        match self {
+            Recovery::ReplayOrdered => "the restore failed: restoring again to replay paced",
+            Recovery::ReplayPaced => "the restore failed again: restoring the checkpoint without replay",
+            Recovery::CheckpointOnly => "the restore failed",
+        }
+    }
+
     /// The step when this attempt's replay diverged, naming what follows.
     pub fn diverged_step(self) -> &'static str {
         match self {

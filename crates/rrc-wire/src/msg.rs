@@ -179,6 +179,10 @@ pub enum Fault {
     /// altered, and diverges there; the paced replay after it gets the
     /// log as kept.
     AlterFirstReplay,
+    /// Backup: the next failover's first restorer gets the committed image
+    /// with one byte flipped (it refuses it before the process runs); the
+    /// failover tries the next way, as after a divergence.
+    DamageFirstRestore,
     /// Backup: send no heartbeat for [`MUTE_HEARTBEATS_MS`], alive
     /// otherwise: the primary declares it failed though it is not.
     MuteHeartbeats,

@@ -435,8 +435,9 @@ pub struct FailoverReplay {
     /// not match reset; the recovery counts as failed.
     #[serde(default)]
     pub diverged: Option<String>,
-    /// The first replay (returns in their recorded order) diverged, why:
-    /// the failover replayed again with the returns paced as well
+    /// The first replay (returns in their recorded order) diverged, or
+    /// its restore failed before the library answered, why: the failover
+    /// replayed again with the returns paced as well
     /// (crates/rrc-agent/src/recovery.rs); this report is that replay's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried: Option<String>,

@@ -155,6 +155,9 @@ pub enum FaultArg {
     /// At the backup, rr mode: the next failover's first replay gets an
     /// altered log (it diverges; the paced replay after it does not).
     AlterFirstReplay,
+    /// At the backup: the next failover's first restore gets a damaged
+    /// image (refused; the failover restores again).
+    DamageFirstRestore,
     /// At the backup: no heartbeat for a second, the host alive otherwise
     /// (the primary declares it failed, serves alone and tells it so).
     MuteHeartbeats,
@@ -507,7 +510,7 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             }
             if let Some(r) = &f.replay {
                 if let Some(why) = &r.retried {
-                    println!("        the first replay (returns in their recorded order) diverged: {why}; replayed again, paced");
+                    println!("        the first replay (returns in their recorded order) did not go live: {why}; replayed again, paced");
                 }
                 if let Some(why) = &r.diverged {
                     println!("        RECOVERY FAILED: {why}; restored the checkpoint without replay (the replay had done:)");
@@ -604,6 +607,7 @@ pub fn fault(a: FaultArgs) -> Result<ExitCode> {
         FaultArg::AlterNextLoggedOutput => (Fault::AlterNextLoggedOutput, Role::Backup),
         FaultArg::MuteHeartbeats => (Fault::MuteHeartbeats, Role::Backup),
         FaultArg::AlterFirstReplay => (Fault::AlterFirstReplay, Role::Backup),
+        FaultArg::DamageFirstRestore => (Fault::DamageFirstRestore, Role::Backup),
     };
     let agents = resolve(a.agent.agent.as_deref());
     let target = parts(&agents, &a.name).into_iter().find(|(_, r)| *r == role);
