@@ -522,11 +522,7 @@ fn bring_up(
             // copies kept here are the last references: back in repair
             // mode their close sends nothing (no RST for the unread client
             // bytes), and the next attempt rebuilds the connections.
-            for (k, fd) in &kept {
-                if let Err(se) = rrc_repair::silence(fd) {
-                    tracing::warn!(service = %b.spec.name, client = %k.0, "silencing a connection of the failed restore: {se}");
-                }
-            }
+            silence_all(&b.spec.name, &kept, "the failed restore");
             return Err(UpError::RestoreFailed(e.context("restoring the committed state")));
         }
     };
@@ -563,16 +559,7 @@ fn bring_up(
             };
             // in repair mode a socket's close sends nothing: the clients'
             // connections stay as they were for the fallback
-            let written: Vec<(ConnKey, rrc_repair::Silenced)> = kept
-                .iter()
-                .filter_map(|(k, fd)| match rrc_repair::silence(fd) {
-                    Ok(w) => Some((*k, w)),
-                    Err(e) => {
-                        tracing::warn!(service = %b.spec.name, client = %k.0, "silencing a connection of the diverged replay: {e}");
-                        None
-                    }
-                })
-                .collect();
+            let written = silence_all(&b.spec.name, &kept, "the diverged replay");
             remove(&restored);
             drop(kept);
             return Err(UpError::Diverged { why, replay: Box::new(replay), written });
@@ -589,10 +576,24 @@ fn bring_up(
     Ok(Up { restored, outcomes, bases, replay: Some(replay) })
 }
 
+/// Puts every kept socket of an attempt (`whose`) back into repair mode
+/// (rrc_repair::silence): how far each had got.
+fn silence_all(service: &str, kept: &[(ConnKey, OwnedFd)], whose: &str) -> Vec<(ConnKey, rrc_repair::Silenced)> {
+    kept.iter()
+        .filter_map(|(k, fd)| match rrc_repair::silence(fd) {
+            Ok(w) => Some((*k, w)),
+            Err(e) => {
+                tracing::warn!(service, client = %k.0, "silencing a connection of {whose}: {e}");
+                None
+            }
+        })
+        .collect()
+}
+
 /// Keeps, per connection, the furthest a diverged replay's socket had
 /// written and sent (sequence order), over the attempts.
 fn merge_written(all: &mut Vec<(ConnKey, rrc_repair::Silenced)>, more: Vec<(ConnKey, rrc_repair::Silenced)>) {
-    let later = |a: u32, b: u32| if (a.wrapping_sub(b) as i32) > 0 { a } else { b };
+    let later = |a: u32, b: u32| if rrc_repair::seq_cmp(a, b).is_gt() { a } else { b };
     for (k, w) in more {
         match all.iter_mut().find(|(x, _)| *x == k) {
             Some((_, had)) => *had = rrc_repair::Silenced { written: later(w.written, had.written), sent: later(w.sent, had.sent) },
@@ -775,7 +776,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // how far each diverged replay's sockets had got, the furthest kept
     let mut written: Vec<(ConnKey, rrc_repair::Silenced)> = Vec::new();
     let mut divergences: Vec<(Recovery, String, Box<FailoverReplay>)> = Vec::new();
-    let up = loop {
+    let mut up = loop {
         let recovery = attempt.recovery;
         let outcome = bring_up(agent, b, &net, &committed, data.as_ref(), attempt, &mut steps, t0);
         // a restore that failed before its library answered ran nothing:
@@ -841,7 +842,6 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             }
         }
     };
-    let mut up = up;
     // The timeline's replay: the one that went live (after an ordered one
     // that diverged: `retried`), or, when the checkpoint alone did, the
     // last replay's, marked diverged: the recovery failed.

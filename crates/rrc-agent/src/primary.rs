@@ -796,16 +796,30 @@ impl Primary {
         if let Some(mut hb) = hb {
             hb.stop();
         }
-        if let (Some(reason), Ok(mut c)) = (stop_reason, self.conn.try_lock()) {
-            if c.send_json(FrameKind::Stop, &Stop { reason: reason.into() }).is_ok() {
-                // The backup closes the connection once its side is gone
-                // (Backup::stop); the ack reader sees that EOF and ends,
-                // which stop() waits for (bounded).
-                let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
-                return;
-            }
+        if stop_reason.is_some_and(|reason| self.send_stop(reason, Duration::ZERO)) {
+            // The backup closes the connection once its side is gone
+            // (Backup::stop); the ack reader sees that EOF and ends,
+            // which stop() waits for (bounded).
+            let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
+            return;
         }
         let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Writes Stop{reason} on the replication connection if it can have
+    /// it within `within` (an epoch's thread may be writing a checkpoint
+    /// on it). True if it was written.
+    fn send_stop(&self, reason: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(mut c) = self.conn.try_lock() {
+                return c.send_json(FrameKind::Stop, &Stop { reason: reason.into() }).is_ok();
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Tells the backup it is no longer one (Stop, with `reason`), then
@@ -814,19 +828,9 @@ impl Primary {
     /// [`DISMISS_WAIT`] (its epoch fails once the backup is lost), or the
     /// backup is not told. True if the Stop was written.
     fn dismiss_backup(&self, reason: &str) -> bool {
-        let deadline = Instant::now() + DISMISS_WAIT;
-        loop {
-            if let Ok(mut c) = self.conn.try_lock() {
-                let sent = c.send_json(FrameKind::Stop, &Stop { reason: reason.into() }).is_ok();
-                let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
-                return sent;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let told = self.send_stop(reason, DISMISS_WAIT);
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Write);
+        told
     }
 
     pub fn fault(&self, f: Fault) -> Result<FaultSet> {

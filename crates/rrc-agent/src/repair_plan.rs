@@ -163,8 +163,7 @@ fn unread_unwritten(local: SocketAddrV4, remote: SocketAddrV4) -> TcpStream {
 /// reproduces), so its connection is reset, not rebuilt.
 pub fn past_release(write_seq: u32, s: &StreamSnapshot) -> Option<std::cmp::Ordering> {
     let released = s.server_isn?.wrapping_add(1).wrapping_add(s.server_released_end_rel);
-    // sequence order (RFC 793 modular comparison)
-    Some((write_seq.wrapping_sub(released) as i32).cmp(&0))
+    Some(rrc_repair::seq_cmp(write_seq, released))
 }
 
 /// What the clients were sent, for a failover's replay (rr mode; RRC

@@ -18,4 +18,4 @@ pub mod sys;
 pub use crate::end::{reset, silence, Silenced};
 pub use crate::error::{RepairError, Unsupported};
 pub use crate::repair::repair;
-pub use crate::spec::{spec_for_replay, spec_from_gate, spec_to_reset, RepairSpec, TsSpec, DEFAULT_RCV_WND};
+pub use crate::spec::{seq_cmp, spec_for_replay, spec_from_gate, spec_to_reset, RepairSpec, TsSpec, DEFAULT_RCV_WND};

@@ -326,9 +326,14 @@ pub fn spec_to_reset(data: &StreamData, sent_to: Option<u32>) -> Result<RepairSp
     };
     let client_end = s.client_base_rel.wrapping_add(s.client_recorded_len as u32);
     let released = server_isn.wrapping_add(1).wrapping_add(s.server_released_end_rel);
-    // sequence order (RFC 793 modular comparison)
-    let send_seq = sent_to.filter(|&x| (x.wrapping_sub(released) as i32) > 0).unwrap_or(released);
+    let send_seq = sent_to.filter(|&x| seq_cmp(x, released).is_gt()).unwrap_or(released);
     Ok(handshake(s).spec((s.server, s.client), (send_seq, Vec::new()), (client_isn.wrapping_add(1).wrapping_add(client_end), Vec::new())))
+}
+
+/// Two TCP sequence numbers in sequence order (RFC 793's modular
+/// comparison: `a` after `b` if it is less than 2^31 ahead).
+pub fn seq_cmp(a: u32, b: u32) -> std::cmp::Ordering {
+    (a.wrapping_sub(b) as i32).cmp(&0)
 }
 
 /// The 64-bit offset whose low 32 bits are `rel`, nearest to `reference`
