@@ -41,6 +41,7 @@ bench: setup all
 	python3 bench/checkpoint_pause.py
 	python3 bench/checkpoint_pause.py --snapshot copy
 	python3 bench/replication.py
+	python3 bench/closing_connections.py
 	python3 bench/failover_campaign.py
 	python3 bench/wire_auth.py --rounds 10
 	python3 bench/record.py

@@ -128,7 +128,7 @@ int rrc_fdt_begin(void)
 	}
 	if (!rrc_rr_recording())
 		return 0; /* not recording */
-	rrc_rr_reserve(8);
+	rrc_rr_reserve(RRC_FIN_ROOM); /* a close may add a FIN output */
 	lock();
 	if (rrc_rr_replaying()) {
 		/* parked waiting for the lock, restored into replay: the call
@@ -189,7 +189,8 @@ static void note_made(int64_t fd, uint64_t seq)
 		fdt->e[fd].made = seq;
 }
 
-void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void *data, uint32_t len)
+static void end_with(int t, uint16_t kind, uint64_t obj, int64_t result, const void *data, uint32_t len,
+		     const struct rrc_fin *fin)
 {
 	if (!t)
 		return;
@@ -202,10 +203,25 @@ void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void 
 		note_made(result, fdt->seq);
 	rrc_hook_enter();
 	rrc_rr_event(kind, 0, obj, fdt->seq++, result, data, len);
+	if (fin)
+		rrc_fin_event(fin, (int)result);
 	rrc_hook_leave();
 	held = 0;
 	unlock();
 	errno = e;
+}
+
+void rrc_fdt_end(int t, uint16_t kind, uint64_t obj, int64_t result, const void *data, uint32_t len)
+{
+	end_with(t, kind, obj, result, data, len, 0);
+}
+
+void rrc_fdt_end_close(int t, int64_t result, int fd, const struct rrc_fin *fin)
+{
+	int32_t fds[2] = { fd, -1 };
+	end_with(t, RRC_EV_FD, RRC_FDOP_CLOSE, result, fds, sizeof fds, fin);
+	if (t == REPLAYED)
+		rrc_fin_replayed(fd);
 }
 
 void rrc_fdt_end_fd(int t, uint16_t op, int64_t result, int32_t a, int32_t b)
@@ -422,6 +438,21 @@ static int out_late(int fd, const void *ctx, uint32_t (*crc_of)(const void *, ui
 	return 1;
 }
 
+/* Where an output of fd's stands (the bytes it sent before) and its
+ * connection, if learnt (RRC_OUT_INET). */
+static void name_output(const struct fdt_entry *x, struct rrc_log_output *o)
+{
+	o->offset = x->sent;
+	o->made = x->made;
+	if (x->conn == 1) {
+		o->family = RRC_OUT_INET;
+		o->local_addr = x->local_addr;
+		o->peer_addr = x->peer_addr;
+		o->local_port = x->local_port;
+		o->peer_port = x->peer_port;
+	}
+}
+
 /* The OUTPUT event of a send that returned r (errno e): its bytes' CRC
  * (crc_of over ctx), all inside the hook guard, after a last look at the
  * mode there: a thread parked anywhere between its call and this guard and
@@ -442,15 +473,7 @@ static ssize_t out_event(int fd, ssize_t r, int e, const void *ctx,
 				    .crc = r > 0 ? crc_of(ctx, (uint64_t)r, &have) : 0 };
 	if (fd >= 0 && fd < RRC_MAX_FDS) {
 		struct fdt_entry *x = &fdt->e[fd];
-		o.offset = x->sent;
-		o.made = x->made;
-		if (x->conn == 1) {
-			o.family = RRC_OUT_INET;
-			o.local_addr = x->local_addr;
-			o.peer_addr = x->peer_addr;
-			o.local_port = x->local_port;
-			o.peer_port = x->peer_port;
-		}
+		name_output(x, &o);
 		if (r > 0)
 			x->sent += (uint64_t)r;
 	}
@@ -458,6 +481,45 @@ static ssize_t out_event(int fd, ssize_t r, int e, const void *ctx,
 	rrc_hook_leave();
 	errno = e;
 	return r;
+}
+
+/* ---- the end of sending: a FIN output (RRC_EVF_FIN) ----
+ *
+ * A server that closes its connections after replying (HTTP/1.0, ab
+ * without -k, a QUIT) makes its kernel send a FIN that its client waits
+ * for. Without a record of it the backup's gate holds that FIN until the
+ * next checkpoint is committed; with one it goes out as soon as the log
+ * holding the program's shutdown or close is at the backup, like the
+ * bytes before it (docs/gate.md "The log's cover"), and a failover's
+ * replay makes that call again, which sends the same FIN. Only for a
+ * learnt IPv4 TCP connection; the gate checks that the server's FIN
+ * stands exactly at the offset named (a close of one of two fds of a
+ * socket sends none, an RST is not a FIN). */
+void rrc_fin_note(int fd, struct rrc_fin *f)
+{
+	f->fd = -1;
+	if (!fdt || fd < 0 || fd >= RRC_MAX_FDS || !rrc_rr_recording() || !is_socket(fd))
+		return;
+	learn_conn(fd); /* before a close, while the socket still has its names */
+	const struct fdt_entry *x = &fdt->e[fd];
+	if (x->conn != 1)
+		return;
+	f->o = (struct rrc_log_output){ 0 };
+	name_output(x, &f->o);
+	f->fd = fd;
+}
+
+void rrc_fin_event(const struct rrc_fin *f, int result)
+{
+	if (f->fd >= 0 && result == 0 && rrc_rr_recording())
+		rrc_rr_event(RRC_EV_OUTPUT, RRC_EVF_FIN, (uint64_t)f->fd, 0, 0, &f->o, sizeof f->o);
+}
+
+void rrc_fin_replayed(int fd)
+{
+	const struct rrc_log_event *e = rrc_rp_peek(0, RRC_RP_ANY);
+	if (e && e->kind == RRC_EV_OUTPUT && (e->flags & RRC_EVF_FIN) && e->obj == (uint64_t)fd)
+		rrc_rp_result(e);
 }
 
 ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r)

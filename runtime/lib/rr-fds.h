@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include "rrc/rrlog.h"
 
 #define RRC_HIDDEN_FDS __attribute__((visibility("hidden")))
 
@@ -55,5 +56,30 @@ ssize_t rrc_out_end(int t, int fd, const struct iovec *iov, int cnt, ssize_t r) 
  * its event (offset, CRC32C) and *r is the recorded outcome. 1 if so, 0 if
  * the call is to be made (not replaying, not a socket, or live). */
 int rrc_out_replayed(int fd, const struct iovec *iov, int cnt, ssize_t *r) RRC_HIDDEN_FDS;
+
+/* The end of sending on a connection (shutdown SHUT_WR/SHUT_RDWR, close):
+ *
+ *     struct rrc_fin fin;
+ *     rrc_fin_note(fd, &fin);        // recording, before the call: room reserved
+ *                                    // (RRC_FIN_ROOM more), the connection learnt
+ *     r = real_close(fd);            // or shutdown
+ *     ... inside the hook guard of the call's own event, right after it:
+ *     rrc_fin_event(&fin, r);        // an OUTPUT with RRC_EVF_FIN if r == 0
+ *
+ * and in replay, once the call's own event is consumed (or late):
+ *     rrc_fin_replayed(fd);          // its FIN output, if the recording has one */
+struct rrc_fin {
+	int fd;                          /* -1: none to log */
+	struct rrc_log_output o;
+};
+/* room for a call's event with up to 8 bytes of data and a FIN output,
+ * one of them across the ring's end */
+#define RRC_FIN_ROOM (8 + 2 * (sizeof(struct rrc_log_event) + sizeof(struct rrc_log_output)))
+void rrc_fin_note(int fd, struct rrc_fin *f) RRC_HIDDEN_FDS;
+/* close's FD event (rrc_fdt_end_fd's), then its FIN output, or in replay
+ * both consumed */
+void rrc_fdt_end_close(int t, int64_t result, int fd, const struct rrc_fin *fin) RRC_HIDDEN_FDS;
+void rrc_fin_event(const struct rrc_fin *f, int result) RRC_HIDDEN_FDS;
+void rrc_fin_replayed(int fd) RRC_HIDDEN_FDS;
 
 #endif /* RRC_RR_FDS_H */

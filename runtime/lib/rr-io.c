@@ -551,12 +551,15 @@ static int sockop_result(int op, const struct rrc_log_event *e, void *val, sockl
 	return (int)rrc_rp_result(e);
 }
 
-static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t *len)
+/* fin: a shutdown's FIN output (rr-fds.h), or NULL */
+static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t *len, const struct rrc_fin *fin)
 {
 	int err = errno;
 	LOG_OR_LATE({ /* parked around the call, restored into replay: the recorded outcome */
 		int64_t rec = rrc_rr_replaying() ? rrc_rp_late(RRC_EV_SOCKOPT, (uint64_t)fd, r < 0 ? -(int64_t)err : r)
 						 : (r < 0 ? -(int64_t)err : r);
+		if (fin && rrc_rr_replaying())
+			rrc_fin_replayed(fd);
 		errno = rec < 0 ? (int)-rec : err;
 		return rec < 0 ? -1 : (int)rec;
 	});
@@ -569,6 +572,8 @@ static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t
 		n = 4 + k;
 	}
 	rrc_rr_event(RRC_EV_SOCKOPT, 0, (uint64_t)fd, (uint64_t)op, r < 0 ? -(int64_t)err : r, d, n);
+	if (fin)
+		rrc_fin_event(fin, r);
 	rrc_hook_leave();
 	errno = err;
 	return r;
@@ -583,13 +588,30 @@ static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t
 		if (!rrc_rr_recording()) \
 			return (call); \
 		rrc_rr_reserve(132); \
-		return sockop_logged((op), (fd), (call), (val), (len)); \
+		return sockop_logged((op), (fd), (call), (val), (len), 0); \
 	} while (0)
 
+/* SHUT_WR and SHUT_RDWR send the FIN: logged as an output too (rr-fds.h) */
 int shutdown(int fd, int how)
 {
 	RESOLVE(shutdown);
-	SOCKOP(SOCK_SHUTDOWN, fd, 0, 0, real_shutdown(fd, how));
+	int sends_fin = how == SHUT_WR || how == SHUT_RDWR;
+	if (rrc_rr_replaying()) {
+		const struct rrc_log_event *e = rrc_rp_next(RRC_EV_SOCKOPT, (uint64_t)fd);
+		int r = real_shutdown(fd, how); /* made again: the same FIN, from the socket */
+		if (!e)
+			return r;
+		r = sockop_result(SOCK_SHUTDOWN, e, 0, 0);
+		if (sends_fin)
+			rrc_fin_replayed(fd);
+		return r;
+	}
+	if (!rrc_rr_recording())
+		return real_shutdown(fd, how);
+	rrc_rr_reserve(RRC_FIN_ROOM);
+	struct rrc_fin fin;
+	rrc_fin_note(sends_fin ? fd : -1, &fin);
+	return sockop_logged(SOCK_SHUTDOWN, fd, real_shutdown(fd, how), 0, 0, &fin);
 }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)

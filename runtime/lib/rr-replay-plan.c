@@ -436,20 +436,23 @@ int rp_plan_until(struct rp_plan *p, uint32_t thread, uint32_t index, int return
 	return until(p, returns, seed_event, &o);
 }
 
-/* an output to a connection of r that begins below its released offset */
+/* an output to a connection of r that begins below its released offset,
+ * or the close or shutdown whose FIN its client was sent (RRC_EVF_FIN) */
 int rp_output_released(const struct rrc_log_event *e, const struct rrc_log_released *r)
 {
 	if (e->kind != RRC_EV_OUTPUT || e->data_len != sizeof(struct rrc_log_output))
 		return 0;
 	struct rrc_log_output o;
 	rrc_memcpy(&o, e + 1, sizeof o);
-	if (o.family != RRC_OUT_INET || !o.length)
+	int fin = (e->flags & RRC_EVF_FIN) != 0;
+	if (o.family != RRC_OUT_INET || !(o.length || fin))
 		return 0;
 	const struct rrc_log_released_conn *c = (const void *)(r + 1);
 	for (uint32_t i = 0; i < r->nr_conns; i++)
 		if (c[i].local_addr == o.local_addr && c[i].peer_addr == o.peer_addr &&
 		    c[i].local_port == o.local_port && c[i].peer_port == o.peer_port)
-			return o.offset < c[i].released;
+			return fin ? (c[i].flags & RRC_RELEASED_FIN) && o.offset <= c[i].released
+				   : o.offset < c[i].released;
 	return 0;
 }
 

@@ -649,10 +649,12 @@ static int fcntl_journaled(int fd, int cmd, long arg)
 int close(int fd)
 {
 	int t = rrc_fdt_begin();
+	struct rrc_fin fin; /* a connection's close may send its FIN (rr-fds.h) */
+	rrc_fin_note(t == 1 ? fd : -1, &fin);
 	int r = close_journaled(fd);
 	if (r == 0 || errno != EBADF)
 		rrc_fdt_closed(fd); /* closed even when it reports EINTR or EIO */
-	rrc_fdt_end_fd(t, RRC_FDOP_CLOSE, r < 0 ? -errno : 0, fd, -1);
+	rrc_fdt_end_close(t, r < 0 ? -errno : 0, fd, &fin);
 	return r;
 }
 

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use rrc_gate::LoggedOutput;
-use rrc_image::rrlog::{Batch, EventKind, Mark, Output};
+use rrc_image::rrlog::{Batch, EventKind, Mark, Output, EVF_FIN};
 
 /// Outputs waiting for their mark, per thread at most this many: a log
 /// without marks (an older writer, a fault) must not grow this without
@@ -52,7 +52,9 @@ impl MarkedOutputs {
             }
         }
         for (i, e) in b.events.iter().enumerate() {
-            if e.kind != EventKind::Output || e.result <= 0 {
+            // bytes that went out, or the program's end of sending (a FIN)
+            let fin = e.flags & EVF_FIN != 0;
+            if e.kind != EventKind::Output || (e.result <= 0 && !fin) {
                 continue;
             }
             let Ok(Output { offset, length, crc, conn: Some(conn), made }) = Output::decode(&e.data) else { continue };
@@ -61,7 +63,7 @@ impl MarkedOutputs {
                 w.pop_front();
                 self.dropped += 1;
             }
-            let o = LoggedOutput { client: conn.peer, server: conn.local, made, offset, length, crc };
+            let o = LoggedOutput { client: conn.peer, server: conn.local, made, offset, length, crc, fin };
             w.push_back((b.first_event + i as u64, o));
         }
         Vec::new()
@@ -129,6 +131,17 @@ mod tests {
         assert!(t.batch(&mark(2, &[(4, 9)])).is_empty(), "another thread's mark");
         assert_eq!(t.batch(&mark(3, &[(3, 4)])).len(), 1);
         assert_eq!(t.waiting(), 0);
+    }
+
+    #[test]
+    fn a_fin_goes_like_an_output() {
+        let mut t = MarkedOutputs::new();
+        let fin = Event { flags: EVF_FIN, ..output(5, 0, 7) };
+        assert!(t.batch(&batch(3, 0, vec![output(0, 5, 7), fin])).is_empty());
+        let got = t.batch(&mark(1, &[(3, 2)]));
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[1].offset, got[1].length, got[1].fin), (5, 0, true));
+        assert!(!got[0].fin);
     }
 
     #[test]

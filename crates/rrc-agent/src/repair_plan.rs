@@ -26,7 +26,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 
 use rrc_gate::StreamSnapshot;
-use rrc_image::rrlog::{OutputConn, Released};
+use rrc_image::rrlog::{OutputConn, Released, ReleasedConn};
 use rrc_image::sections::TcpStream;
 
 /// A connected socket of the image.
@@ -185,7 +185,10 @@ pub fn released(streams: &[StreamSnapshot], table: &[TcpStream]) -> Released {
                 .and_then(|t| t.write_seq_rel)
                 .unwrap_or(0);
             let end = rrc_gate::record::to_abs(s.server_released_end_rel, near).max(0) as u64;
-            (OutputConn { local: s.server, peer: s.client }, end)
+            // the FIN's place in sequence space is no byte: the replay
+            // counts bytes, and reproduces the close that sent the FIN
+            let fin = s.server_fin_released && end > 0;
+            ReleasedConn { conn: OutputConn { local: s.server, peer: s.client }, released: end - u64::from(fin), fin }
         })
         .collect();
     Released { conns }
@@ -338,6 +341,7 @@ mod tests {
             server_retained_bytes: 0,
             server_released_end_rel: 0,
             server_fin: false,
+            server_fin_released: false,
             server_ack_rel: Some(5),
             server_timestamps: None,
             held_packets: 0,
@@ -416,6 +420,8 @@ mod tests {
             StreamSnapshot { server_released_end_rel: 900, ..stream(svc, c2) },
             // nothing released: not listed
             StreamSnapshot { server_released_end_rel: 0, ..stream(svc, c3) },
+            // 30 bytes and the FIN released (on the log): the FIN is no byte
+            StreamSnapshot { server_released_end_rel: 31, server_fin: true, server_fin_released: true, ..stream(svc, "198.18.0.10:4004") },
             // no handshake seen: no offsets at all
             StreamSnapshot { server_isn: None, server_released_end_rel: 5, ..stream(svc, "198.18.0.10:4003") },
         ];
@@ -423,7 +429,7 @@ mod tests {
         t.write_seq_rel = Some(5 << 30);
         let r = released(&streams, &[t]);
         let conn = |c: &str| OutputConn { local: addr(svc), peer: addr(c) };
-        assert_eq!(r.conns, vec![(conn(c1), (5u64 << 30) + 0x100), (conn(c2), 900)]);
+        assert_eq!(r.conns, vec![ReleasedConn { conn: conn(c1), released: (5u64 << 30) + 0x100, fin: false }, ReleasedConn { conn: conn(c2), released: 900, fin: false }, ReleasedConn { conn: conn("198.18.0.10:4004"), released: 30, fin: true }]);
     }
 
     #[test]

@@ -365,7 +365,7 @@ mod tests {
         want.extend(Batch { tid: 0, batch_seq: 4, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, none.encode())] }.encode());
         assert_eq!(out, want);
         let conn = rrc_image::rrlog::OutputConn { local: "198.18.0.100:6379".parse().unwrap(), peer: "198.18.0.10:4000".parse().unwrap() };
-        let some = Released { conns: vec![(conn, 1 << 33)] };
+        let some = Released { conns: vec![rrc_image::rrlog::ReleasedConn { conn, released: 1 << 33, fin: false }] };
         let out = l.replay_log(&ImageId([9; 16]), ImageId([4; 16]), &some).unwrap();
         let last = Batch { tid: 0, batch_seq: 4, first_event: 0, events: vec![Event::new(EventKind::Released, 0, 0, 0, some.encode())] }.encode();
         assert!(out.ends_with(&last));

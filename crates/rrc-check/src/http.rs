@@ -1,6 +1,7 @@
 //! A minimal HTTP/1.1 GET client over one keep-alive connection, framed by
 //! Content-Length. It never reconnects: when the server closes (or says it
-//! will), the thread's run ends with an error.
+//! will), the thread's run ends with an error. Or ([`get_closing`]) one
+//! connection per request, which the server closes after its response.
 
 use std::io::{BufRead, Write};
 
@@ -36,10 +37,12 @@ impl Url {
 }
 
 /// The request for `url`, or for the bytes `first..=last` of it:
-/// keep-alive is HTTP/1.1's default, so no Connection header.
-pub fn encode_get(url: &Url, range: Option<(usize, usize)>) -> Vec<u8> {
+/// keep-alive is HTTP/1.1's default, so no Connection header unless the
+/// server is to `close` the connection after its response.
+pub fn encode_get(url: &Url, range: Option<(usize, usize)>, close: bool) -> Vec<u8> {
     let range = range.map_or(String::new(), |(a, b)| format!("Range: bytes={a}-{b}\r\n"));
-    format!("GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: rrc-check\r\n{range}\r\n", url.path, url.authority).into_bytes()
+    let close = if close { "Connection: close\r\n" } else { "" };
+    format!("GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: rrc-check\r\n{range}{close}\r\n", url.path, url.authority).into_bytes()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,17 +126,35 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new(conn: Conn, url: &Url) -> Self {
-        HttpClient { conn, url: url.clone(), request: encode_get(url, None) }
+        HttpClient { conn, url: url.clone(), request: encode_get(url, None, false) }
     }
 
     /// The whole file, or the bytes `first..=last` of it.
     pub fn get(&mut self, range: Option<(usize, usize)>) -> Result<Response, OpError> {
         match range {
             None => self.conn.writer.write_all(&self.request)?,
-            Some(_) => self.conn.writer.write_all(&encode_get(&self.url, range))?,
+            Some(_) => self.conn.writer.write_all(&encode_get(&self.url, range, false))?,
         }
         read_response(&mut self.conn.reader)
     }
+}
+
+/// One request on a connection of its own, which the server closes after
+/// the response: the response, then the end of the stream (the server's
+/// FIN), and nothing between them.
+pub fn get_closing(conn: Conn, url: &Url, range: Option<(usize, usize)>) -> Result<Response, OpError> {
+    let Conn { mut reader, mut writer } = conn;
+    writer.write_all(&encode_get(url, range, true))?;
+    let r = read_response(&mut reader)?;
+    if !r.closes {
+        return Err(OpError::Protocol("the response to a Connection: close request does not announce the close".into()));
+    }
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut reader, &mut rest)?;
+    if !rest.is_empty() {
+        return Err(OpError::Protocol(format!("{} bytes after the response, before the end of the stream", rest.len())));
+    }
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -149,12 +170,12 @@ mod tests {
         assert!(Url::parse("https://x/").is_err());
         assert!(Url::parse("http:///x").is_err());
         assert_eq!(
-            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap(), None)).unwrap(),
+            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap(), None, false)).unwrap(),
             "GET /p HTTP/1.1\r\nHost: h:1\r\nUser-Agent: rrc-check\r\n\r\n"
         );
         assert_eq!(
-            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap(), Some((3, 9)))).unwrap(),
-            "GET /p HTTP/1.1\r\nHost: h:1\r\nUser-Agent: rrc-check\r\nRange: bytes=3-9\r\n\r\n"
+            String::from_utf8(encode_get(&Url::parse("http://h:1/p").unwrap(), Some((3, 9)), true)).unwrap(),
+            "GET /p HTTP/1.1\r\nHost: h:1\r\nUser-Agent: rrc-check\r\nRange: bytes=3-9\r\nConnection: close\r\n\r\n"
         );
     }
 

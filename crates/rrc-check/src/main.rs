@@ -67,6 +67,7 @@ enum Cmd {
     /// The server must keep connections alive for the whole run (lighttpd:
     /// server.max-keep-alive-requests, server.max-keep-alive-idle): a
     /// `Connection: close` is counted as a protocol error, not reconnected.
+    /// With --close, one connection per GET instead, closed by the server.
     Http(HttpArgs),
     /// Check a server against the state file a run left (--state): every key
     /// must hold its last acknowledged value or the write in flight.
@@ -135,6 +136,11 @@ struct HttpArgs {
     /// so one sent twice or out of place is seen.
     #[arg(long)]
     ranges: bool,
+    /// One connection per GET, asking the server to close it after the
+    /// response (Connection: close), read to its end: HTTP/1.0 clients'
+    /// and ab's (without -k) way. A failed connect or a reset is an error.
+    #[arg(long)]
+    close: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -257,6 +263,7 @@ fn run_http(a: &HttpArgs) -> anyhow::Result<ExitCode> {
         url,
         expected: std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?,
         ranges: a.ranges,
+        close: a.close,
     };
     let report = web::run(&spec, &plan);
     print(a.load.json, &report, report.summary_line(), &report.error_samples);

@@ -1,7 +1,10 @@
 //! The HTTP load: concurrent GETs of one URL over one keep-alive
 //! connection per thread, every body compared with the local file (or,
 //! with byte ranges, with the part of it asked for: then no two responses
-//! are alike, so a reply sent twice or out of place is seen).
+//! are alike, so a reply sent twice or out of place is seen). With
+//! `close`, every GET on a connection of its own that the server closes
+//! after the response (HTTP/1.0 clients, ab without -k): its time runs
+//! from the connect to the end of the stream.
 
 use std::net::SocketAddr;
 
@@ -19,6 +22,8 @@ pub struct HttpSpec {
     pub expected: Vec<u8>,
     /// Ask for a random byte range of the file each time.
     pub ranges: bool,
+    /// One connection per request, closed by the server.
+    pub close: bool,
 }
 
 /// Why a response is not the expected file (or its bytes `first..=last`),
@@ -49,24 +54,42 @@ pub fn compare(file: &[u8], range: Option<(usize, usize)>, r: &Response) -> Opti
     ))
 }
 
+fn random_range(spec: &HttpSpec, rng: &mut crate::kv::Rng) -> Option<(usize, usize)> {
+    let len = spec.expected.len().min(u32::MAX as usize) as u32;
+    (spec.ranges && len > 0).then(|| {
+        let a = rng.below(len);
+        (a as usize, (a + rng.below(len - a)) as usize)
+    })
+}
+
+fn thread_rng(thread: u32) -> crate::kv::Rng {
+    crate::kv::Rng(0x9E37_79B9_7F4A_7C15 ^ (u64::from(thread) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ std::process::id() as u64)
+}
+
+/// Keep-alive: one connection for the whole run. `close`: a connection
+/// per GET, a failed connect or a reset an error like any other (a
+/// failover must hide them too).
 fn thread_body(spec: &HttpSpec, plan: &Plan, live: &Live, thread: u32) -> Tally {
     let mut w = Worker::new(live, plan, thread);
     let path = spec.url.path.as_str();
-    let mut client = match Conn::connect(spec.addr, plan.timeout) {
-        Ok(c) => HttpClient::new(c, &spec.url),
-        Err(e) => {
-            w.error(ErrorKind::ConnectionReset, path, format!("connect to {}: {e}", spec.addr));
-            return w.finish();
+    let mut client = None;
+    if !spec.close {
+        match Conn::connect(spec.addr, plan.timeout) {
+            Ok(c) => client = Some(HttpClient::new(c, &spec.url)),
+            Err(e) => {
+                w.error(ErrorKind::ConnectionReset, path, format!("connect to {}: {e}", spec.addr));
+                return w.finish();
+            }
         }
-    };
-    let mut rng = crate::kv::Rng(0x9E37_79B9_7F4A_7C15 ^ (u64::from(thread) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ std::process::id() as u64);
-    let len = spec.expected.len().min(u32::MAX as usize) as u32;
+    }
+    let mut rng = thread_rng(thread);
     while w.may_start() {
-        let range = (spec.ranges && len > 0).then(|| {
-            let a = rng.below(len);
-            (a as usize, (a + rng.below(len - a)) as usize)
+        let range = random_range(spec, &mut rng);
+        let got = w.timed(|| match client.as_mut() {
+            Some(c) => c.get(range),
+            None => crate::http::get_closing(Conn::connect(spec.addr, plan.timeout)?, &spec.url, range),
         });
-        let resp = match w.timed(|| client.get(range)) {
+        let resp = match got {
             Ok(r) => r,
             Err(e) => {
                 w.failed("GET", path, &e);
@@ -77,7 +100,7 @@ fn thread_body(spec: &HttpSpec, plan: &Plan, live: &Live, thread: u32) -> Tally 
         if let Some(d) = compare(&spec.expected, range, &resp) {
             w.error(ErrorKind::Mismatch, path, d);
         }
-        if resp.closes {
+        if resp.closes && client.is_some() {
             // Reconnecting would hide exactly what this client exists to
             // see; a server that ends keep-alive on its own must be
             // configured not to (lighttpd: server.max-keep-alive-requests).

@@ -476,7 +476,8 @@ impl GateCore {
     }
 
     fn forget_if_finished(&mut self, key: StreamKey) {
-        if self.streams.get(&key).is_some_and(|s| s.finished()) {
+        let bound = self.arrival_bound;
+        if self.streams.get(&key).is_some_and(|s| s.finished(bound)) {
             self.forget(key);
         }
     }
@@ -696,7 +697,7 @@ impl GateCore {
                 && s.held.is_empty()
                 && s.last_arrival <= bound
                 && (s.seen_in_commit || !s.synced() || s.idle_commits >= IDLE_FORGET_COMMITS);
-            if gone || s.finished() {
+            if gone || s.finished(bound) {
                 self.forget(key);
             }
         }

@@ -42,6 +42,11 @@ pub struct LoggedOutput {
     pub length: u64,
     /// CRC32C of the bytes.
     pub crc: u32,
+    /// The program ended its sending here (shutdown or close): no bytes
+    /// (`length` 0), the server's FIN at `offset`. It covers the FIN only
+    /// once the server's FIN has reached the gate at exactly that offset.
+    #[serde(default)]
+    pub fin: bool,
 }
 
 /// What happened to the outputs handed to the gate (in `GateStats`).
@@ -54,6 +59,10 @@ pub struct LogCoverStats {
     pub unknown_stream: u64,
     /// Bytes the log covers, verified against the server's packets.
     pub verified_bytes: u64,
+    /// FINs the log covers (the program's shutdown or close), each where
+    /// the server's FIN is.
+    #[serde(default)]
+    pub verified_fins: u64,
     /// Outputs whose bytes were not the ones the server sent (the other
     /// connection of a reused 4-tuple, or a fault): dropped.
     pub mismatched: u64,
@@ -77,8 +86,18 @@ pub struct LogCover {
     pub made: Option<u64>,
     /// Server offset up to which the log covers every byte, verified.
     pub end: u64,
-    /// Outputs waiting, by offset: (end, crc, made).
-    pending: BTreeMap<u64, (u64, u32, u64)>,
+    /// Outputs waiting, by offset.
+    pending: BTreeMap<u64, Pending>,
+}
+
+/// An output waiting in [`LogCover`]: its end (a FIN's is its offset + 1,
+/// the FIN's place in sequence space), CRC32C and connection.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    end: u64,
+    crc: u32,
+    made: u64,
+    fin: bool,
 }
 
 impl LogCover {
@@ -89,7 +108,7 @@ impl LogCover {
 
 /// Notes an output of `s` (its stream's key matched).
 pub fn add(s: &mut Stream, o: &LoggedOutput, stats: &mut LogCoverStats) {
-    if o.length == 0 {
+    if o.length == 0 && !o.fin {
         return;
     }
     if s.log.pending.len() >= MAX_PENDING_PER_STREAM {
@@ -98,7 +117,8 @@ pub fn add(s: &mut Stream, o: &LoggedOutput, stats: &mut LogCoverStats) {
         s.log.pending.pop_first();
         stats.unverifiable += 1;
     }
-    s.log.pending.insert(o.offset, (o.offset + o.length, o.crc, o.made));
+    let end = o.offset + if o.fin { 1 } else { o.length };
+    s.log.pending.insert(o.offset, Pending { end, crc: o.crc, made: o.made, fin: o.fin });
 }
 
 /// Moves the stream's cover over every waiting output it can verify now.
@@ -106,7 +126,7 @@ pub fn add(s: &mut Stream, o: &LoggedOutput, stats: &mut LogCoverStats) {
 pub fn advance(s: &mut Stream, stats: &mut LogCoverStats) {
     loop {
         let floor = s.log.end.max(s.committed_write.unwrap_or(0));
-        let Some((&start, &(end, crc, made))) = s.log.pending.first_key_value() else { return };
+        let Some((&start, &Pending { end, crc, made, fin })) = s.log.pending.first_key_value() else { return };
         if end <= floor {
             s.log.pending.pop_first();
             continue; // covered already
@@ -117,6 +137,27 @@ pub fn advance(s: &mut Stream, stats: &mut LogCoverStats) {
         if s.log.made.is_some_and(|m| m != made) {
             s.log.pending.pop_first();
             stats.foreign += 1;
+            continue;
+        }
+        if fin {
+            // the server's own FIN must stand where the program's
+            // shutdown or close left its stream
+            match s.server_fin_end {
+                // not come yet, unless the server sent bytes past it
+                // (another fd of the socket wrote on): then it never will
+                None if s.server_highest <= start => return,
+                Some(f) if f == end => {
+                    s.log.pending.pop_first();
+                    stats.verified_fins += 1;
+                    s.log.made.get_or_insert(made);
+                    s.log.end = end;
+                }
+                _ => {
+                    s.log.pending.pop_first();
+                    stats.mismatched += 1;
+                    tracing::warn!(client = %s.client, server = %s.server, start, "a FIN in the log is not where the server's FIN is: not released on the log");
+                }
+            }
             continue;
         }
         let Some(crc_now) = server_crc(s, start, end) else {
@@ -180,13 +221,18 @@ pub fn release_cursor(s: &Stream, log_release: bool) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Decision;
+    use crate::core::{Commit, Decision};
     use crate::stream::PacketId;
     use crate::testkit::*;
 
     /// An output of `data` at server offset `offset`, from connection `made`.
     fn out(offset: u64, data: &[u8], made: u64) -> LoggedOutput {
-        LoggedOutput { client: cli(), server: srv(), made, offset, length: data.len() as u64, crc: crc32c::crc32c(data) }
+        LoggedOutput { client: cli(), server: srv(), made, offset, length: data.len() as u64, crc: crc32c::crc32c(data), fin: false }
+    }
+
+    /// The program's shutdown or close at server offset `offset`.
+    fn fin(offset: u64, made: u64) -> LoggedOutput {
+        LoggedOutput { client: cli(), server: srv(), made, offset, length: 0, crc: 0, fin: true }
     }
 
     fn t(log_release: bool) -> T {
@@ -290,12 +336,87 @@ mod tests {
     }
 
     #[test]
-    fn a_fin_waits_for_a_commit() {
+    fn a_fin_the_log_does_not_name_waits_for_a_commit() {
         let mut t = t(true);
         let (a, _) = t.s(0, 0, TCP_ACK | TCP_FIN, b"bye");
         assert!(t.core.logged(&[out(0, b"bye", 7)]).is_empty(), "the FIN's place is no output's");
         assert_eq!(stats(&t).verified_bytes, 3);
         assert_eq!(t.commit(1, 0, 4, 0), vec![a]);
+    }
+
+    #[test]
+    fn a_fin_the_log_names_goes_with_the_bytes_before_it() {
+        let mut t = t(true);
+        let (a, _) = t.s(0, 0, TCP_ACK | TCP_PSH, b"bye");
+        let (f, _) = t.s(3, 0, TCP_ACK | TCP_FIN, b"");
+        assert_eq!(t.core.logged(&[out(0, b"bye", 7)]), vec![a]);
+        assert_eq!(t.core.logged(&[fin(3, 7)]), vec![f], "the program's close covers the FIN");
+        assert!(t.snap().server_fin_released);
+        assert_eq!((stats(&t).verified_fins, stats(&t).verified_bytes), (1, 3));
+        // data and FIN in one segment, the log's FIN ahead of the packet
+        let mut t = self::t(true);
+        assert!(t.core.logged(&[out(0, b"bye", 7), fin(3, 7)]).is_empty());
+        let (b, d) = t.s(0, 0, TCP_ACK | TCP_FIN, b"bye");
+        assert_eq!(d, Decision::Hold);
+        assert_eq!(t.core.take_released(), vec![b]);
+    }
+
+    #[test]
+    fn a_fin_elsewhere_than_the_log_says_waits_for_a_commit() {
+        let mut t = t(true);
+        // the program closed after 3 bytes, the server's FIN came after 5
+        // (another fd of the socket wrote on): not this close's FIN
+        let (a, _) = t.s(0, 0, TCP_ACK, b"bye!!");
+        let (f, _) = t.s(5, 0, TCP_ACK | TCP_FIN, b"");
+        assert_eq!(t.core.logged(&[out(0, b"bye", 7), fin(3, 7)]), vec![], "bytes 3..5 are no output's");
+        assert_eq!(t.core.logged(&[out(3, b"!!", 7)]), vec![a]);
+        assert_eq!(stats(&t).mismatched, 1, "the FIN at 3 is not the server's at 5");
+        assert_eq!(t.commit(1, 0, 6, 0), vec![f]);
+        // the same before the server's FIN came: its bytes past 3 say the
+        // FIN will not be there, and the outputs after it are not held up
+        let mut t = self::t(true);
+        let (a, _) = t.s(0, 0, TCP_ACK, b"bye");
+        let (b, _) = t.s(3, 0, TCP_ACK, b"!!");
+        assert_eq!(t.core.logged(&[out(0, b"bye", 7), fin(3, 7)]), vec![a]);
+        assert_eq!(stats(&t).mismatched, 1);
+        assert_eq!(t.core.logged(&[out(3, b"!!", 7)]), vec![b]);
+        // nor does a FIN of another connection of the 4-tuple... count:
+        // a FIN without the bytes before it covered waits
+        let mut t = self::t(true);
+        let (g, _) = t.s(0, 0, TCP_ACK | TCP_FIN, b"abc");
+        assert!(t.core.logged(&[fin(3, 7)]).is_empty(), "bytes 0..3 not covered");
+        assert_eq!(t.core.logged(&[out(0, b"abc", 7)]), vec![g]);
+    }
+
+    #[test]
+    fn a_stream_finished_on_the_log_is_kept_until_a_commit_covers_it() {
+        let mut t = t(true);
+        let (a, _) = t.s(0, 0, TCP_ACK | TCP_PSH | TCP_FIN, b"+OK\r\n");
+        assert_eq!(t.core.logged(&[out(0, b"+OK\r\n", 7), fin(5, 7)]), vec![a]);
+        // the client acknowledges, closes, and the server acknowledges:
+        // finished, but the failover's replay still needs its record
+        t.c(0, 6, TCP_ACK | TCP_FIN, b"");
+        t.s(6, 1, TCP_ACK, b"");
+        let snap = t.snap();
+        assert!(snap.server_fin_released && snap.client_fin);
+        assert_eq!(t.core.stats().streams, 1);
+        // a commit of a checkpoint taken before the release keeps it
+        t.commit(1, u64::from(a.0) - 1, 0, 0);
+        assert_eq!(t.core.stats().streams, 1);
+        // one taken after it (its arrival bound past the release) does not
+        t.core.commit(Commit { epoch: 2, arrival_bound: t.core.arrival_counter(), streams: vec![] });
+        assert_eq!(t.core.stats().streams, 0);
+    }
+
+    #[test]
+    fn a_client_reset_after_a_reply_released_on_the_log_waits_for_a_commit() {
+        let mut t = t(true);
+        let (a, _) = t.s(0, 0, TCP_ACK | TCP_PSH, b"+OK\r\n");
+        assert_eq!(t.core.logged(&[out(0, b"+OK\r\n", 7)]), vec![a]);
+        t.c(0, 5, TCP_RST | TCP_ACK, b"");
+        assert!(t.snap().reset, "kept: the reply acknowledged a write the replay must redo");
+        t.core.commit(Commit { epoch: 1, arrival_bound: t.core.arrival_counter(), streams: vec![] });
+        assert_eq!(t.core.stats().streams, 0);
     }
 
     #[test]

@@ -126,6 +126,13 @@ pub struct Stream {
     pub last_arrival: u64,
     /// What the backup's record log covers (rr mode; `logged.rs`).
     pub log: LogCover,
+    /// Arrival number of the newest packet released on the log's cover
+    /// beyond the commits' (0: none): until a commit's arrival bound
+    /// reaches it, the stream is kept even when finished, since a
+    /// failover's replay must reproduce what was released on it (a reply
+    /// acknowledging a write, then FINs or an RST, all before the next
+    /// checkpoint).
+    pub log_released_arrival: u64,
 }
 
 /// Raises `slot` to `v` (values only move forward).
@@ -167,6 +174,7 @@ impl Stream {
             reset: false,
             last_arrival: 0,
             log: LogCover::default(),
+            log_released_arrival: 0,
         }
     }
 
@@ -200,9 +208,16 @@ impl Stream {
         client_done && server_done
     }
 
-    /// Finished and nothing left to release: the gate can forget it.
-    pub fn finished(&self) -> bool {
-        self.held.is_empty() && (self.reset || self.both_fins_acked())
+    /// Finished, nothing left to release, and nothing the log released
+    /// that a commit with arrival bound `bound` does not cover: the gate
+    /// can forget it.
+    pub fn finished(&self, bound: u64) -> bool {
+        self.held.is_empty() && (self.reset || self.both_fins_acked()) && self.log_released_arrival <= bound
+    }
+
+    /// The server's FIN went out (released).
+    pub fn server_fin_released(&self) -> bool {
+        self.server_fin_end.is_some_and(|f| self.server_released_end >= f)
     }
 
     /// Pops the held packets at the front that the stream's cursor (the
@@ -216,6 +231,9 @@ impl Stream {
             }
             let Some(h) = self.held.pop_front() else { break };
             self.held_bytes -= h.bytes;
+            if !h.covered(self.committed_write, bound) {
+                self.log_released_arrival = self.log_released_arrival.max(h.arrival);
+            }
             self.released(&h);
             out.push((h.arrival, h.id));
         }
@@ -270,6 +288,8 @@ pub struct StreamSnapshot {
     pub server_retained_bytes: u64,
     pub server_released_end_rel: u32,
     pub server_fin: bool,
+    /// ... and released (by a commit, or on the log's cover: rr mode).
+    pub server_fin_released: bool,
     /// The highest ACK the server sent (relative to client ISN + 1).
     pub server_ack_rel: Option<u32>,
     pub server_timestamps: Option<(u32, u32)>,
@@ -314,6 +334,7 @@ impl Stream {
             server_retained_bytes: self.server_retained.bytes_held(),
             server_released_end_rel: self.server_released_end as u32,
             server_fin: self.server_fin_end.is_some(),
+            server_fin_released: self.server_fin_released(),
             server_ack_rel: self.server_ack.map(|a| a as u32),
             server_timestamps: self.server_timestamps,
             held_packets: self.held.len(),

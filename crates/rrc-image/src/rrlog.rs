@@ -34,6 +34,13 @@ pub const MAX_PAYLOAD: u32 = 4 << 20;
 pub const MAX_DATA: u32 = 64 << 10;
 /// `RRC_EVF_FILE`: a READ of a regular file, its data the bytes' CRC32C
 pub const EVF_FILE: u16 = 1 << 3;
+/// `RRC_EVF_FIN`: an OUTPUT that is the program's end of sending on its
+/// connection (shutdown SHUT_WR/SHUT_RDWR, close): no bytes, the server's
+/// FIN at its offset
+pub const EVF_FIN: u16 = 1 << 4;
+/// `RRC_RELEASED_FIN`: a released connection's FIN went out too, after
+/// its `released` bytes
+pub const RELEASED_FIN: u32 = 1;
 const CUT_SIZE: usize = 32;
 const CUT_THREAD_SIZE: usize = 16;
 const OUTPUT_SIZE: usize = 48;
@@ -477,7 +484,18 @@ impl Mark {
 /// nothing below it again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Released {
-    pub conns: Vec<(OutputConn, u64)>,
+    pub conns: Vec<ReleasedConn>,
+}
+
+/// One connection of a [`Released`] record (`struct rrc_log_released_conn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReleasedConn {
+    pub conn: OutputConn,
+    /// The stream offset the server's bytes were released up to.
+    pub released: u64,
+    /// The server's FIN, after those bytes, was released too: the replay
+    /// reproduces the program's shutdown or close that sent it.
+    pub fin: bool,
 }
 
 impl Released {
@@ -485,10 +503,10 @@ impl Released {
         let mut b = Vec::with_capacity(RELEASED_SIZE + RELEASED_CONN_SIZE * self.conns.len());
         b.extend_from_slice(&(self.conns.len() as u32).to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
-        for (c, released) in &self.conns {
-            c.put(&mut b);
-            b.extend_from_slice(&0u32.to_le_bytes());
-            b.extend_from_slice(&released.to_le_bytes());
+        for c in &self.conns {
+            c.conn.put(&mut b);
+            b.extend_from_slice(&(if c.fin { RELEASED_FIN } else { 0 }).to_le_bytes());
+            b.extend_from_slice(&c.released.to_le_bytes());
         }
         b
     }
@@ -501,17 +519,18 @@ impl Released {
         if d.len() != RELEASED_SIZE + n * RELEASED_CONN_SIZE || u32_at(d, 4) != 0 {
             return Err(format!("a released record of {n} connections in {} bytes (or its reserved field not zero)", d.len()));
         }
-        let mut conns = Vec::with_capacity(n);
+        let mut conns: Vec<ReleasedConn> = Vec::with_capacity(n);
         for k in 0..n {
             let at = RELEASED_SIZE + k * RELEASED_CONN_SIZE;
-            if u32_at(d, at + 12) != 0 {
-                return Err(format!("connection {k} of a released record: reserved field not zero"));
+            let flags = u32_at(d, at + 12);
+            if flags & !RELEASED_FIN != 0 {
+                return Err(format!("connection {k} of a released record: unknown flags {flags:#x}"));
             }
             let conn = OutputConn { local: addr_at(d, at, at + 8), peer: addr_at(d, at + 4, at + 10) };
-            if conns.iter().any(|(c, _)| *c == conn) {
+            if conns.iter().any(|c| c.conn == conn) {
                 return Err(format!("a released record names {} -> {} twice", conn.local, conn.peer));
             }
-            conns.push((conn, u64_at(d, at + 16)));
+            conns.push(ReleasedConn { conn, released: u64_at(d, at + 16), fin: flags & RELEASED_FIN != 0 });
         }
         Ok(Released { conns })
     }
@@ -757,7 +776,10 @@ impl<R: Read> LogReader<R> {
                     return Err(bad(format!("a clock reading with {data_len} bytes of data (version 4 keeps the time in seq and result)")));
                 }
                 EventKind::Output => {
-                    Output::decode(&data).map_err(bad)?;
+                    let o = Output::decode(&data).map_err(&bad)?;
+                    if flags & EVF_FIN != 0 && (o.length != 0 || u64_at(e, 24) != 0) {
+                        return Err(bad(format!("a FIN output of {} bytes, result {} (want none, 0)", o.length, u64_at(e, 24) as i64)));
+                    }
                 }
                 EventKind::Released => {
                     Released::decode(&data).map_err(bad)?;

@@ -146,10 +146,16 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
     if s.reset {
         return Err(unsupported(Unsupported::Reset));
     }
-    if s.client_fin {
+    // Before a replay (rr mode) a server FIN is like its bytes: one the
+    // gate held is dropped, one released on the log (the program's
+    // shutdown or close, docs/gate.md) is sent again, at the same place,
+    // by the replayed call; the socket stands before it. A client FIN
+    // then needs no place in the receive queue: the program has closed
+    // its end within the replay. Otherwise both need a FIN in a queue.
+    if s.client_fin && !(replay && s.server_fin_released) {
         return Err(unsupported(Unsupported::ClientFin));
     }
-    if s.server_fin {
+    if s.server_fin && !replay {
         return Err(unsupported(Unsupported::ServerFin));
     }
     if table.state != TCP_ESTABLISHED {
@@ -160,13 +166,17 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
     };
 
     // ---- the write queue: [client ACK, written) ----
-    let released_end = unwrap_near(s.server_released_end_rel, written);
+    // (a released FIN's place in sequence space is no byte)
+    let fin_out = u64::from(replay && s.server_fin_released);
+    let released_end = unwrap_near(s.server_released_end_rel, written).saturating_sub(fin_out);
     let Some(ack_rel) = s.client_ack_rel else {
         return Err(inconsistent(
             "the gate never saw the client acknowledge anything".into(),
         ));
     };
     let acked = unwrap_near(ack_rel, written);
+    // the client's acknowledgment of that FIN: the socket stands before it
+    let acked = if fin_out == 1 { acked.min(released_end) } else { acked };
     // before a replay the socket's write point is the end of the release
     // (the replay's outputs continue from there)
     let write_to = if replay { released_end } else { written };
@@ -389,6 +399,7 @@ mod tests {
             server_retained_bytes: released - acked,
             server_released_end_rel: released as u32,
             server_fin: false,
+            server_fin_released: false,
             server_ack_rel: Some(client_bytes as u32),
             server_timestamps: Some((6666, 1111)),
             held_packets: 0,
@@ -584,6 +595,45 @@ mod tests {
         let mut t3 = table(100, 40);
         t3.write_seq_rel = None;
         assert_eq!(reason(&base, &t3), Unsupported::NoSequence);
+    }
+
+    #[test]
+    fn before_a_replay_a_released_fin_is_sent_again_by_the_replayed_close() {
+        // 100 bytes and the FIN released; the client acknowledged both and
+        // sent its own FIN after its 90 bytes
+        let mut d = stream(1000, 2000, 101, 101, 40, 90);
+        d.server_unacked.clear();
+        d.snapshot.server_unacked_from_rel = 101;
+        d.snapshot.server_unacked_to_rel = 101;
+        d.snapshot.server_fin = true;
+        d.snapshot.server_fin_released = true;
+        d.snapshot.client_fin = true;
+        let t = table(60, 40);
+        let spec = spec_for_replay(&d, &t).unwrap();
+        assert_eq!(spec.send_seq, 2000 + 1 + 100, "the socket stands before the FIN");
+        assert!(spec.write_queue.is_empty());
+        assert_eq!(spec.recv_seq, 1000 + 1 + 40);
+        assert_eq!(spec.recv_queue.len(), 50, "the client's bytes, not its FIN");
+        // without a replay: unsupported, as before
+        assert!(matches!(spec_from_gate(&d, &t), Err(RepairError::Unsupported { reason: Unsupported::ClientFin, .. })));
+        // a FIN held, not released: dropped like held bytes; a client FIN
+        // then cannot be placed
+        let mut held = d.clone();
+        held.snapshot.server_fin_released = false;
+        held.snapshot.client_fin = false;
+        held.snapshot.server_released_end_rel = 100;
+        held.snapshot.client_ack_rel = Some(100);
+        assert_eq!(spec_for_replay(&held, &t).unwrap().send_seq, 2000 + 1 + 100);
+        held.snapshot.client_fin = true;
+        assert!(matches!(spec_for_replay(&held, &t), Err(RepairError::Unsupported { reason: Unsupported::ClientFin, .. })));
+        // released bytes not acknowledged yet before the FIN: queued
+        let mut d2 = stream(1000, 2000, 80, 101, 40, 90);
+        d2.server_unacked.truncate(20);
+        d2.snapshot.server_unacked_to_rel = 100;
+        d2.snapshot.server_fin = true;
+        d2.snapshot.server_fin_released = true;
+        let spec = spec_for_replay(&d2, &t).unwrap();
+        assert_eq!((spec.send_seq, spec.write_queue.len()), (2000 + 1 + 80, 20));
     }
 
     #[test]

@@ -436,9 +436,10 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             let l = &g.log;
             if l.outputs > 0 {
                 println!(
-                    "    gate, the log's cover: {} outputs, {} bytes verified against the server's packets, {} mismatched, {} of another connection, {} unverifiable, {} to unknown streams; {}",
+                    "    gate, the log's cover: {} outputs, {} bytes and {} FINs verified against the server's packets, {} mismatched, {} of another connection, {} unverifiable, {} to unknown streams; {}",
                     l.outputs,
                     l.verified_bytes,
+                    l.verified_fins,
                     l.mismatched,
                     l.foreign,
                     l.unverifiable,

@@ -158,6 +158,9 @@ enum rrc_log_kind {
 #define RRC_EVF_MSG    (1u << 2)  /* READ: data starts with struct rrc_log_recv */
 #define RRC_EVF_FILE   (1u << 3)  /* READ of a regular file: data is the CRC32C (u32)
 				   * of the bytes, which a replay reads again */
+#define RRC_EVF_FIN    (1u << 4)  /* OUTPUT: the program ended its sending on the connection
+				   * (shutdown SHUT_WR or SHUT_RDWR, close): length 0, result 0,
+				   * the server's FIN at `offset`; right after the call's own event */
 
 /* The head of a READ event's data for the calls that return more than
  * bytes (recvfrom, recvmsg): then the payload bytes, the address
@@ -286,8 +289,9 @@ struct rrc_log_released_conn {
 	uint32_t peer_addr;
 	uint16_t local_port;
 	uint16_t peer_port;
-	uint32_t reserved;
-	uint64_t released;        /* the offset released up to */
+	uint32_t flags;           /* RRC_RELEASED_FIN */
+	uint64_t released;        /* the offset released up to (bytes) */
 };                                /* 24 bytes */
+#define RRC_RELEASED_FIN 1u       /* the server's FIN went out too, after those bytes */
 
 #endif /* RRC_RRLOG_H */

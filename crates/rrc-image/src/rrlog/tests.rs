@@ -32,7 +32,7 @@ fn sample() -> Vec<u8> {
     let cut = Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] };
     let cuts = Batch { tid: 0, batch_seq: 2, first_event: 0, events: vec![ev(EventKind::Cut, 0, 0, 0, &cut.encode())] };
     let mark = Mark { number: 1, threads: vec![(1, 4), (2, 3)] };
-    let released = Released { conns: vec![(sample_output().conn.unwrap(), 3)] };
+    let released = Released { conns: vec![ReleasedConn { conn: sample_output().conn.unwrap(), released: 3, fin: false }] };
     let marks = Batch {
         tid: 0,
         batch_seq: 3,
@@ -344,15 +344,29 @@ fn marks_follow_one_another_and_never_run_ahead_of_the_log() {
 fn a_released_record_names_each_connection_once_with_its_offset() {
     let c = sample_output().conn.unwrap();
     let other = OutputConn { peer: "10.0.0.9:40001".parse().unwrap(), ..c };
-    let r = Released { conns: vec![(c, 1 << 40), (other, 0)] };
+    let r = Released { conns: vec![ReleasedConn { conn: c, released: 1 << 40, fin: true }, ReleasedConn { conn: other, released: 0, fin: false }] };
     assert_eq!(Released::decode(&r.encode()).unwrap(), r);
     assert!(Released::decode(&r.encode()[..30]).unwrap_err().contains("2 connections in 30 bytes"));
-    let twice = Released { conns: vec![(c, 1), (c, 2)] };
+    let twice = Released { conns: vec![ReleasedConn { conn: c, released: 1, fin: false }, ReleasedConn { conn: c, released: 2, fin: false }] };
     assert!(Released::decode(&twice.encode()).unwrap_err().contains("twice"));
-    let mut reserved = r.encode();
-    reserved[8 + 12] = 1;
-    assert!(Released::decode(&reserved).unwrap_err().contains("reserved"));
+    let mut flagged = r.encode();
+    assert_eq!(flagged[8 + 12], 1, "the FIN flag");
+    flagged[8 + 12] = 2;
+    assert!(Released::decode(&flagged).unwrap_err().contains("unknown flags 0x2"));
     // only in a process-wide batch
     let e = log(vec![ev(EventKind::ThreadStart, 0, 0, 0, b""), ev(EventKind::Released, 0, 0, 0, &r.encode())]).unwrap_err();
     assert!(e.to_string().contains("released in a batch of a thread"), "{e}");
+}
+
+#[test]
+fn a_fin_output_carries_no_bytes() {
+    let start = || ev(EventKind::ThreadStart, 0, 0, 0, b"");
+    let fin = |length: u64, result: i64| {
+        let o = Output { length, crc: 0, ..sample_output() };
+        Event { flags: EVF_FIN, ..ev(EventKind::Output, 5, 0, result, &o.encode()).returned(1, 5) }
+    };
+    assert!(log(vec![start(), fin(0, 0)]).is_ok());
+    let e = log(vec![start(), fin(5, 0)]).unwrap_err();
+    assert!(e.to_string().contains("a FIN output of 5 bytes"), "{e}");
+    assert!(log(vec![start(), fin(0, 3)]).is_err());
 }
