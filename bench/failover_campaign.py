@@ -228,7 +228,7 @@ def server_specs(workdir, args):
         "memcached": {"argv": ["memcached", "-t", "4", "-p", str(PORTS["memcached"]), "-U", "0", "-u", "root",
                                "-m", "64"], "check": "memcached", "kv": True},
         "lighttpd": {"argv": ["lighttpd", "-D", "-f", str(conf)], "check": "http", "kv": False,
-                     "file": blob},
+                     "file": blob, "close": args.http_close},
     }
 
 
@@ -241,6 +241,8 @@ def client_argv(lab, spec, ip, port, duration_s, rate, threads, timeout_s, state
     else:
         # random byte ranges: no two replies alike, so one sent twice is seen
         argv += ["--url", f"http://{ip}:{port}/{spec['file'].name}", "--file", spec["file"], "--ranges"]
+        if spec.get("close"):
+            argv += ["--close"]  # a connection per GET, closed by the server
     return argv + ["--threads", threads, "--duration", f"{duration_s}s", "--rate", f"{rate:.1f}",
                    "--timeout", f"{timeout_s}s", "--json"]
 
@@ -727,6 +729,8 @@ def main():
                     help="rrc run --mode (rr: replies released on the log, failover by replay; a replay that "
                          "diverged counts as a failed recovery)")
     ap.add_argument("--http-file-size", type=int, default=4096, help="size of lighttpd's static file (bytes)")
+    ap.add_argument("--http-close", action="store_true",
+                    help="lighttpd's clients open a connection per GET, which the server closes (rrc-check http --close)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the fault times (default: random, recorded)")
     ap.add_argument("--foreign-lab-wait", type=float, default=600,
                     help="seconds to wait, between injections, for a lab someone made without the lab lock")
@@ -855,7 +859,8 @@ def main():
                                          if args.redis_mb else "none",
                         "servers_argv": {s: ctx["specs"][s]["argv"] for s in servers},
                         "threads": args.threads,
-                        "client": "rrc-check on the lab's client host, one long-lived connection per thread, "
+                        "client": "rrc-check on the lab's client host, one long-lived connection per thread "
+                                  f"{'(lighttpd: a connection per GET, --close) ' if args.http_close else ''}"
                                   "every reply checked (kv: read = last acknowledged write; http: body = the byte range asked of the file); "
                                   f"--timeout {args.client_timeout}s; afterwards `rrc-check verify` (kv)",
                         "rate_ops_s": ctx["rate"],

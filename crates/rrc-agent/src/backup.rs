@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use rrc_gate::{Gate, GateConfig};
 use rrc_store::Store;
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec, Stop};
-use rrc_wire::{Frame, FrameKind, FrameReader, FrameWriter, WireError};
+use rrc_wire::{Frame, FrameKind, FrameWriter, WireError};
 use rrc_wire::reply::{BackupStats, Exported, FaultSet, Role, RoleStats, ServiceStatus};
 
 use crate::intake::{Intake, IntakeLimits, Received, Step};
@@ -513,7 +513,7 @@ impl Backup {
 
     /// Reads the replication connection until it ends. The primary's Stop
     /// if it ended it so.
-    fn receive(&self, agent: &Agent, mut c: FrameReader<TcpStream>) -> Option<Stop> {
+    fn receive(&self, agent: &Agent, mut c: crate::peer::PeerReader) -> Option<Stop> {
         let mut intake = Intake::new(IntakeLimits { max_checkpoint_bytes: max_checkpoint_bytes(), max_carried_bytes: MAX_CARRIED, max_pending: MAX_PENDING });
         loop {
             let f = match c.recv() {

@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use rrc_container::{control_socket_of, Config as ContainerConfig, Record, Spec, CONTAINER_RUN_DIR, CONTROL_SOCKET_NAME};
 use rrc_control::{DumpRequest, DUMP_F_COPY, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE};
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Mode, Replicate, ReplicateReady, ServiceSpec, Stop};
-use rrc_wire::{FrameKind, FrameReader, FrameWriter, WireError};
+use rrc_wire::{FrameKind, FrameWriter, WireError};
 use rrc_wire::msg::ConnSeed;
 use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PausePhases, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
 
@@ -76,7 +76,7 @@ pub struct Primary {
     /// The replication session's writing half (frames sealed in order).
     conn: Mutex<FrameWriter<TcpStream>>,
     /// Its reading half, until the ack reader takes it.
-    reader: Mutex<Option<FrameReader<TcpStream>>>,
+    reader: Mutex<Option<crate::peer::PeerReader>>,
     /// A second handle on the connection, to shut it down without waiting
     /// for a writer blocked on a full socket buffer.
     conn_ctl: TcpStream,

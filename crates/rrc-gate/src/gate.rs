@@ -25,6 +25,8 @@ pub const QUEUE_MAX_LEN: u32 = 65536;
 pub const SOCKET_RCVBUF: usize = 32 << 20;
 /// Datagrams read per lock hold.
 const BATCH: usize = 256;
+/// Datagrams read per system call (recvmmsg).
+const RECV_MANY: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateConfig {
@@ -246,7 +248,8 @@ fn handle_datagram(shared: &Shared, core: &mut GateCore, d: &[u8], accepts: &mut
 }
 
 fn reader(shared: &Shared) {
-    let mut buf = vec![0u8; nfqueue::RECV_BUFFER];
+    let mut bufs = vec![vec![0u8; nfqueue::RECV_BUFFER]; RECV_MANY];
+    let mut lens = [0usize; RECV_MANY];
     let mut accepts = Vec::new();
     {
         let core = &mut *shared.core();
@@ -277,10 +280,16 @@ fn reader(shared: &Shared) {
             continue;
         }
         let core = &mut *shared.core();
-        for _ in 0..BATCH {
-            match shared.queue.recv(&mut buf) {
-                Ok(Some(n)) => handle_datagram(shared, core, &buf[..n], &mut accepts),
-                Ok(None) => break,
+        for _ in 0..BATCH / RECV_MANY {
+            match shared.queue.recv_many(&mut bufs, &mut lens) {
+                Ok(n) => {
+                    for (b, &len) in bufs.iter().zip(&lens).take(n) {
+                        handle_datagram(shared, core, &b[..len], &mut accepts);
+                    }
+                    if n < RECV_MANY {
+                        break; // the socket is empty
+                    }
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                     let n = shared.enobufs.fetch_add(1, Ordering::Relaxed) + 1;
                     tracing::error!(

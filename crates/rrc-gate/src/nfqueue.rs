@@ -341,6 +341,46 @@ impl NfQueue {
         }
     }
 
+    /// Up to `bufs.len()` datagrams in one system call (recvmmsg), without
+    /// blocking: how many came (0: none), each one's length in `lens`.
+    /// A busy gate gets several packets per wake-up; one `recv` each cost
+    /// a system call per packet. Errors as [`Self::recv`]'s, for the first
+    /// datagram (a later one's error comes with the next call).
+    pub fn recv_many(&self, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {
+        let n = bufs.len().min(lens.len());
+        let mut iovs: Vec<libc::iovec> =
+            bufs[..n].iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() }).collect();
+        // SAFETY: an all-zero mmsghdr is valid; each is pointed at its iovec below.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        loop {
+            // SAFETY: n headers, each with one iovec into a buffer we own.
+            let got = unsafe {
+                libc::recvmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT | libc::MSG_TRUNC, std::ptr::null_mut())
+            };
+            if got >= 0 {
+                let got = got as usize;
+                for (i, m) in msgs[..got].iter().enumerate() {
+                    let len = m.msg_len as usize;
+                    if len > bufs[i].len() || m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("netlink datagram of {len} bytes truncated to {}", bufs[i].len())));
+                    }
+                    lens[i] = len;
+                }
+                return Ok(got);
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Ok(0),
+                _ => return Err(e),
+            }
+        }
+    }
+
     /// Unbinds the queue; the kernel drops the packets still waiting.
     pub fn unbind(&self) -> io::Result<()> {
         let mut m = Vec::new();

@@ -1,0 +1,36 @@
+#!/bin/bash
+# A/B of two rrc binaries (agents, gate) on rr mode at saturation, in
+# alternation: per round and binary, `rrc lab up`, the server protected in
+# rr mode (primary a, backup b, epoch 100 ms), 3 s, then rrc-check with 64
+# connections for 8 s; prints "round binary ok ops/s mean_us p99_us".
+# The library (runtime/build) and rrc-check are this tree's for both.
+# Holds the lab lock of the test suite; refuses to run if a lab is up.
+#
+#   bench/ab_rr_saturation.sh OLD_RRC NEW_RRC [ROUNDS] [redis|memcached]
+set -eu
+old=$1 new=$2 rounds=${3:-4} kind=${4:-redis}
+here=$(cd "$(dirname "$0")/.." && pwd)
+export RRC_LIBDIR=$here/runtime/build
+check=$here/target/release/rrc-check
+case $kind in
+	redis) server=(redis-server --port 6379 --save '' --appendonly no --protected-mode no) port=6379 ;;
+	memcached) server=(memcached -t 4 -p 11211 -U 0 -u root -m 64) port=11211 ;;
+	*) echo "unknown server $kind" >&2; exit 2 ;;
+esac
+exec 9>/run/lock/rrc-lab-tests.lock
+flock 9
+if "$old" lab status --json | grep -q '"up": *true'; then echo "a lab is up already" >&2; exit 1; fi
+for round in $(seq "$rounds"); do
+	for which in old new; do
+		rrc=${!which}
+		trap '"$rrc" stop ab >/dev/null 2>&1 || true; "$rrc" lab down >/dev/null 2>&1 || true' EXIT
+		"$rrc" lab up >/dev/null
+		ip=$("$rrc" run --name ab --primary a --backup b --mode rr --epoch 100ms --json -- "${server[@]}" |
+			python3 -c 'import json,sys; print(json.load(sys.stdin)["service_ip"])')
+		sleep 3
+		"$rrc" lab exec client -- "$check" "$kind" --server "$ip:$port" --threads 64 --duration 8s --json |
+			python3 -c 'import json,sys; d=json.load(sys.stdin); l=d["latency_us"]; print(sys.argv[1], sys.argv[2], d["ok"], round(d["throughput_ops_s"]), l["mean"], l["p99"])' "$round" "$which"
+		"$rrc" stop ab >/dev/null 2>&1 || true
+		"$rrc" lab down >/dev/null
+	done
+done
