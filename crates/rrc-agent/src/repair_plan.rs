@@ -12,8 +12,8 @@
 //!   the port of one of the image's listeners (specific address or
 //!   wildcard); they are handed to the next accept() of that listener;
 //! - those the clients opened after the checkpoint: in the gate's record,
-//!   never in a commit's table, their handshake complete, on a listener's
-//!   port. The checkpoint's application had read and written nothing of
+//!   never in a commit's table (or there as a request socket, SYN_RECV),
+//!   their handshake complete, on a listener's port. The checkpoint's application had read and written nothing of
 //!   them: they are rebuilt at offsets 0/0 (a table entry made here) and
 //!   handed over like the accept queue's; in rr mode the replayed accept
 //!   that took one on the primary takes it again (RRC §4.4), and one the
@@ -108,7 +108,16 @@ pub fn plan<D>(
         let from = gate(peer, local).map(|d| (t.clone(), d)).ok_or(NOT_IN_GATE);
         out.push(Repair { fd: l.fd, peer, local, origin: Origin::AcceptQueue, from });
     }
-    let in_table = |s: &StreamSnapshot| table.iter().any(|t| socket_v4(t.local) == Some(s.server) && socket_v4(t.remote) == Some(s.client));
+    // rebuilt above from its table entry: an fd's socket, or a completed
+    // connection in an accept queue (a request socket, SYN_RECV at the
+    // checkpoint, is neither: its client completed the handshake after it,
+    // as for the connections begun since; a CI-like campaign of closing
+    // connections saw the replayed accept of one find nothing)
+    let in_table = |s: &StreamSnapshot| {
+        table.iter().any(|t| {
+            socket_v4(t.local) == Some(s.server) && socket_v4(t.remote) == Some(s.client) && (t.inode != 0 || t.state == TCP_ESTABLISHED)
+        })
+    };
     for s in streams.iter().filter(|s| begun_after_checkpoint(s) && !in_table(s)) {
         let Some(l) = listener_of(listeners, s.server) else { continue };
         let from = gate(s.client, s.server).map(|d| (unread_unwritten(s.server, s.client), d)).ok_or(NOT_IN_GATE);
@@ -361,10 +370,13 @@ mod tests {
     #[test]
     fn connections_begun_after_the_checkpoint_go_to_their_listener_at_offsets_zero() {
         let listeners = [Listener { fd: 3, local: addr("0.0.0.0:7100") }];
-        let table = [entry("198.18.0.100:7100", "198.18.0.10:4001", 77, 1, false)];
+        // 4007: a request socket at the checkpoint (TCP_NEW_SYN_RECV), its
+        // handshake completed after it: like one begun since
+        let table = [entry("198.18.0.100:7100", "198.18.0.10:4001", 77, 1, false), entry("198.18.0.100:7100", "198.18.0.10:4007", 0, 12, false)];
         let held = [HeldConn { fd: 9, local: addr("198.18.0.100:7100"), peer: addr("198.18.0.10:4001"), inode: 77 }];
         let streams = [
             stream("198.18.0.100:7100", "198.18.0.10:4000"),
+            stream("198.18.0.100:7100", "198.18.0.10:4007"),
             StreamSnapshot { seen_in_commit: true, ..stream("198.18.0.100:7100", "198.18.0.10:4002") },
             stream("198.18.0.100:7100", "198.18.0.10:4001"), // in the table
             StreamSnapshot { client_ack_rel: None, ..stream("198.18.0.100:7100", "198.18.0.10:4003") },
@@ -375,7 +387,10 @@ mod tests {
         ];
         let p = plan(&held, &listeners, &table, &streams, gate);
         let got: Vec<_> = p.iter().map(|r| (r.fd, r.peer.port(), r.origin, r.from.as_ref().err().copied())).collect();
-        assert_eq!(got, vec![(9, 4001, Origin::Held, None), (3, 4000, Origin::AfterCheckpoint, None), (3, 5000, Origin::AfterCheckpoint, Some(NOT_IN_GATE))]);
+        assert_eq!(
+            got,
+            vec![(9, 4001, Origin::Held, None), (3, 4000, Origin::AfterCheckpoint, None), (3, 4007, Origin::AfterCheckpoint, None), (3, 5000, Origin::AfterCheckpoint, Some(NOT_IN_GATE))]
+        );
         let (t, _) = p[1].from.as_ref().unwrap();
         assert_eq!((t.state, t.write_seq_rel, t.read_seq_rel, t.inode), (TCP_ESTABLISHED, Some(0), Some(0), 0));
         assert_eq!((socket_v4(t.local), socket_v4(t.remote)), (Some(addr("198.18.0.100:7100")), Some(addr("198.18.0.10:4000"))));
