@@ -542,6 +542,8 @@ static int accept_end(int rec, int t, int fd, int c, const struct sockaddr *addr
  * no connection to give); a failover's replay puts the client's own
  * connection there (take_parked). 1 if replayed (*c the outcome), 0 if
  * live. */
+static int accept_replayed_with(int t, int fd, struct sockaddr *addr, socklen_t *alen, int flags, int *c);
+
 static int accept_replayed(int fd, struct sockaddr *addr, socklen_t *alen, int flags, int *c)
 {
 	if (!rrc_rr_replaying())
@@ -549,6 +551,12 @@ static int accept_replayed(int fd, struct sockaddr *addr, socklen_t *alen, int f
 	int t = rrc_fdt_begin();
 	if (!t)
 		return 0;
+	return accept_replayed_with(t, fd, addr, alen, flags, c);
+}
+
+/* The same, the fd table's turn taken already (t). */
+static int accept_replayed_with(int t, int fd, struct sockaddr *addr, socklen_t *alen, int flags, int *c)
+{
 	const struct rrc_log_event *e = rrc_rp_next(RRC_EV_ACCEPT, (uint64_t)fd);
 	int r = -1, err = e->result < 0 ? (int)-e->result : 0;
 	if (e->result >= 0) {
@@ -597,6 +605,13 @@ int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 	if (accept_replayed(fd, addr, alen, 0, &c))
 		return c;
 	int rec, blocking, t = accept_begin(fd, &rec, &blocking);
+	if (t && rrc_rr_replaying()) {
+		/* parked waiting for the fd table's lock at a checkpoint and
+		 * restored into replay: the turn is taken (rr-fds.c); the call
+		 * is replayed, a parked connection put in place, not made */
+		accept_replayed_with(t, fd, addr, alen, 0, &c);
+		return c;
+	}
 	c = blocking ? accept_in_order(fd, addr, alen, 0, &t) : RRC_IN_CALL(rec, real_accept(fd, addr, alen));
 	if (accept_late(fd, c, addr, alen, 0, &c))
 		return c;
@@ -613,6 +628,13 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 	if (accept_replayed(fd, addr, alen, flags, &c))
 		return c;
 	int rec, blocking, t = accept_begin(fd, &rec, &blocking);
+	if (t && rrc_rr_replaying()) {
+		/* parked waiting for the fd table's lock at a checkpoint and
+		 * restored into replay: the turn is taken (rr-fds.c); the call
+		 * is replayed, a parked connection put in place, not made */
+		accept_replayed_with(t, fd, addr, alen, flags, &c);
+		return c;
+	}
 	c = blocking ? accept_in_order(fd, addr, alen, flags, &t) : RRC_IN_CALL(rec, real_accept4(fd, addr, alen, flags));
 	if (accept_late(fd, c, addr, alen, flags, &c))
 		return c;
