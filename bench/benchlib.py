@@ -6,6 +6,7 @@ import datetime
 import fcntl
 import os
 import platform
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -78,6 +79,11 @@ def machine_description():
         "git_untracked_files": sum(1 for l in status if l.startswith("??")),
         "loadavg_at_start": Path("/proc/loadavg").read_text().strip(),
     }
+
+
+def spread(v):
+    """min / median / max of repeated measurements, and how many."""
+    return {"min": min(v), "median": statistics.median(v), "max": max(v), "n": len(v)}
 
 
 def netns_up(cleanup, name):

@@ -25,13 +25,12 @@ lock of the test suite for the whole run; refuses to run if a lab is up.
 import argparse
 import json
 import re
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchlib import lab_lock, machine_description, run_main, write_results
+from benchlib import lab_lock, machine_description, spread, run_main, write_results
 from checkpoint_pause import BenchError, Cleanup, log, run
 
 HERE = Path(__file__).resolve().parent
@@ -63,9 +62,6 @@ def ab(url, n, c):
     return {"requests_per_s": num(r"Requests per second:\s+([\d.]+)"), "ms_per_request": num(r"Time per request:\s+([\d.]+) \[ms\] \(mean\)"),
             "p50_ms": pct.get(50), "p99_ms": pct.get(99)}
 
-
-def spread(v):
-    return {"min": min(v), "median": statistics.median(v), "max": max(v), "n": len(v)}
 
 
 def bring_up(cleanup, www):

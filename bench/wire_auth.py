@@ -26,13 +26,12 @@ suite is held for the whole run.
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchlib import lab_lock, machine_description
+from benchlib import lab_lock, machine_description, spread
 from checkpoint_pause import BenchError, log, run
 
 HERE = Path(__file__).resolve().parent
@@ -75,9 +74,6 @@ def seal_part(rounds):
         res[m] = {k: spread([x[k] for x in r]) for k in ("write_mib_s", "read_mib_s")}
     return {"rows": rows, "summary": res}
 
-
-def spread(v):
-    return {"min": min(v), "median": statistics.median(v), "max": max(v), "n": len(v)}
 
 
 def lab_round(mode, fill_mb, window_s):

@@ -551,14 +551,14 @@ static int sockop_result(int op, const struct rrc_log_event *e, void *val, sockl
 	return (int)rrc_rp_result(e);
 }
 
-/* fin: a shutdown's FIN output (rr-fds.h), or NULL */
+/* fin: the FIN output the call may send (rr-fds.h; fd -1: none) */
 static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t *len, const struct rrc_fin *fin)
 {
 	int err = errno;
 	LOG_OR_LATE({ /* parked around the call, restored into replay: the recorded outcome */
 		int64_t rec = rrc_rr_replaying() ? rrc_rp_late(RRC_EV_SOCKOPT, (uint64_t)fd, r < 0 ? -(int64_t)err : r)
 						 : (r < 0 ? -(int64_t)err : r);
-		if (fin && rrc_rr_replaying())
+		if (fin->fd >= 0 && rrc_rr_replaying())
 			rrc_fin_replayed(fd);
 		errno = rec < 0 ? (int)-rec : err;
 		return rec < 0 ? -1 : (int)rec;
@@ -572,64 +572,56 @@ static int sockop_logged(int op, int fd, int r, const void *val, const socklen_t
 		n = 4 + k;
 	}
 	rrc_rr_event(RRC_EV_SOCKOPT, 0, (uint64_t)fd, (uint64_t)op, r < 0 ? -(int64_t)err : r, d, n);
-	if (fin)
-		rrc_fin_event(fin, r);
+	rrc_fin_event(fin, r);
 	rrc_hook_leave();
 	errno = err;
 	return r;
 }
 
-#define SOCKOP(op, fd, val, len, call) do { \
+/* fin_fd: the fd whose FIN the call sends (a shutdown of its write side),
+ * else -1: logged as an output after the call's event (rr-fds.h) */
+#define SOCKOP(op, fd, val, len, call, fin_fd) do { \
 		if (rrc_rr_replaying()) { \
 			const struct rrc_log_event *e_ = rrc_rp_next(RRC_EV_SOCKOPT, (uint64_t)(fd)); \
 			int r_ = (call); /* made again (or live, the log ended) */ \
-			return e_ ? sockop_result((op), e_, (val), (len)) : r_; \
+			if (!e_) \
+				return r_; \
+			r_ = sockop_result((op), e_, (val), (len)); \
+			if ((fin_fd) >= 0) \
+				rrc_fin_replayed(fin_fd); \
+			return r_; \
 		} \
 		if (!rrc_rr_recording()) \
 			return (call); \
-		rrc_rr_reserve(132); \
-		return sockop_logged((op), (fd), (call), (val), (len), 0); \
+		rrc_rr_reserve(RRC_FIN_ROOM); /* the largest event (132 bytes) or a FIN after it */ \
+		struct rrc_fin fin_; \
+		rrc_fin_note((fin_fd), &fin_); \
+		return sockop_logged((op), (fd), (call), (val), (len), &fin_); \
 	} while (0)
 
-/* SHUT_WR and SHUT_RDWR send the FIN: logged as an output too (rr-fds.h) */
+/* SHUT_WR and SHUT_RDWR send the FIN */
 int shutdown(int fd, int how)
 {
 	RESOLVE(shutdown);
-	int sends_fin = how == SHUT_WR || how == SHUT_RDWR;
-	if (rrc_rr_replaying()) {
-		const struct rrc_log_event *e = rrc_rp_next(RRC_EV_SOCKOPT, (uint64_t)fd);
-		int r = real_shutdown(fd, how); /* made again: the same FIN, from the socket */
-		if (!e)
-			return r;
-		r = sockop_result(SOCK_SHUTDOWN, e, 0, 0);
-		if (sends_fin)
-			rrc_fin_replayed(fd);
-		return r;
-	}
-	if (!rrc_rr_recording())
-		return real_shutdown(fd, how);
-	rrc_rr_reserve(RRC_FIN_ROOM);
-	struct rrc_fin fin;
-	rrc_fin_note(sends_fin ? fd : -1, &fin);
-	return sockop_logged(SOCK_SHUTDOWN, fd, real_shutdown(fd, how), 0, 0, &fin);
+	SOCKOP(SOCK_SHUTDOWN, fd, 0, 0, real_shutdown(fd, how), how == SHUT_WR || how == SHUT_RDWR ? fd : -1);
 }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	RESOLVE(setsockopt);
-	SOCKOP(SOCK_SETOPT, fd, 0, 0, real_setsockopt(fd, level, name, val, len));
+	SOCKOP(SOCK_SETOPT, fd, 0, 0, real_setsockopt(fd, level, name, val, len), -1);
 }
 
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	RESOLVE(getsockopt);
-	SOCKOP(SOCK_GETOPT, fd, val, len, real_getsockopt(fd, level, name, val, len));
+	SOCKOP(SOCK_GETOPT, fd, val, len, real_getsockopt(fd, level, name, val, len), -1);
 }
 
 int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	RESOLVE(connect);
-	SOCKOP(SOCK_CONNECT, fd, 0, 0, real_connect(fd, addr, len));
+	SOCKOP(SOCK_CONNECT, fd, 0, 0, real_connect(fd, addr, len), -1);
 }
 
 /* ---- called by the wrappers of other files ---- */

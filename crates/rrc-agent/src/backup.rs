@@ -433,7 +433,6 @@ impl Backup {
         }
     }
 
-    /// rr mode's record log, None in checkpoint mode.
     /// Takes the `damage-first-restore` fault (armed: true, once).
     pub fn take_damage_first_restore(&self) -> bool {
         std::mem::take(&mut lock(&self.shared).damage_first_restore)
@@ -444,6 +443,7 @@ impl Backup {
         std::mem::take(&mut lock(&self.shared).alter_first_replay)
     }
 
+    /// rr mode's record log, None in checkpoint mode.
     pub fn shipped_log(&self) -> Option<&Mutex<crate::shipped_log::ShippedLog>> {
         self.log.as_ref()
     }

@@ -248,8 +248,7 @@ fn handle_datagram(shared: &Shared, core: &mut GateCore, d: &[u8], accepts: &mut
 }
 
 fn reader(shared: &Shared) {
-    let mut bufs = vec![vec![0u8; nfqueue::RECV_BUFFER]; RECV_MANY];
-    let mut lens = [0usize; RECV_MANY];
+    let mut batch = nfqueue::RecvBatch::new(RECV_MANY);
     let mut accepts = Vec::new();
     {
         let core = &mut *shared.core();
@@ -281,10 +280,10 @@ fn reader(shared: &Shared) {
         }
         let core = &mut *shared.core();
         for _ in 0..BATCH / RECV_MANY {
-            match shared.queue.recv_many(&mut bufs, &mut lens) {
+            match shared.queue.recv_many(&mut batch) {
                 Ok(n) => {
-                    for (b, &len) in bufs.iter().zip(&lens).take(n) {
-                        handle_datagram(shared, core, &b[..len], &mut accepts);
+                    for d in batch.datagrams(n) {
+                        handle_datagram(shared, core, d, &mut accepts);
                     }
                     if n < RECV_MANY {
                         break; // the socket is empty

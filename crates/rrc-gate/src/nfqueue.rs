@@ -341,34 +341,28 @@ impl NfQueue {
         }
     }
 
-    /// Up to `bufs.len()` datagrams in one system call (recvmmsg), without
-    /// blocking: how many came (0: none), each one's length in `lens`.
-    /// A busy gate gets several packets per wake-up; one `recv` each cost
-    /// a system call per packet. Errors as [`Self::recv`]'s, for the first
-    /// datagram (a later one's error comes with the next call).
-    pub fn recv_many(&self, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {
-        let n = bufs.len().min(lens.len());
-        let mut iovs: Vec<libc::iovec> =
-            bufs[..n].iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() }).collect();
-        // SAFETY: an all-zero mmsghdr is valid; each is pointed at its iovec below.
-        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
-            m.msg_hdr.msg_iov = iov;
-            m.msg_hdr.msg_iovlen = 1;
-        }
+    /// Up to `batch.capacity()` datagrams in one system call (recvmmsg),
+    /// without blocking: how many came (0: none), read with
+    /// [`RecvBatch::datagrams`]. A busy gate gets several packets per
+    /// wake-up; one `recv` each cost a system call per packet. Errors as
+    /// [`Self::recv`]'s, for the first datagram (a later one's error comes
+    /// with the next call).
+    pub fn recv_many(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        let n = batch.msgs.len();
         loop {
-            // SAFETY: n headers, each with one iovec into a buffer we own.
+            // SAFETY: n headers, each with one iovec into a buffer of the
+            // batch (set up by RecvBatch::new, none of them moved since).
             let got = unsafe {
-                libc::recvmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT | libc::MSG_TRUNC, std::ptr::null_mut())
+                libc::recvmmsg(self.fd.as_raw_fd(), batch.msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT | libc::MSG_TRUNC, std::ptr::null_mut())
             };
             if got >= 0 {
                 let got = got as usize;
-                for (i, m) in msgs[..got].iter().enumerate() {
+                for (i, m) in batch.msgs[..got].iter().enumerate() {
                     let len = m.msg_len as usize;
-                    if len > bufs[i].len() || m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("netlink datagram of {len} bytes truncated to {}", bufs[i].len())));
+                    if len > RECV_BUFFER || m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("netlink datagram of {len} bytes truncated to {RECV_BUFFER}")));
                     }
-                    lens[i] = len;
+                    batch.lens[i] = len;
                 }
                 return Ok(got);
             }
@@ -392,6 +386,43 @@ impl NfQueue {
 
     pub fn queue_num(&self) -> u16 {
         self.queue_num
+    }
+}
+
+/// Receive buffers for [`NfQueue::recv_many`], with the recvmmsg headers
+/// pointing into them: made once per reader, not per call (the gate's hot
+/// path).
+pub struct RecvBatch {
+    /// Never resized: the headers point into them.
+    bufs: Vec<Box<[u8]>>,
+    /// Only owned here: the headers point at them.
+    _iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    lens: Vec<usize>,
+}
+
+impl RecvBatch {
+    /// Room for `n` datagrams of up to [`RECV_BUFFER`] bytes.
+    pub fn new(n: usize) -> RecvBatch {
+        let mut bufs: Vec<Box<[u8]>> = (0..n).map(|_| vec![0u8; RECV_BUFFER].into_boxed_slice()).collect();
+        let mut iovs: Vec<libc::iovec> =
+            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() }).collect();
+        // SAFETY: an all-zero mmsghdr is valid; each is pointed at its iovec below.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        RecvBatch { bufs, _iovs: iovs, msgs, lens: vec![0; n] }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// The first `got` datagrams of the last [`NfQueue::recv_many`].
+    pub fn datagrams(&self, got: usize) -> impl Iterator<Item = &[u8]> {
+        self.bufs.iter().zip(&self.lens).take(got).map(|(b, &len)| &b[..len])
     }
 }
 
