@@ -604,6 +604,28 @@ fn merge_written(all: &mut Vec<(ConnKey, rrc_repair::Silenced)>, more: Vec<(Conn
 
 /// Resets a connection that cannot be rebuilt, from the gate's record
 /// (rrc_repair::spec_to_reset), in the container's namespace.
+/// Hands each SYN to the service's kernel in `netns`; returns how many
+/// went.
+fn resend_syns(netns: &str, syns: Vec<Vec<u8>>, service: &str) -> usize {
+    if syns.is_empty() {
+        return 0;
+    }
+    let results = match in_netns(netns, move || syns.iter().map(|p| rrc_repair::resend_syn(p).map_err(|e| e.to_string())).collect::<Vec<_>>()) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(service, "sending the unanswered SYNs again: {e:#}");
+            return 0;
+        }
+    };
+    for r in &results {
+        match r {
+            Ok((client, _)) => tracing::info!(service, %client, "SYN sent to the restored service again"),
+            Err(e) => tracing::warn!(service, "a SYN not sent again: {e}"),
+        }
+    }
+    results.iter().filter(|r| r.is_ok()).count()
+}
+
 fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>, sent_to: Option<u32>) -> Result<()> {
     let d = d.context("the gate has no record of it")?;
     if d.snapshot.reset {
@@ -860,6 +882,10 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         Ok(n) => tracing::info!(service = %b.spec.name, packets = n, "clients' packets held during the failover delivered"),
         Err(e) => tracing::warn!(service = %b.spec.name, "delivering the held packets: {e}"),
     }
+    // 5'. Clients in SYN_SENT whose SYN the primary never answered: the
+    // restored service gets it now rather than at the client's
+    // retransmission timeout, 1 s on (docs/tcp-repair.md "Handshakes").
+    let syns_resent = resend_syns(&net.netns, b.gate().unanswered_syns(), &b.spec.name);
     // The new backup of a re-protection joins these connections; the
     // repaired sockets count bytes from their repair on, so their seeds
     // carry where each one started (see Backup::corrected_table).
@@ -898,6 +924,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         error: None,
         reprotected: None,
         replay,
+        syns_resent: Some(syns_resent),
     };
     Ok(Live {
         spec: b.spec.clone(),

@@ -725,6 +725,7 @@ impl Primary {
             error: err,
             reprotected: None,
             replay: None,
+            syns_resent: None,
         };
         tracing::info!(service = %self.spec.name, timeline = ?timeline, "serving clients directly, UNPROTECTED");
         let mut sh = lock(&self.shared);

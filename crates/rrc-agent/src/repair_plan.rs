@@ -8,7 +8,7 @@
 //! - those the application held as an fd at the checkpoint (`InetConn`
 //!   sockets of the image), found in the TCP table by inode;
 //! - those the kernel had completed but the application had not accepted:
-//!   in the TCP table with inode 0, ESTABLISHED, opened by the client, on
+//!   in the TCP table with inode 0, ESTABLISHED or CLOSE_WAIT, opened by the client, on
 //!   the port of one of the image's listeners (specific address or
 //!   wildcard); they are handed to the next accept() of that listener;
 //! - those the clients opened after the checkpoint: in the gate's record,
@@ -78,6 +78,7 @@ impl<D> Repair<D> {
 
 const NOT_IN_TABLE: &str = "not in the checkpoint's TCP table";
 const NOT_IN_GATE: &str = "the gate has no record of this connection";
+const ENDED_BEFORE: &str = "in neither the checkpoint's TCP table nor the gate's record: both ends had closed it before an earlier commit";
 
 /// Every connection to rebuild, held ones first, in the image's order;
 /// then the accept queue's in the TCP table's order (the kernel's hash
@@ -94,15 +95,20 @@ pub fn plan<D>(
 ) -> Vec<Repair<D>> {
     let mut out = Vec::new();
     for c in held {
-        let entry = table.iter().find(|t| t.inode == c.inode && c.inode != 0);
+        let entry = table
+            .iter()
+            .find(|t| t.inode == c.inode && c.inode != 0)
+            .cloned()
+            .or_else(|| stream_of(streams, (c.peer, c.local)).and_then(ended_before_checkpoint));
         let from = match (entry, gate(c.peer, c.local)) {
-            (None, _) => Err(NOT_IN_TABLE),
-            (_, None) => Err(NOT_IN_GATE),
-            (Some(t), Some(d)) => Ok((t.clone(), d)),
+            (Some(t), Some(d)) => Ok((t, d)),
+            (None, None) => Err(ENDED_BEFORE),
+            (None, Some(_)) => Err(NOT_IN_TABLE),
+            (Some(_), None) => Err(NOT_IN_GATE),
         };
         out.push(Repair { fd: c.fd, peer: c.peer, local: c.local, origin: Origin::Held, from });
     }
-    for t in table.iter().filter(|t| t.inode == 0 && t.state == TCP_ESTABLISHED && !t.is_active_open()) {
+    for t in table.iter().filter(|t| t.inode == 0 && queued_state(t.state) && !t.is_active_open()) {
         let (Some(local), Some(peer)) = (socket_v4(t.local), socket_v4(t.remote)) else { continue };
         let Some(l) = listener_of(listeners, local) else { continue };
         let from = gate(peer, local).map(|d| (t.clone(), d)).ok_or(NOT_IN_GATE);
@@ -115,10 +121,12 @@ pub fn plan<D>(
     // connections saw the replayed accept of one find nothing)
     let in_table = |s: &StreamSnapshot| {
         table.iter().any(|t| {
-            socket_v4(t.local) == Some(s.server) && socket_v4(t.remote) == Some(s.client) && (t.inode != 0 || t.state == TCP_ESTABLISHED)
+            socket_v4(t.local) == Some(s.server) && socket_v4(t.remote) == Some(s.client) && (t.inode != 0 || queued_state(t.state))
         })
     };
-    for s in streams.iter().filter(|s| begun_after_checkpoint(s) && !in_table(s)) {
+    // (and not one the application held: rebuilt above)
+    let held_conn = |s: &StreamSnapshot| held.iter().any(|c| (c.peer, c.local) == (s.client, s.server));
+    for s in streams.iter().filter(|s| begun_after_checkpoint(s) && !in_table(s) && !held_conn(s)) {
         let Some(l) = listener_of(listeners, s.server) else { continue };
         let from = gate(s.client, s.server).map(|d| (unread_unwritten(s.server, s.client), d)).ok_or(NOT_IN_GATE);
         out.push(Repair { fd: l.fd, peer: s.client, local: s.server, origin: Origin::AfterCheckpoint, from });
@@ -133,6 +141,29 @@ pub fn plan<D>(
 /// retransmitted SYN makes a new connection. A reset one is gone.
 fn begun_after_checkpoint(s: &StreamSnapshot) -> bool {
     !s.seen_in_commit && s.client_isn.is_some() && s.server_isn.is_some() && s.client_ack_rel.is_some() && !s.reset
+}
+
+/// The table entry of a connection the application held whose both FINs
+/// had gone before the checkpoint: the kernel's socket was CLOSE, in no
+/// table (lighttpd keeps such an fd until it reads the EOF). It is
+/// rebuilt closing on both sides (docs/tcp-repair.md "FINs") when the gate
+/// saw every server byte and the FIN released and the client's FIN. The
+/// bytes before the client's FIN are taken as read: an unread rest would
+/// have no reply the client saw (a checkpoint found it unread; a replay
+/// that reads it finds the queue empty and diverges, reported), and
+/// giving the application bytes it had read would run them twice.
+fn ended_before_checkpoint(s: &StreamSnapshot) -> Option<TcpStream> {
+    let fin = s.client_fin_rel?;
+    if s.reset || !s.server_fin_released || s.server_isn.is_none() || s.client_isn.is_none() {
+        return None;
+    }
+    Some(TcpStream {
+        state: TCP_LAST_ACK, // both FINs: what the repair needs to know
+        state_name: "CLOSE",
+        write_seq_rel: Some(u64::from(s.server_released_end_rel)), // the FIN counts one, as in a table
+        read_seq_rel: Some(u64::from(fin)),
+        ..unread_unwritten(s.server, s.client)
+    })
 }
 
 /// The listener a passive connection to `local` came through.
@@ -232,8 +263,17 @@ pub fn stream_of(streams: &[StreamSnapshot], key: (SocketAddrV4, SocketAddrV4)) 
     streams.iter().find(|s| (s.client, s.server) == key)
 }
 
-/// The kernel's TCP_ESTABLISHED.
+/// The kernel's TCP states (include/net/tcp_states.h).
 const TCP_ESTABLISHED: u8 = 1;
+const TCP_CLOSE_WAIT: u8 = 8;
+const TCP_LAST_ACK: u8 = 9;
+
+/// The states of a connection in an accept queue: established, or
+/// half-closed by a client that sent its request and shut down writing
+/// before the application accepted it (the repair puts its FIN back).
+fn queued_state(state: u8) -> bool {
+    state == TCP_ESTABLISHED || state == TCP_CLOSE_WAIT
+}
 
 /// An IPv4 socket address, or the IPv4 one an IPv4-mapped IPv6 address
 /// stands for (a dual-stack listener's connections from IPv4 clients).
@@ -299,13 +339,16 @@ mod tests {
             HeldConn { fd: 10, local: addr(SERVICE), peer: addr("198.18.0.10:5000"), inode: 78 },
             // inode 0 never matches the accept queue's entries
             HeldConn { fd: 11, local: addr(SERVICE), peer: addr("198.18.0.10:4001"), inode: 0 },
+            // gone from both: ended before an earlier commit
+            HeldConn { fd: 12, local: addr(SERVICE), peer: addr("198.18.0.10:5001"), inode: 79 },
         ];
         let p = plan(&held, &[], &table, &[], gate);
         let why: Vec<_> = p.iter().map(|r| r.from.as_ref().err().copied()).collect();
-        assert_eq!(why, vec![Some(NOT_IN_TABLE), Some(NOT_IN_GATE), Some(NOT_IN_TABLE)]);
+        assert_eq!(why, vec![Some(NOT_IN_TABLE), Some(NOT_IN_GATE), Some(NOT_IN_TABLE), Some(ENDED_BEFORE)]);
     }
 
-    /// Only passive, established, fd-less connections on a listener's port
+    /// Only passive, established (or half-closed by the client), fd-less
+    /// connections on a listener's port
     /// (and address, unless the listener is the wildcard) are in an accept
     /// queue; the gate's record is asked for each.
     #[test]
@@ -314,7 +357,8 @@ mod tests {
         let table = [
             entry("198.18.0.100:7100", "198.18.0.10:4000", 0, 1, false), // queued on fd 3
             entry("198.18.0.100:7100", "198.18.0.10:4001", 77, 1, false), // accepted: has an fd
-            entry("198.18.0.100:7100", "198.18.0.10:4002", 0, 8, false), // CLOSE_WAIT
+            entry("198.18.0.100:7100", "198.18.0.10:4002", 0, 8, false), // CLOSE_WAIT: queued on fd 3
+            entry("198.18.0.100:7100", "198.18.0.10:4008", 0, 6, false), // TIME_WAIT: gone
             entry("198.18.0.100:7100", "198.18.0.10:4003", 0, 1, true), // outgoing
             entry("198.18.0.100:7200", "198.18.0.10:4004", 0, 1, false), // queued on fd 4
             entry("127.0.0.1:7200", "127.0.0.1:4005", 0, 1, false), // other address than fd 4's
@@ -324,7 +368,7 @@ mod tests {
         ];
         let p = plan(&[], &listeners, &table, &[], gate);
         let got: Vec<_> = p.iter().map(|r| (r.fd, r.peer.port(), r.accept_queue(), r.from.as_ref().err().copied())).collect();
-        assert_eq!(got, vec![(3, 4000, true, None), (4, 4004, true, None), (3, 5000, true, Some(NOT_IN_GATE))]);
+        assert_eq!(got, vec![(3, 4000, true, None), (3, 4002, true, None), (4, 4004, true, None), (3, 5000, true, Some(NOT_IN_GATE))]);
         assert_eq!(p[0].from, Ok((table[0].clone(), 4000)));
     }
 
@@ -341,7 +385,7 @@ mod tests {
             client_base_rel: 0,
             client_recorded_len: 5,
             client_out_of_order_bytes: 0,
-            client_fin: false,
+            client_fin_rel: None,
             client_ack_rel: Some(0),
             client_window: 500,
             client_timestamps: None,
@@ -360,6 +404,48 @@ mod tests {
             reset: false,
             seen_in_commit: false,
         }
+    }
+
+    /// A held fd whose connection both sides had closed before the
+    /// checkpoint (its socket in no table) is rebuilt closing, quietly,
+    /// from the gate's record; one reset, or whose client's FIN the gate
+    /// did not see, is not; none is also taken for one begun since.
+    #[test]
+    fn a_held_connection_closed_on_both_sides_is_rebuilt_from_the_gate() {
+        let listeners = [Listener { fd: 3, local: addr("0.0.0.0:6379") }];
+        // the server wrote 30 bytes and its FIN (offset 31), the client
+        // acknowledged both, sent 5 bytes and its FIN, which the server
+        // acknowledged (6)
+        let ended = StreamSnapshot {
+            client_fin_rel: Some(5),
+            client_ack_rel: Some(31),
+            server_released_end_rel: 31,
+            server_unacked_from_rel: 31,
+            server_unacked_to_rel: 31,
+            server_fin: true,
+            server_fin_released: true,
+            server_ack_rel: Some(6),
+            ..stream(SERVICE, "198.18.0.10:4000")
+        };
+        let streams = [
+            ended.clone(),
+            StreamSnapshot { reset: true, ..stream_at(&ended, 4001) },
+            StreamSnapshot { client_fin_rel: None, ..stream_at(&ended, 4002) },
+        ];
+        let held: Vec<_> = (0..3u16).map(|i| HeldConn { fd: 9 + i32::from(i), local: addr(SERVICE), peer: SocketAddrV4::new([198, 18, 0, 10].into(), 4000 + i), inode: 70 + u64::from(i) }).collect();
+        let p = plan(&held, &listeners, &[], &streams, gate);
+        let got: Vec<_> = p.iter().map(|r| (r.fd, r.origin, r.from.as_ref().err().copied())).collect();
+        assert_eq!(got, vec![(9, Origin::Held, None), (10, Origin::Held, Some(NOT_IN_TABLE)), (11, Origin::Held, Some(NOT_IN_TABLE))]);
+        let (t, _) = p[0].from.as_ref().unwrap();
+        let data = rrc_gate::StreamData { snapshot: ended, client_unread: b"QUIT\n".to_vec(), server_unacked: vec![] };
+        let spec = rrc_repair::spec_for_replay(&data, t).unwrap();
+        assert_eq!((spec.send_seq, spec.recv_seq), (201 + 30, 101 + 5), "before each FIN");
+        assert!(spec.write_queue.is_empty() && spec.recv_queue.is_empty());
+        assert!(spec.fin_sent && spec.fin_received && spec.quiet);
+    }
+
+    fn stream_at(s: &StreamSnapshot, client_port: u16) -> StreamSnapshot {
+        StreamSnapshot { client: SocketAddrV4::new(*s.client.ip(), client_port), ..s.clone() }
     }
 
     /// A connection no checkpoint listed, whose client completed the

@@ -137,6 +137,10 @@ pub struct GateStats {
 /// epochs): a half-open connection the server dropped leaves no trace.
 const IDLE_FORGET_COMMITS: u64 = 3000;
 
+/// The kernel's TCP_TIME_WAIT (include/net/tcp_states.h), as a commit's
+/// table names it.
+const TCP_TIME_WAIT: u8 = 6;
+
 /// Out-of-order pieces of client data kept per stream: a real sender's
 /// holes within one window are few; a client sending one byte in every
 /// other position would otherwise cost a map entry per byte.
@@ -251,7 +255,7 @@ impl GateCore {
             (Transport::Tcp(seg), true, _) => {
                 let client = SocketAddrV4::new(pkt.src, seg.src_port);
                 let server = SocketAddrV4::new(pkt.dst, seg.dst_port);
-                self.on_client_segment((client, server), arrival, seg);
+                self.on_client_segment((client, server), arrival, seg, bytes);
                 Decision::Accept
             }
             (Transport::Tcp(seg), _, true) => {
@@ -280,7 +284,7 @@ impl GateCore {
     }
 
     /// A client→server segment: record it (PackRec), then it goes out.
-    fn on_client_segment(&mut self, key: StreamKey, arrival: u64, seg: &packet::TcpSegment<'_>) {
+    fn on_client_segment(&mut self, key: StreamKey, arrival: u64, seg: &packet::TcpSegment<'_>, packet: &[u8]) {
         if !seg.checksum_ok {
             self.stats.bad_checksum += 1;
             return;
@@ -293,6 +297,8 @@ impl GateCore {
                 self.retire_stream(key);
             }
         }
+        // (one held during a failover reaches the restored service anyway)
+        let forwarded = self.input_held.is_none();
         let beyond_window = self.with_stream(key, |s| {
             let mut beyond_window = false;
             s.last_arrival = arrival;
@@ -300,6 +306,9 @@ impl GateCore {
             if seg.syn() {
                 s.client_isn = Some(seg.seq);
                 s.client_syn = Some(seg.options);
+                if !seg.ack_flag() && s.server_isn.is_none() && forwarded {
+                    s.client_syn_packet = Some(packet.to_vec());
+                }
             }
             if let Some(ts) = seg.options.timestamps {
                 s.client_timestamps = Some(ts);
@@ -352,7 +361,6 @@ impl GateCore {
         if beyond_window {
             self.stats.client_beyond_window += 1;
         }
-        self.forget_if_finished(key);
     }
 
     /// A server→client segment: pure ACKs and SYN-ACKs go out, data, FIN,
@@ -375,6 +383,7 @@ impl GateCore {
             s.last_arrival = arrival;
             s.idle_commits = 0;
             if seg.syn() {
+                s.client_syn_packet = None; // answered
                 if s.server_isn != Some(seg.seq) {
                     s.server_isn = Some(seg.seq);
                     s.server_highest = 0;
@@ -451,9 +460,6 @@ impl GateCore {
         self.stats.log = log_stats;
         self.stats.packets_released += newly;
         self.released_now = released_now;
-        if decision == Decision::Accept {
-            self.forget_if_finished(key);
-        }
         decision
     }
 
@@ -473,13 +479,6 @@ impl GateCore {
             self.other.insert(at, h);
         }
         tracing::debug!(client = %key.0, server = %key.1, "a new connection reuses the 4-tuple; the old stream is forgotten");
-    }
-
-    fn forget_if_finished(&mut self, key: StreamKey) {
-        let bound = self.arrival_bound;
-        if self.streams.get(&key).is_some_and(|s| s.finished(bound)) {
-            self.forget(key);
-        }
     }
 
     fn forget(&mut self, key: StreamKey) {
@@ -613,16 +612,11 @@ impl GateCore {
         self.finish_release(released)
     }
 
-    /// Counts what the log released, in arrival order, and forgets the
-    /// streams that are done.
+    /// Counts what the log released, in arrival order.
     fn finish_release(&mut self, mut released: Vec<(u64, PacketId)>) -> Vec<PacketId> {
         released.sort_unstable_by_key(|&(a, _)| a);
         self.stats.log.released_packets += released.len() as u64;
         self.stats.packets_released += released.len() as u64;
-        let keys: Vec<StreamKey> = self.streams.keys().copied().collect();
-        for key in keys {
-            self.forget_if_finished(key);
-        }
         self.check_bounds();
         released.into_iter().map(|(_, id)| id).collect()
     }
@@ -650,6 +644,10 @@ impl GateCore {
             self.with_stream(key, |s| {
                 s.seen_in_commit = true;
                 s.idle_commits = 0;
+                // a socket the committed process may hold, whose record a
+                // failover to this commit needs; a TIME_WAIT (the fd may
+                // still be open on its closed socket) for one commit only
+                s.kept_for_commit = ss.state != TCP_TIME_WAIT || s.last_state != Some(TCP_TIME_WAIT);
                 s.last_state = Some(ss.state);
                 if s.server_isn.is_some() {
                     let w = to_abs(ss.write_seq_rel, s.server_highest).max(0) as u64;
@@ -686,12 +684,18 @@ impl GateCore {
 
         // Forget what is finished, and what the commit no longer lists
         // (the socket is gone) once nothing of it is held and its last
-        // packet came before the snapshot.
+        // packet came before the snapshot. Only here, at a commit: a
+        // stream whose socket the commit's table lists is kept however it
+        // ended since (a failover to this commit rebuilds that socket,
+        // docs/tcp-repair.md "FINs"), and one no table listed stays until
+        // a commit's snapshot came after it (a failover to an earlier one
+        // replays it).
         let keys: Vec<StreamKey> = self.streams.keys().copied().collect();
         for key in keys {
             let Some(s) = self.streams.get_mut(&key) else { continue };
             if !listed.contains(&key) {
                 s.idle_commits += 1;
+                s.kept_for_commit = false;
             }
             let gone = !listed.contains(&key)
                 && s.held.is_empty()
@@ -749,6 +753,16 @@ impl GateCore {
     /// One stream with its recorded bytes (for failover).
     pub fn stream_data(&self, client: SocketAddrV4, server: SocketAddrV4) -> Option<StreamData> {
         self.streams.get(&(client, server)).map(Stream::data)
+    }
+
+    /// The clients' SYNs the primary never answered (no SYN-ACK came
+    /// through), as they went to it, in (client, server) order: a failover
+    /// sends them to the restored service so that its clients, waiting in
+    /// SYN_SENT, need not wait for their retransmission timeout.
+    pub fn unanswered_syns(&self) -> Vec<Vec<u8>> {
+        let mut v: Vec<(&StreamKey, &Stream)> = self.streams.iter().filter(|(_, s)| s.server_isn.is_none() && !s.reset).collect();
+        v.sort_unstable_by_key(|(k, _)| **k);
+        v.into_iter().filter_map(|(_, s)| s.client_syn_packet.clone()).collect()
     }
 
     /// Ids of every held packet, in arrival order.
@@ -905,6 +919,8 @@ mod tests {
         let arrival = t.core.arrival_counter();
         assert_eq!(t.commit(1, arrival - 1, u32::MAX / 2, 0), vec![], "rule (1) never releases an RST");
         assert_eq!(t.commit(2, arrival, 0, 0), vec![r]);
+        assert_eq!(t.core.stats().streams, 1, "its socket in that commit's table: kept");
+        t.core.commit(Commit { epoch: 3, arrival_bound: arrival, streams: vec![] });
         assert_eq!(t.core.stats().streams, 0, "forgotten after the RST went out");
     }
 
@@ -1117,9 +1133,38 @@ mod tests {
         assert_eq!(t.commit(1, 0, 2, 1), vec![r]);
         assert_eq!(t.core.stats().streams, 1, "the client has not acked the server's FIN yet");
         t.c(2, 2, TCP_ACK, b"");
-        assert_eq!(t.core.stats().streams, 0);
+        assert!(t.snap().client_fin_rel.is_some() && t.snap().server_fin_released);
+        // finished, but the last commit listed its socket: a failover to
+        // it rebuilds that socket from this record
+        assert_eq!(t.core.stats().streams, 1);
+        let bound = t.core.arrival_counter();
+        let listed = |state| vec![ServerStream { client: cli(), server: srv(), write_seq_rel: 2, read_seq_rel: 2, state }];
+        t.core.commit(Commit { epoch: 2, arrival_bound: bound, streams: listed(5) }); // FIN_WAIT2
+        assert_eq!(t.core.stats().streams, 1, "listed in FIN_WAIT2: kept");
+        t.core.commit(Commit { epoch: 3, arrival_bound: bound, streams: listed(6) });
+        assert_eq!(t.core.stats().streams, 1, "first listed in TIME_WAIT (its fd may still be open): kept");
+        t.core.commit(Commit { epoch: 4, arrival_bound: bound, streams: listed(6) });
+        assert_eq!(t.core.stats().streams, 0, "TIME_WAIT again: forgotten");
         let st = t.core.stats();
         assert_eq!((st.recorded_client_bytes, st.retained_server_bytes, st.held_packets), (0, 0, 0));
+    }
+
+    /// A stream that began and ended between two snapshots is kept until
+    /// a commit's snapshot comes after it (a failover to the earlier
+    /// checkpoint replays it), then forgotten.
+    #[test]
+    fn a_stream_finished_between_commits_waits_for_a_snapshot_after_it() {
+        let mut t = T::new();
+        let before = t.core.arrival_counter();
+        t.handshake();
+        t.c(0, 0, TCP_ACK | TCP_FIN, b"q");
+        t.s(0, 2, TCP_ACK | TCP_FIN, b"r");
+        t.core.commit(Commit { epoch: 1, arrival_bound: before, streams: vec![] });
+        t.c(2, 2, TCP_ACK, b"");
+        t.core.commit(Commit { epoch: 2, arrival_bound: before, streams: vec![] });
+        assert_eq!(t.core.stats().streams, 1, "finished after the snapshot: kept");
+        t.core.commit(Commit { epoch: 3, arrival_bound: t.core.arrival_counter(), streams: vec![] });
+        assert_eq!(t.core.stats().streams, 0);
     }
 
     #[test]
@@ -1128,9 +1173,11 @@ mod tests {
         t.handshake();
         t.c(0, 0, TCP_ACK, b"abc");
         t.c(100_000, 0, TCP_RST, b""); // blind RST far off: ignored by the server
-        assert_eq!(t.core.stats().streams, 1);
+        assert!(!t.snap().reset);
         t.c(3, 0, TCP_RST, b"");
-        assert_eq!(t.core.stats().streams, 0);
+        assert!(t.snap().reset);
+        t.core.commit(Commit { epoch: 1, arrival_bound: t.core.arrival_counter(), streams: vec![] });
+        assert_eq!(t.core.stats().streams, 0, "forgotten at the next commit");
     }
 
     #[test]
@@ -1232,6 +1279,36 @@ mod tests {
         assert_eq!(t.data().client_unread, b"onetwo".to_vec());
         let (_, dc) = t.c(6, 0, TCP_ACK | TCP_PSH, b"3");
         assert_eq!(dc, Decision::Accept, "input flows again after the release");
+    }
+
+    /// A SYN the primary never answered is kept as it went out, for a
+    /// failover to send to the restored service; its answer, a reset, or
+    /// the input being held (a held SYN is delivered anyway) leave none.
+    #[test]
+    fn unanswered_syns_are_kept_as_they_went_out() {
+        let mut t = T::new();
+        let syn = Segment::new(cli(), srv(), CISN, 0, TCP_SYN).options(TcpOptions { mss: Some(1460), window_scale: Some(7), sack_permitted: true, timestamps: Some((111, 0)) });
+        t.send(syn.clone());
+        assert_eq!(t.core.unanswered_syns(), vec![syn.bytes()]);
+        // retransmitted with a later timestamp: the latest is kept
+        let again = syn.clone().options(TcpOptions { timestamps: Some((1111, 0)), ..syn.options });
+        t.send(again.clone());
+        assert_eq!(t.core.unanswered_syns(), vec![again.bytes()]);
+        // answered
+        t.send(Segment::new(srv(), cli(), SISN, CISN.wrapping_add(1), TCP_SYN | TCP_ACK));
+        assert!(t.core.unanswered_syns().is_empty());
+        // another client's, then reset by it
+        let other = SocketAddrV4::new(*cli().ip(), cli().port() + 1);
+        t.send(Segment::new(other, srv(), 77, 0, TCP_SYN));
+        assert_eq!(t.core.unanswered_syns().len(), 1);
+        t.send(Segment::new(other, srv(), 78, 0, TCP_RST));
+        assert!(t.core.unanswered_syns().is_empty());
+        // one held during a failover
+        t.core.hold_input();
+        let third = SocketAddrV4::new(*cli().ip(), cli().port() + 2);
+        let (_, d) = t.send(Segment::new(third, srv(), 99, 0, TCP_SYN));
+        assert_eq!(d, Decision::Hold);
+        assert!(t.core.unanswered_syns().is_empty());
     }
 
 }

@@ -194,6 +194,11 @@ impl Gate {
         self.shared.core().stream_data(client, server)
     }
 
+    /// See [`GateCore::unanswered_syns`].
+    pub fn unanswered_syns(&self) -> Vec<Vec<u8>> {
+        self.shared.core().unanswered_syns()
+    }
+
     /// Stops the reader and unbinds the queue. Packets still held are
     /// dropped by the kernel: no commit covered them, so they must not go
     /// out (after a failover the restored service sends them again).

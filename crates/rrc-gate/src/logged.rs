@@ -398,7 +398,7 @@ mod tests {
         t.c(0, 6, TCP_ACK | TCP_FIN, b"");
         t.s(6, 1, TCP_ACK, b"");
         let snap = t.snap();
-        assert!(snap.server_fin_released && snap.client_fin);
+        assert!(snap.server_fin_released && snap.client_fin_rel.is_some());
         assert_eq!(t.core.stats().streams, 1);
         // a commit of a checkpoint taken before the release keeps it
         t.commit(1, u64::from(a.0) - 1, 0, 0);

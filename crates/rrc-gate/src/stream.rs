@@ -78,6 +78,11 @@ pub struct Stream {
     pub server: SocketAddrV4,
     pub client_isn: Option<u32>,
     pub client_syn: Option<TcpOptions>,
+    /// The client's latest SYN as it went on to the primary, kept until the
+    /// server answers it: a failover that finds it unanswered sends it to
+    /// the restored service, whose SYN-ACK spares the client its SYN
+    /// retransmission timeout (1 s).
+    pub client_syn_packet: Option<Vec<u8>>,
     pub server_isn: Option<u32>,
     pub server_syn: Option<TcpOptions>,
 
@@ -119,6 +124,9 @@ pub struct Stream {
     pub committed_read: Option<u64>,
     pub last_state: Option<u8>,
     pub seen_in_commit: bool,
+    /// The last commit listed its socket (not a second TIME_WAIT): kept
+    /// however it ends, for a failover to that commit.
+    pub kept_for_commit: bool,
     /// Commits applied since this stream last appeared in one or had a
     /// packet (for forgetting streams no commit ever lists).
     pub idle_commits: u64,
@@ -154,6 +162,7 @@ impl Stream {
             client_data: ByteRecord::new(0),
             client_highest: 0,
             client_fin_end: None,
+            client_syn_packet: None,
             client_ack: None,
             client_window: 0,
             client_timestamps: None,
@@ -170,6 +179,7 @@ impl Stream {
             committed_read: None,
             last_state: None,
             seen_in_commit: false,
+            kept_for_commit: false,
             idle_commits: 0,
             reset: false,
             last_arrival: 0,
@@ -208,11 +218,11 @@ impl Stream {
         client_done && server_done
     }
 
-    /// Finished, nothing left to release, and nothing the log released
-    /// that a commit with arrival bound `bound` does not cover: the gate
-    /// can forget it.
+    /// Finished, nothing left to release, nothing the log released that
+    /// a commit with arrival bound `bound` does not cover, and no socket
+    /// of it in the last commit's table: a commit can forget it.
     pub fn finished(&self, bound: u64) -> bool {
-        self.held.is_empty() && (self.reset || self.both_fins_acked()) && self.log_released_arrival <= bound
+        self.held.is_empty() && (self.reset || self.both_fins_acked()) && self.log_released_arrival <= bound && !self.kept_for_commit
     }
 
     /// The server's FIN went out (released).
@@ -277,7 +287,9 @@ pub struct StreamSnapshot {
     pub client_base_rel: u32,
     pub client_recorded_len: u64,
     pub client_out_of_order_bytes: u64,
-    pub client_fin: bool,
+    /// The client's FIN, at this offset (the client bytes before it): a
+    /// repair puts it after the receive queue (reads then end in EOF).
+    pub client_fin_rel: Option<u32>,
     /// The client's latest ACK (relative to server ISN + 1) and raw window.
     pub client_ack_rel: Option<u32>,
     pub client_window: u16,
@@ -325,7 +337,7 @@ impl Stream {
             client_base_rel: self.client_data.base() as u32,
             client_recorded_len: self.client_data.contiguous_len(),
             client_out_of_order_bytes: self.client_data.out_of_order_bytes(),
-            client_fin: self.client_fin_end.is_some(),
+            client_fin_rel: self.client_fin_end.map(|f| (f - 1) as u32),
             client_ack_rel: self.client_ack.map(|a| a as u32),
             client_window: self.client_window,
             client_timestamps: self.client_timestamps,

@@ -8,13 +8,13 @@ pub enum Unsupported {
     /// The gate never saw the handshake (it started mid-connection): no
     /// ISNs, no SYN options, no recorded client bytes.
     NoIsns,
-    /// The client sent a FIN (the receive queue would need a FIN).
+    /// The client's FIN lies past a hole in the gate's recording (or
+    /// bytes were recorded past it): the receive queue cannot end in it.
     ClientFin,
-    /// The server had sent a FIN (the write queue would need a FIN).
-    ServerFin,
     /// An RST went out or came in: the connection is gone.
     Reset,
-    /// The checkpoint's socket is not ESTABLISHED (kernel state number).
+    /// The checkpoint's socket is in no state a connection is rebuilt from
+    /// (ESTABLISHED, or half-closed or closing: kernel state number).
     State(u8),
     /// The checkpoint's socket carries no sequence values (no `TCP_F_SEQ`).
     NoSequence,
@@ -29,12 +29,11 @@ impl std::fmt::Display for Unsupported {
                 f,
                 "the gate never saw the handshake (started mid-connection): no ISNs"
             ),
-            Unsupported::ClientFin => write!(f, "the client had sent a FIN"),
-            Unsupported::ServerFin => write!(f, "the server had sent a FIN"),
+            Unsupported::ClientFin => write!(f, "the client's FIN does not follow the gate's contiguous recording"),
             Unsupported::Reset => write!(f, "the connection was reset"),
             Unsupported::State(s) => write!(
                 f,
-                "the checkpoint's socket is in state {} ({s}), not ESTABLISHED",
+                "the checkpoint's socket is in state {} ({s}), not ESTABLISHED, half-closed or closing",
                 rrc_image::sections::tcp_state_name(*s).unwrap_or("unknown")
             ),
             Unsupported::NoSequence => write!(
@@ -92,6 +91,10 @@ pub enum RepairError {
         server: SocketAddrV4,
         what: String,
     },
+
+    /// What was to be sent again as a client's SYN is not one.
+    #[error("not a client's SYN to send again: {why}")]
+    NotASyn { why: String },
 
     /// A system call of the repair sequence failed.
     #[error("repairing {local} -> {remote}: {step}: {source}")]

@@ -15,7 +15,12 @@
 //! 7. TCP_REPAIR off: the kernel sends a window probe at once (>= 4.14),
 //!    which the client answers with an ACK carrying its window and
 //!    acknowledgment: the connection resumes without waiting for a timer;
-//! 8. the write queue, sent as ordinary data (see below).
+//! 8. the write queue, sent as ordinary data (see below);
+//! 9. FINs (docs/tcp-repair.md "FINs"): a client FIN after the receive
+//!    queue as shutdown(SHUT_RD) before leaving repair mode (a repair
+//!    queue takes no FIN; reads then return EOF where they would have), a
+//!    server FIN after the write queue as shutdown(SHUT_WR) once it is
+//!    sent (the same FIN at the same sequence number).
 //!
 //! The write queue holds bytes that were transmitted once but are not
 //! acknowledged. Put into the send queue in repair mode (as CRIU does),
@@ -122,15 +127,35 @@ pub fn repair(spec: &RepairSpec) -> Result<OwnedFd, RepairError> {
     }
     sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR_QUEUE, sys::TCP_NO_QUEUE)
         .map_err(err("TCP_REPAIR_QUEUE = none"))?;
+    //    The client's FIN after it: a repair queue takes bytes, not a FIN,
+    //    so the socket stops reading there instead (sends nothing; reads
+    //    return the queue, then 0, as after the FIN).
+    if spec.fin_received {
+        sys::shutdown(&fd, libc::SHUT_RD).map_err(err("shutdown(SHUT_RD) for the client's FIN"))?;
+    }
 
     // 6. Windows.
     let window = repair_window(spec);
     sys::setsockopt(&fd, sol_tcp, sys::TCP_REPAIR_WINDOW, &[window])
         .map_err(err(&format!("TCP_REPAIR_WINDOW {window:?}")))?;
 
-    // 7. Live: the kernel sends a window probe now.
-    sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR, sys::TCP_REPAIR_OFF)
-        .map_err(err("TCP_REPAIR off"))?;
+    // 7. Live: the kernel sends a window probe now. A connection its
+    //    client has ended gets its FIN as sent and no probe: nothing goes
+    //    out.
+    if spec.quiet {
+        if spec.fin_sent {
+            sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR_QUEUE, sys::TCP_SEND_QUEUE)
+                .map_err(err("TCP_REPAIR_QUEUE = send"))?;
+            sys::shutdown(&fd, libc::SHUT_WR).map_err(err("shutdown(SHUT_WR) in repair mode"))?;
+            sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR_QUEUE, sys::TCP_NO_QUEUE)
+                .map_err(err("TCP_REPAIR_QUEUE = none"))?;
+        }
+        sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR, sys::TCP_REPAIR_OFF_NO_WP)
+            .map_err(err("TCP_REPAIR off, no window probe"))?;
+    } else {
+        sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR, sys::TCP_REPAIR_OFF)
+            .map_err(err("TCP_REPAIR off"))?;
+    }
 
     // 8. The unacknowledged bytes, transmitted at once.
     if !spec.write_queue.is_empty() {
@@ -149,6 +174,16 @@ pub fn repair(spec: &RepairSpec) -> Result<OwnedFd, RepairError> {
         }
     }
 
+    // 9. The server's FIN after it, as the checkpoint's application had
+    //    shut down: sent now, at the same sequence number (a client that
+    //    has it acknowledges it again).
+    if spec.fin_sent && !spec.quiet {
+        if let Err(e) = sys::shutdown(&fd, libc::SHUT_WR) {
+            let _ = sys::setsockopt_int(&fd, sol_tcp, sys::TCP_REPAIR, sys::TCP_REPAIR_ON);
+            return Err(err("shutdown(SHUT_WR) for the server's FIN")(e));
+        }
+    }
+
     tracing::info!(
         local = %spec.local,
         remote = %spec.remote,
@@ -156,6 +191,9 @@ pub fn repair(spec: &RepairSpec) -> Result<OwnedFd, RepairError> {
         write_queue = spec.write_queue.len(),
         recv_seq = spec.recv_seq,
         recv_queue = spec.recv_queue.len(),
+        fin_sent = spec.fin_sent,
+        fin_received = spec.fin_received,
+        quiet = spec.quiet,
         micros = started.elapsed().as_micros() as u64,
         "TCP connection repaired"
     );
@@ -302,6 +340,9 @@ mod tests {
             }),
             snd_wnd: 1 << 20,
             rcv_wnd: 5000,
+            fin_sent: false,
+            fin_received: false,
+            quiet: false,
         }
     }
 

@@ -69,6 +69,20 @@ pub struct RepairSpec {
     pub snd_wnd: u32,
     /// Our receive window (bytes beyond rcv_nxt).
     pub rcv_wnd: u32,
+    /// The server's FIN follows the write queue: the checkpoint's
+    /// application had shut down its end. The repaired socket shuts down
+    /// writing once the write queue is sent (the client that has the FIN
+    /// acknowledges it again).
+    pub fin_sent: bool,
+    /// The client's FIN follows the receive queue: the repaired socket
+    /// shuts down reading, so that reads return the queue, then EOF.
+    pub fin_received: bool,
+    /// The client acknowledged the server's FIN and the server the
+    /// client's: its connection is over (TIME_WAIT or closed), and a
+    /// segment sent to it would only draw an RST. Nothing is sent: the
+    /// FIN goes into the send queue in repair mode and repair mode ends
+    /// without a window probe.
+    pub quiet: bool,
 }
 
 impl RepairSpec {
@@ -82,8 +96,13 @@ impl RepairSpec {
     }
 }
 
-/// Linux TCP_ESTABLISHED.
+/// Linux's TCP states (include/net/tcp_states.h) a connection is rebuilt from.
 const TCP_ESTABLISHED: u8 = 1;
+const TCP_FIN_WAIT1: u8 = 4;
+const TCP_FIN_WAIT2: u8 = 5;
+const TCP_CLOSE_WAIT: u8 = 8;
+const TCP_LAST_ACK: u8 = 9;
+const TCP_CLOSING: u8 = 11;
 
 /// Builds the spec of one connection from the gate's recording of its
 /// stream (`Gate::stream_data(client, server)`) and the committed
@@ -146,29 +165,31 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
     if s.reset {
         return Err(unsupported(Unsupported::Reset));
     }
-    // Before a replay (rr mode) a server FIN is like its bytes: one the
-    // gate held is dropped, one released on the log (the program's
-    // shutdown or close, docs/gate.md) is sent again, at the same place,
-    // by the replayed call; the socket stands before it. A client FIN
-    // then needs no place in the receive queue: the program has closed
-    // its end within the replay. Otherwise both need a FIN in a queue.
-    if s.client_fin && !(replay && s.server_fin_released) {
-        return Err(unsupported(Unsupported::ClientFin));
-    }
-    if s.server_fin && !replay {
-        return Err(unsupported(Unsupported::ServerFin));
-    }
-    if table.state != TCP_ESTABLISHED {
+    let Some(fins) = FinsAtCheckpoint::of_state(table.state) else {
         return Err(unsupported(Unsupported::State(table.state)));
-    }
+    };
     let (Some(written), Some(read)) = (table.write_seq_rel, table.read_seq_rel) else {
         return Err(unsupported(Unsupported::NoSequence));
     };
+    // The FIN counts one in the table's offsets (docs/tcp-repair.md): the
+    // bytes the checkpoint's application had written, without it.
+    let written = written.saturating_sub(u64::from(fins.server));
 
     // ---- the write queue: [client ACK, written) ----
-    // (a released FIN's place in sequence space is no byte)
-    let fin_out = u64::from(replay && s.server_fin_released);
-    let released_end = unwrap_near(s.server_released_end_rel, written).saturating_sub(fin_out);
+    // The server's FIN, where the gate released it, takes no byte: a FIN
+    // the checkpoint's application had sent goes after the write queue
+    // again (`fin_sent`); one released on the log after it (rr mode) is
+    // sent again by the replayed shutdown or close, so the socket stands
+    // before it. In checkpoint-only mode a commit releases only what its
+    // checkpoint had sent: a FIN beyond it is held, and dropped like held
+    // bytes (the restored application closes again).
+    let fin_out = s.server_fin_released;
+    if fin_out && !fins.server && !replay {
+        return Err(inconsistent(
+            "the gate released the server's FIN, which the checkpoint's application had not sent".into(),
+        ));
+    }
+    let released_end = unwrap_near(s.server_released_end_rel, written).saturating_sub(u64::from(fin_out));
     let Some(ack_rel) = s.client_ack_rel else {
         return Err(inconsistent(
             "the gate never saw the client acknowledge anything".into(),
@@ -176,7 +197,7 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
     };
     let acked = unwrap_near(ack_rel, written);
     // the client's acknowledgment of that FIN: the socket stands before it
-    let acked = if fin_out == 1 { acked.min(released_end) } else { acked };
+    let acked = if fin_out { acked.min(released_end) } else { acked };
     // before a replay the socket's write point is the end of the release
     // (the replay's outputs continue from there)
     let write_to = if replay { released_end } else { written };
@@ -221,8 +242,31 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
     };
 
     // ---- the receive queue: [read, end of the contiguous recording) ----
-    let recorded_from = unwrap_near(s.client_base_rel, read);
+    // The client's FIN, if the gate saw one, follows it (`fin_received`:
+    // reads end in EOF there). The kernel counts a FIN it took as read
+    // (the table's offset one past the bytes) as soon as the last byte
+    // before it is read.
+    let client_fin = s.client_fin_rel.map(|f| unwrap_near(f, read));
+    if fins.client && client_fin.is_none() {
+        return Err(inconsistent(
+            "the checkpoint's socket had the client's FIN, which the gate never saw".into(),
+        ));
+    }
+    let read = match client_fin {
+        Some(f) if read == f + 1 && fins.client => f,
+        _ => read,
+    };
+    let recorded_from = match unwrap_near(s.client_base_rel, read) {
+        // a commit whose table counted the FIN trimmed the recording to
+        // one past it
+        from if client_fin == Some(from.wrapping_sub(1)) && data.client_unread.is_empty() => from - 1,
+        from => from,
+    };
     let recorded_to = recorded_from + data.client_unread.len() as u64;
+    if client_fin.is_some_and(|f| f != recorded_to) {
+        // a hole in the recording before the FIN, or bytes past it
+        return Err(unsupported(Unsupported::ClientFin));
+    }
     if recorded_from > read || recorded_to < read {
         return Err(RepairError::RecordingGap {
             client,
@@ -252,11 +296,47 @@ fn spec(data: &StreamData, table: &TcpStream, replay: bool) -> Result<RepairSpec
         )));
     }
 
-    Ok(hs.spec(
+    let mut spec = hs.spec(
         (local, remote),
         (server_isn.wrapping_add(1).wrapping_add(acked as u32), write_queue),
         (client_isn.wrapping_add(1).wrapping_add(read as u32), recv_queue),
-    ))
+    );
+    spec.fin_sent = fins.server;
+    spec.fin_received = client_fin.is_some();
+    // Both FINs acknowledged, every byte too: the client's connection is
+    // over (TIME_WAIT or closed); anything sent would draw an RST.
+    let client_fin_acked = match (client_fin, s.server_ack_rel) {
+        (Some(f), Some(a)) => unwrap_near(a, f) > f,
+        _ => false,
+    };
+    spec.quiet = fins.server && fin_out && client_fin_acked && spec.write_queue.is_empty() && unwrap_near(ack_rel, written) > written;
+    Ok(spec)
+}
+
+/// Which FINs the checkpoint's kernel had sent and taken, by its socket's
+/// state: a half-closed or closing connection is rebuilt established,
+/// then shut down on the same side(s) (docs/tcp-repair.md "FINs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FinsAtCheckpoint {
+    /// The application had shut down its end (FIN_WAIT1/2, CLOSING, LAST_ACK).
+    server: bool,
+    /// The client's FIN had arrived (CLOSE_WAIT, CLOSING, LAST_ACK).
+    client: bool,
+}
+
+impl FinsAtCheckpoint {
+    fn of_state(state: u8) -> Option<Self> {
+        let (server, client) = match state {
+            TCP_ESTABLISHED => (false, false),
+            TCP_FIN_WAIT1 | TCP_FIN_WAIT2 => (true, false),
+            TCP_CLOSE_WAIT => (false, true),
+            TCP_LAST_ACK | TCP_CLOSING => (true, true),
+            // TIME_WAIT and CLOSE have no sequence values; SYN_* and
+            // LISTEN are no connection yet
+            _ => return None,
+        };
+        Some(Self { server, client })
+    }
 }
 
 /// What the handshake settled, and the client's window now.
@@ -287,6 +367,9 @@ impl Handshake {
             timestamps: self.timestamps,
             snd_wnd: self.snd_wnd,
             rcv_wnd: DEFAULT_RCV_WND,
+            fin_sent: false,
+            fin_received: false,
+            quiet: false,
         }
     }
 }
@@ -390,7 +473,7 @@ mod tests {
             client_base_rel: base as u32,
             client_recorded_len: client_bytes - base,
             client_out_of_order_bytes: 0,
-            client_fin: false,
+            client_fin_rel: None,
             client_ack_rel: Some(acked as u32),
             client_window: 500,
             client_timestamps: Some((1111, 5555)),
@@ -574,22 +657,19 @@ mod tests {
         d.snapshot.client_isn = None;
         assert_eq!(reason(&d, &t), Unsupported::NoIsns);
         let mut d = base.clone();
-        d.snapshot.client_fin = true;
+        d.snapshot.client_fin_rel = Some(95); // past the recording's end, 90
         assert_eq!(reason(&d, &t), Unsupported::ClientFin);
         let mut d = base.clone();
         d.snapshot.reset = true;
         assert_eq!(reason(&d, &t), Unsupported::Reset);
-        let mut d = base.clone();
-        d.snapshot.server_fin = true;
-        assert_eq!(reason(&d, &t), Unsupported::ServerFin);
         let mut t2 = table(100, 40);
-        t2.state = 8;
-        assert_eq!(reason(&base, &t2), Unsupported::State(8));
+        t2.state = 6;
+        assert_eq!(reason(&base, &t2), Unsupported::State(6));
         let msg = spec_from_gate(&base, &t2)
-            .expect_err("close-wait")
+            .expect_err("time-wait")
             .to_string();
         assert!(
-            msg.contains("CLOSE_WAIT") && msg.contains("not supported yet"),
+            msg.contains("TIME_WAIT") && msg.contains("not supported yet"),
             "{msg}"
         );
         let mut t3 = table(100, 40);
@@ -607,25 +687,28 @@ mod tests {
         d.snapshot.server_unacked_to_rel = 101;
         d.snapshot.server_fin = true;
         d.snapshot.server_fin_released = true;
-        d.snapshot.client_fin = true;
+        d.snapshot.client_fin_rel = Some(90);
         let t = table(60, 40);
         let spec = spec_for_replay(&d, &t).unwrap();
         assert_eq!(spec.send_seq, 2000 + 1 + 100, "the socket stands before the FIN");
         assert!(spec.write_queue.is_empty());
         assert_eq!(spec.recv_seq, 1000 + 1 + 40);
         assert_eq!(spec.recv_queue.len(), 50, "the client's bytes, not its FIN");
-        // without a replay: unsupported, as before
-        assert!(matches!(spec_from_gate(&d, &t), Err(RepairError::Unsupported { reason: Unsupported::ClientFin, .. })));
-        // a FIN held, not released: dropped like held bytes; a client FIN
-        // then cannot be placed
+        assert!(spec.fin_received && !spec.fin_sent, "the client's FIN after its bytes; the replay sends the server's");
+        // without a replay a released FIN the checkpoint had not sent
+        // contradicts the commit that released it
+        assert!(matches!(spec_from_gate(&d, &t), Err(RepairError::Inconsistent { .. })));
+        // a FIN held, not released: dropped like held bytes
         let mut held = d.clone();
         held.snapshot.server_fin_released = false;
-        held.snapshot.client_fin = false;
+        held.snapshot.client_fin_rel = None;
         held.snapshot.server_released_end_rel = 100;
         held.snapshot.client_ack_rel = Some(100);
-        assert_eq!(spec_for_replay(&held, &t).unwrap().send_seq, 2000 + 1 + 100);
-        held.snapshot.client_fin = true;
-        assert!(matches!(spec_for_replay(&held, &t), Err(RepairError::Unsupported { reason: Unsupported::ClientFin, .. })));
+        let spec = spec_for_replay(&held, &t).unwrap();
+        assert_eq!((spec.send_seq, spec.fin_sent, spec.fin_received), (2000 + 1 + 100, false, false));
+        assert_eq!(spec_from_gate(&held, &table(100, 40)).unwrap().send_seq, 2000 + 1 + 100);
+        held.snapshot.client_fin_rel = Some(90);
+        assert!(spec_for_replay(&held, &t).unwrap().fin_received);
         // released bytes not acknowledged yet before the FIN: queued
         let mut d2 = stream(1000, 2000, 80, 101, 40, 90);
         d2.server_unacked.truncate(20);
@@ -634,6 +717,85 @@ mod tests {
         d2.snapshot.server_fin_released = true;
         let spec = spec_for_replay(&d2, &t).unwrap();
         assert_eq!((spec.send_seq, spec.write_queue.len()), (2000 + 1 + 80, 20));
+    }
+
+    /// A stream on which the server sent `bytes` and its FIN, all
+    /// released; the client acknowledged up to `acked` (FIN included at
+    /// bytes + 1) and sent 90 bytes, recorded from 40, and its FIN if
+    /// `client_fin`.
+    fn closing(acked: u64, bytes: u64, client_fin: bool) -> StreamData {
+        let mut d = stream(1000, 2000, acked.min(bytes), bytes, 40, 90);
+        d.snapshot.client_ack_rel = Some(acked as u32);
+        d.snapshot.server_released_end_rel = bytes as u32 + 1;
+        d.snapshot.server_fin = true;
+        d.snapshot.server_fin_released = true;
+        d.snapshot.client_fin_rel = client_fin.then_some(90);
+        d
+    }
+
+    fn in_state(state: u8, written: u64, read: u64) -> TcpStream {
+        TcpStream { state, ..table(written, read) }
+    }
+
+    #[test]
+    fn a_server_fin_sent_before_the_checkpoint_follows_the_write_queue() {
+        // FIN_WAIT2: 100 bytes and the FIN (the table counts it), all acked
+        let t = in_state(5, 101, 40);
+        let s = spec_from_gate(&closing(101, 100, false), &t).expect("fin-wait-2");
+        assert_eq!((s.send_seq, s.write_queue.len()), (2000 + 1 + 100, 0), "the socket stands before the FIN");
+        assert!(s.fin_sent && !s.fin_received);
+        assert_eq!(s.recv_queue.len(), 50);
+        // FIN_WAIT1, the last 20 bytes and the FIN not acknowledged yet
+        let s = spec_from_gate(&closing(80, 100, false), &in_state(4, 101, 40)).expect("fin-wait-1");
+        assert_eq!((s.send_seq, s.write_queue.len(), s.fin_sent), (2000 + 1 + 80, 20, true));
+        // the same before a replay: the replay does not close again
+        let s = spec_for_replay(&closing(80, 100, false), &in_state(4, 101, 40)).expect("replay");
+        assert_eq!((s.write_queue.len(), s.fin_sent), (20, true));
+        // the client's FIN came after the checkpoint (the gate saw it)
+        let s = spec_from_gate(&closing(101, 100, true), &t).expect("client fin since");
+        assert!(s.fin_sent && s.fin_received);
+        assert_eq!((s.recv_seq, s.recv_queue.len()), (1000 + 1 + 40, 50));
+        assert!(!s.quiet, "the server has not acknowledged the client's FIN: the client waits in LAST_ACK");
+        // ... acknowledged, and the client had acknowledged ours: quiet
+        let mut over = closing(101, 100, true);
+        over.snapshot.server_ack_rel = Some(91);
+        assert!(spec_from_gate(&over, &t).unwrap().quiet);
+        over.snapshot.client_ack_rel = Some(100);
+        assert!(!spec_from_gate(&over, &t).unwrap().quiet, "our FIN not acknowledged");
+        // the FIN not released by the gate (never sent): sent now all the same
+        let mut d = closing(100, 100, false);
+        d.snapshot.server_released_end_rel = 100;
+        d.snapshot.server_fin_released = false;
+        let s = spec_from_gate(&d, &t).expect("fin held");
+        assert_eq!((s.send_seq, s.fin_sent), (2000 + 1 + 100, true));
+        // bytes written before the FIN the gate never released: still a gap
+        assert!(matches!(spec_from_gate(&closing(90, 100, false), &in_state(4, 121, 40)), Err(RepairError::WriteQueueGap { have: 100, need: 120, .. })));
+    }
+
+    #[test]
+    fn a_client_fin_before_the_checkpoint_ends_the_receive_queue() {
+        let mut d = stream(1000, 2000, 30, 100, 40, 90);
+        d.snapshot.client_fin_rel = Some(90);
+        // CLOSE_WAIT, the application had read 60 bytes
+        let s = spec_from_gate(&d, &in_state(8, 100, 60)).expect("close-wait");
+        assert_eq!((s.recv_seq, s.recv_queue.len()), (1000 + 1 + 60, 30));
+        assert!(s.fin_received && !s.fin_sent);
+        // every byte read: the kernel counts the FIN as read too (91)
+        let mut all = stream(1000, 2000, 30, 100, 90, 90);
+        all.snapshot.client_fin_rel = Some(90);
+        let s = spec_from_gate(&all, &in_state(8, 100, 91)).expect("fin read");
+        assert_eq!((s.recv_seq, s.recv_queue.len(), s.fin_received), (1000 + 1 + 90, 0, true));
+        // ... and a commit at that table trimmed the recording past the FIN
+        all.snapshot.client_base_rel = 91;
+        let s = spec_from_gate(&all, &in_state(8, 100, 91)).expect("trimmed past the fin");
+        assert_eq!((s.recv_seq, s.recv_queue.len()), (1000 + 1 + 90, 0));
+        // LAST_ACK: both FINs
+        let s = spec_from_gate(&closing(100, 100, true), &in_state(9, 101, 60)).expect("last-ack");
+        assert!(s.fin_sent && s.fin_received);
+        assert_eq!(s.recv_queue.len(), 30);
+        // the table has the client's FIN, the gate never saw it
+        let d = stream(1000, 2000, 30, 100, 40, 90);
+        assert!(matches!(spec_from_gate(&d, &in_state(8, 100, 60)), Err(RepairError::Inconsistent { .. })));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::io;
 use std::mem::size_of;
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use libc::{c_int, c_void, socklen_t};
@@ -186,6 +186,41 @@ pub fn send(fd: &OwnedFd, buf: &[u8], flags: c_int) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+/// Sends one whole IPv4 packet (its own header included) from a raw
+/// socket of the calling thread's network namespace, addressed to `dst`:
+/// to an address of the namespace, it goes through the loopback to that
+/// address's sockets as if it had arrived (the kernel fills in the IP
+/// header's checksum and id; the source address is not checked).
+pub fn send_ipv4(packet: &[u8], dst: Ipv4Addr) -> io::Result<()> {
+    // SAFETY: plain syscall; the descriptor is fresh and ours.
+    let fd = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::IPPROTO_RAW) })?;
+    // SAFETY: fd was just returned by socket().
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sa = sockaddr_in(SocketAddrV4::new(dst, 0));
+    // SAFETY: packet is readable for its length; sa is a valid sockaddr_in.
+    let n = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            packet.as_ptr() as *const c_void,
+            packet.len(),
+            0,
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            size_of::<libc::sockaddr_in>() as socklen_t,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// shutdown(how): SHUT_RD, SHUT_WR or SHUT_RDWR.
+pub fn shutdown(fd: &OwnedFd, how: c_int) -> io::Result<()> {
+    // SAFETY: plain syscall on an fd we own.
+    check(unsafe { libc::shutdown(fd.as_raw_fd(), how) })?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,16 +27,17 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rrc_gate::{Commit, Gate, GateConfig, ServerStream};
 use rrc_image::sections::{TcpStream as TableEntry, TCP_F_INFO, TCP_F_SEQ};
 use rrc_repair::{repair, spec_from_gate};
+
+mod common;
+use common::{in_netns, ns_exec, run, spawn_in_netns, tcp_info, wait_for};
 
 const SVC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 const PORT: u16 = 8080;
@@ -52,26 +53,6 @@ const PROMPT: Duration = Duration::from_millis(500);
 
 /// How long server2 waits after the repair before it serves.
 const SERVER2_PAUSE: Duration = Duration::from_secs(1);
-
-fn run(what: &str, args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {}: {e}", args[0]));
-    assert!(
-        out.status.success(),
-        "{what}: `{}` failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-}
-
-fn ns_exec(ns: &str, what: &str, cmd: &[&str]) {
-    let mut args = vec!["ip", "netns", "exec", ns];
-    args.extend_from_slice(cmd);
-    run(what, &args);
-}
 
 /// The four namespaces; deleting them removes the veths, addresses, routes
 /// and iptables rules inside them, on success and on failure alike.
@@ -219,37 +200,6 @@ impl Drop for Topology {
     }
 }
 
-/// Joins network namespace `ns` on the calling thread (sockets created
-/// afterwards belong to it wherever they are used).
-fn enter_netns(ns: &str) {
-    let path = format!("/run/netns/{ns}");
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("opening {path}: {e}"));
-    // SAFETY: setns on this thread only.
-    let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns({path}): {}", std::io::Error::last_os_error());
-}
-
-fn spawn_in_netns<T: Send + 'static>(
-    ns: &str,
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> JoinHandle<T> {
-    let ns = ns.to_string();
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            enter_netns(&ns);
-            f()
-        })
-        .expect("spawning a thread")
-}
-
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    spawn_in_netns(ns, "netns", f)
-        .join()
-        .expect("netns thread panicked")
-}
-
 fn request(k: u32) -> Vec<u8> {
     let mut v = b"REQ".to_vec();
     v.extend_from_slice(&k.to_be_bytes());
@@ -303,36 +253,6 @@ fn read_reply(conn: &mut TcpStream, k: u32) {
     conn.read_exact(&mut v)
         .unwrap_or_else(|e| panic!("client reading reply {k}: {e}"));
     assert!(v == reply(k), "client: reply {k} corrupted");
-}
-
-fn tcp_info(conn: &TcpStream) -> libc::tcp_info {
-    // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes.
-    let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(
-            conn.as_raw_fd(),
-            libc::SOL_TCP,
-            libc::TCP_INFO,
-            &mut ti as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    assert_eq!(r, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
-    ti
-}
-
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match cond() {
-            Ok(()) => return,
-            Err(why) if Instant::now() >= deadline => {
-                panic!("{what}: not reached within {timeout:?}: {why}")
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
 }
 
 #[test]

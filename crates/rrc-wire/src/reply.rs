@@ -400,6 +400,11 @@ pub struct FailoverReport {
     /// rr mode: the replay of the log kept since the checkpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<FailoverReplay>,
+    /// Primary failure: clients' SYNs the primary never answered, handed
+    /// to the restored service at go-live (docs/tcp-repair.md
+    /// "Handshakes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syns_resent: Option<usize>,
 }
 
 /// What a failover's replay did (rr mode; runtime/lib/rr-conns.h).
@@ -544,6 +549,7 @@ mod tests {
             connections: Some(vec![]),
             error: None,
             replay: None,
+            syns_resent: Some(2),
             reprotected: Some(Reprotection {
                 new_backup: Some("c".into()),
                 at: "later".into(),
