@@ -3,14 +3,20 @@
 # alternation: per round and binary, `rrc lab up`, the server protected in
 # rr mode (primary a, backup b, epoch 100 ms), 3 s, then rrc-check with 64
 # connections for 8 s; prints "round binary ok ops/s mean_us p99_us".
-# The library (runtime/build) and rrc-check are this tree's for both.
+# Each binary runs with the library (runtime/build) of its own tree when
+# it sits in one (TREE/target/release/rrc), else this tree's; rrc-check is
+# this tree's for both.
 # Holds the lab lock of the test suite; refuses to run if a lab is up.
 #
 #   bench/ab_rr_saturation.sh OLD_RRC NEW_RRC [ROUNDS] [redis|memcached]
 set -eu
 old=$1 new=$2 rounds=${3:-4} kind=${4:-redis}
 here=$(cd "$(dirname "$0")/.." && pwd)
-export RRC_LIBDIR=$here/runtime/build
+libdir_of() {
+	local d
+	d=$(cd "$(dirname "$1")/../.." && pwd)/runtime/build
+	if [ -f "$d/librrc.so" ]; then echo "$d"; else echo "$here/runtime/build"; fi
+}
 check=$here/target/release/rrc-check
 case $kind in
 	redis) server=(redis-server --port 6379 --save '' --appendonly no --protected-mode no) port=6379 ;;
@@ -23,6 +29,7 @@ if "$old" lab status --json | grep -q '"up": *true'; then echo "a lab is up alre
 for round in $(seq "$rounds"); do
 	for which in old new; do
 		rrc=${!which}
+		export RRC_LIBDIR; RRC_LIBDIR=$(libdir_of "$rrc")
 		trap '"$rrc" stop ab >/dev/null 2>&1 || true; "$rrc" lab down >/dev/null 2>&1 || true' EXIT
 		"$rrc" lab up >/dev/null
 		ip=$("$rrc" run --name ab --primary a --backup b --mode rr --epoch 100ms --json -- "${server[@]}" |

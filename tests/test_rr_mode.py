@@ -68,9 +68,12 @@ def test_the_backup_receives_and_trims_the_record_log(service, name):
     assert cover["outputs"] == log["outputs_marked"], (cover, log)
     assert cover["output_bytes"] >= rep["ops"] * 3, (cover, rep["ops"])  # "+OK\r\n", "STORED\r\n"...
     assert (cover["mismatched"], cover["foreign"], cover["unknown_stream"], cover["unverifiable"]) == (0, 0, 0, 0), cover
-    # every byte of every covered output verified (the load is over: no
-    # output waits for its packets any more)
-    assert cover["verified_bytes"] == cover["output_bytes"], cover
+    # every byte of every covered output verified, or covered by a commit
+    # before its log came (a thread parked by a checkpoint between a reply
+    # and the wait that sends its log): the load is over, no output waits
+    # for its packets any more; most went out on the log
+    assert cover["verified_bytes"] + cover["committed_first_bytes"] == cover["output_bytes"], cover
+    assert cover["verified_bytes"] > cover["output_bytes"] / 2, cover
     assert st["backup_view"]["gate"]["log_release"] and cover["released_packets"] > 0, cover
 
 

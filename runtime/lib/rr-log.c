@@ -207,6 +207,27 @@ static void kick_writer(void)
 		rrc_sys_futex(&rr.kick, RRC_FUTEX_WAKE, 1, 0);
 }
 
+/* An output's kick, deferred to its thread's next readiness wait or sleep
+ * once the thread has shown it has an event loop (it waited before):
+ * such a loop writes its replies in a burst and then waits, so one wake
+ * carries the burst to the backup in one batch (RRC §4.5: the logging
+ * thread batches) instead of a wake, a futex wait and a frame per reply
+ * (measured before: 0.9 futex calls and 0.65 frames per redis request).
+ * A thread that never waits kicks at once; one that writes and then
+ * blocks elsewhere (a read on a blocking socket) is covered by the
+ * writer's tick (WRITER_TICK_NS) at worst. */
+static __thread int kick_owed __attribute__((tls_model("initial-exec")));
+static __thread int waits_seen __attribute__((tls_model("initial-exec")));
+
+void rrc_rr_before_wait(void)
+{
+	waits_seen = 1;
+	if (kick_owed) {
+		kick_owed = 0;
+		kick_writer();
+	}
+}
+
 /* ---- set-up ---- */
 
 int rrc_rr_log_owns(int fd)
@@ -433,7 +454,10 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 		 * (RRC §4.5): the writer must not sleep its tick out */
 		__atomic_add_fetch(&rr.outputs, 1, __ATOMIC_SEQ_CST);
 		if (rr.prompt) {
-			kick_writer();
+			if (waits_seen && pos + need - RRC_LOAD(&r->tail) <= RING_DATA / 2)
+				kick_owed = 1;
+			else
+				kick_writer();
 			return;
 		}
 	}

@@ -140,5 +140,8 @@ int rrc_rr_prepare_continue(void) RRC_HIDDEN_RR;
 int rrc_rr_continue(void) RRC_HIDDEN_RR;
 /* The control thread handed the sink over (RECORD). */
 void rrc_rr_wake_writer(void) RRC_HIDDEN_RR;
+/* The calling thread is about to wait for readiness or sleep (waits.c):
+ * the writer gets the kick its outputs since the last wait owe. */
+void rrc_rr_before_wait(void) RRC_HIDDEN_RR;
 
 #endif /* RRC_RR_LOG_H */

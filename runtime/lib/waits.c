@@ -30,7 +30,9 @@
  * These wrappers take no lock and no hook guard: a thread blocked in them
  * parks at once, like a thread outside the library. While recording
  * (rr-io.c), each logs its final outcome once, after any re-issue: SLEEP,
- * EPOLL_WAIT, POLL, SELECT.
+ * EPOLL_WAIT, POLL, SELECT. Each first gives the log writer the kick its
+ * thread's outputs since its last wait owe (rrc_rr_before_wait, rr-log.c:
+ * an event loop's replies go to the backup in one batch).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -308,6 +310,7 @@ static int replay_select(const struct rrc_log_event *e, int n, fd_set *r, fd_set
 int nanosleep(const struct timespec *req, struct timespec *rem)
 {
 	RESOLVE(nanosleep);
+	rrc_rr_before_wait();
 	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || req->tv_sec < 0)
 		return real_nanosleep(req, rem);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, ts_ns(req));
@@ -335,6 +338,7 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
 int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
 {
 	RESOLVE(clock_nanosleep);
+	rrc_rr_before_wait();
 	if (!req || req->tv_nsec < 0 || req->tv_nsec >= NS || req->tv_sec < 0)
 		return real_clock_nanosleep(clock, flags, req, rem);
 	/* an absolute sleep is simply issued again; a relative one keeps its
@@ -384,6 +388,7 @@ unsigned int sleep(unsigned int s)
 int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 {
 	RESOLVE(epoll_wait);
+	rrc_rr_before_wait();
 	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
@@ -401,6 +406,7 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	RESOLVE(epoll_pwait);
+	rrc_rr_before_wait();
 	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
@@ -418,6 +424,7 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigs
 int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *to, const sigset_t *mask)
 {
 	RESOLVE(epoll_pwait2);
+	rrc_rr_before_wait();
 	int rec = rec_events(&max);
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
@@ -439,6 +446,7 @@ int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	RESOLVE(poll);
+	rrc_rr_before_wait();
 	int rec = rrc_rr_io_reserve((uint32_t)(n * sizeof *fds));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, timeout > 0 ? timeout * 1000000ll : timeout);
 	for (;;) {
@@ -456,6 +464,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_t *mask)
 {
 	RESOLVE(ppoll);
+	rrc_rr_before_wait();
 	int rec = rrc_rr_io_reserve((uint32_t)(n * sizeof *fds));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;
@@ -479,6 +488,7 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *to, const sigset_
 int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 {
 	RESOLVE(select);
+	rrc_rr_before_wait();
 	int rec = rrc_rr_io_reserve(3 * sizeof(fd_set));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, tv ? tv->tv_sec * NS + tv->tv_usec * 1000ll : -1);
 	for (;;) {
@@ -500,6 +510,7 @@ int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *to, const sigset_t *mask)
 {
 	RESOLVE(pselect);
+	rrc_rr_before_wait();
 	int rec = rrc_rr_io_reserve(3 * sizeof(fd_set));
 	struct deadline d = deadline_in(CLOCK_MONOTONIC, to ? ts_ns(to) : -1);
 	struct timespec t;

@@ -73,6 +73,11 @@ pub struct LogCoverStats {
     pub unverifiable: u64,
     /// Packets released because the log covers them (with log release on).
     pub released_packets: u64,
+    /// Output bytes a commit had covered before the log came (they needed
+    /// no log): with `verified_bytes`, every byte of every output once the
+    /// packets are in.
+    #[serde(default)]
+    pub committed_first_bytes: u64,
 }
 
 /// Outputs waiting, per stream, before an output can cover anything.
@@ -125,10 +130,14 @@ pub fn add(s: &mut Stream, o: &LoggedOutput, stats: &mut LogCoverStats) {
 /// The cover continues from wherever commits already released.
 pub fn advance(s: &mut Stream, stats: &mut LogCoverStats) {
     loop {
-        let floor = s.log.end.max(s.committed_write.unwrap_or(0));
+        let committed = s.committed_write.unwrap_or(0);
+        let floor = s.log.end.max(committed);
         let Some((&start, &Pending { end, crc, made, fin })) = s.log.pending.first_key_value() else { return };
         if end <= floor {
             s.log.pending.pop_first();
+            if !fin {
+                stats.committed_first_bytes += end.min(committed).saturating_sub(start.max(s.log.end));
+            }
             continue; // covered already
         }
         if start > floor {
@@ -175,6 +184,7 @@ pub fn advance(s: &mut Stream, stats: &mut LogCoverStats) {
             continue;
         }
         stats.verified_bytes += end - floor;
+        stats.committed_first_bytes += floor.min(committed).saturating_sub(start.max(s.log.end));
         s.log.made.get_or_insert(made);
         s.log.end = end;
     }
@@ -325,14 +335,21 @@ mod tests {
         t.s(0, 0, TCP_ACK, b"hello");
         assert_eq!(t.commit(1, 0, 5, 0).len(), 1);
         t.c(0, 5, TCP_ACK, b""); // acknowledged: the gate keeps the bytes no more
-        // late log: covered already by the commit
+        // late log: covered already by the commit, counted as such
         assert!(t.core.logged(&[out(0, b"hello", 7)]).is_empty());
+        assert_eq!((stats(&t).verified_bytes, stats(&t).committed_first_bytes), (0, 5));
         let (b, _) = t.s(5, 0, TCP_ACK, b"world");
         // an output that starts below what the gate still has cannot be
         // verified: dropped, counted, the next one waits for a commit
         assert!(t.core.logged(&[out(3, b"loworld", 7)]).is_empty());
         assert_eq!(stats(&t).unverifiable, 1);
         assert_eq!(t.commit(2, 0, 10, 0), vec![b]);
+        // a commit covering the first half of an output before its log:
+        // half committed first, half verified
+        let (c, _) = t.s(10, 0, TCP_ACK, b"abcd");
+        t.commit(3, 0, 12, 0);
+        assert_eq!(t.core.logged(&[out(10, b"abcd", 7)]), vec![c]);
+        assert_eq!((stats(&t).verified_bytes, stats(&t).committed_first_bytes), (2, 7));
     }
 
     #[test]

@@ -436,10 +436,11 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
             let l = &g.log;
             if l.outputs > 0 {
                 println!(
-                    "    gate, the log's cover: {} outputs, {} bytes and {} FINs verified against the server's packets, {} mismatched, {} of another connection, {} unverifiable, {} to unknown streams; {}",
+                    "    gate, the log's cover: {} outputs, {} bytes and {} FINs verified against the server's packets ({} bytes a commit covered first), {} mismatched, {} of another connection, {} unverifiable, {} to unknown streams; {}",
                     l.outputs,
                     l.verified_bytes,
                     l.verified_fins,
+                    l.committed_first_bytes,
                     l.mismatched,
                     l.foreign,
                     l.unverifiable,
@@ -508,6 +509,9 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                     let how = if x.reset { "reset" } else { "not repaired" };
                     println!("          {how}: fd {} client {}: {}", x.fd, x.client, x.reason.as_deref().unwrap_or("?"));
                 }
+            }
+            if let Some(n) = f.syns_resent.filter(|&n| n > 0) {
+                println!("        {n} client SYN(s) the primary never answered handed to the restored service");
             }
             if let Some(r) = &f.replay {
                 if let Some(why) = &r.retried {
