@@ -597,33 +597,10 @@ static int accept_late(int fd, int c, struct sockaddr *addr, socklen_t *alen, in
 	return accept_replayed(fd, addr, alen, flags, out);
 }
 
-int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+/* accept and accept4 (four: which the program called; the real call is
+ * the same one) */
+static int accept_call(int fd, struct sockaddr *addr, socklen_t *alen, int flags, int four)
 {
-	if (!real_accept)
-		rrc_aq_resolve();
-	int c;
-	if (accept_replayed(fd, addr, alen, 0, &c))
-		return c;
-	int rec, blocking, t = accept_begin(fd, &rec, &blocking);
-	if (t && rrc_rr_replaying()) {
-		/* parked waiting for the fd table's lock at a checkpoint and
-		 * restored into replay: the turn is taken (rr-fds.c); the call
-		 * is replayed, a parked connection put in place, not made */
-		accept_replayed_with(t, fd, addr, alen, 0, &c);
-		return c;
-	}
-	c = blocking ? accept_in_order(fd, addr, alen, 0, &t) : RRC_IN_CALL(rec, real_accept(fd, addr, alen));
-	if (accept_late(fd, c, addr, alen, 0, &c))
-		return c;
-	if (c >= 0 && RRC_LOAD(&aq_pending))
-		c = substitute(c, addr, alen, 0);
-	return accept_end(rec, t, fd, c, addr, alen);
-}
-
-int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
-{
-	if (!real_accept4)
-		rrc_aq_resolve();
 	int c;
 	if (accept_replayed(fd, addr, alen, flags, &c))
 		return c;
@@ -635,10 +612,25 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 		accept_replayed_with(t, fd, addr, alen, flags, &c);
 		return c;
 	}
-	c = blocking ? accept_in_order(fd, addr, alen, flags, &t) : RRC_IN_CALL(rec, real_accept4(fd, addr, alen, flags));
+	c = blocking ? accept_in_order(fd, addr, alen, flags, &t)
+		     : RRC_IN_CALL(rec, four ? real_accept4(fd, addr, alen, flags) : real_accept(fd, addr, alen));
 	if (accept_late(fd, c, addr, alen, flags, &c))
 		return c;
 	if (c >= 0 && RRC_LOAD(&aq_pending))
 		c = substitute(c, addr, alen, flags);
 	return accept_end(rec, t, fd, c, addr, alen);
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	if (!real_accept)
+		rrc_aq_resolve();
+	return accept_call(fd, addr, alen, 0, 0);
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	if (!real_accept4)
+		rrc_aq_resolve();
+	return accept_call(fd, addr, alen, flags, 1);
 }

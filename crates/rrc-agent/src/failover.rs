@@ -602,8 +602,6 @@ fn merge_written(all: &mut Vec<(ConnKey, rrc_repair::Silenced)>, more: Vec<(Conn
     }
 }
 
-/// Resets a connection that cannot be rebuilt, from the gate's record
-/// (rrc_repair::spec_to_reset), in the container's namespace.
 /// Hands each SYN to the service's kernel in `netns`; returns how many
 /// went.
 fn resend_syns(netns: &str, syns: Vec<Vec<u8>>, service: &str) -> usize {
@@ -626,6 +624,8 @@ fn resend_syns(netns: &str, syns: Vec<Vec<u8>>, service: &str) -> usize {
     results.iter().filter(|r| r.is_ok()).count()
 }
 
+/// Resets a connection that cannot be rebuilt, from the gate's record
+/// (rrc_repair::spec_to_reset), in the container's namespace.
 fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>, sent_to: Option<u32>) -> Result<()> {
     let d = d.context("the gate has no record of it")?;
     if d.snapshot.reset {

@@ -760,9 +760,11 @@ impl GateCore {
     /// sends them to the restored service so that its clients, waiting in
     /// SYN_SENT, need not wait for their retransmission timeout.
     pub fn unanswered_syns(&self) -> Vec<Vec<u8>> {
-        let mut v: Vec<(&StreamKey, &Stream)> = self.streams.iter().filter(|(_, s)| s.server_isn.is_none() && !s.reset).collect();
+        // (a SYN-ACK drops the packet: see on_server_segment)
+        let mut v: Vec<(&StreamKey, &Vec<u8>)> =
+            self.streams.iter().filter(|(_, s)| !s.reset).filter_map(|(k, s)| Some((k, s.client_syn_packet.as_ref()?))).collect();
         v.sort_unstable_by_key(|(k, _)| **k);
-        v.into_iter().filter_map(|(_, s)| s.client_syn_packet.clone()).collect()
+        v.into_iter().map(|(_, p)| p.clone()).collect()
     }
 
     /// Ids of every held packet, in arrival order.

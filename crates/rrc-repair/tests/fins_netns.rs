@@ -76,6 +76,14 @@ fn state(s: &TcpStream) -> u8 {
     tcp_info(s).tcpi_state
 }
 
+/// Waits until `s`'s kernel state is `want`.
+fn wait_for_state(s: &TcpStream, want: u8, what: &str, timeout: Duration) {
+    wait_for(what, timeout, || {
+        let now = state(s);
+        (now == want).then_some(()).ok_or(format!("state {now}"))
+    });
+}
+
 fn read_to_end(s: &mut TcpStream, who: &str) -> Vec<u8> {
     let mut v = Vec::new();
     match s.read_to_end(&mut v) {
@@ -105,10 +113,7 @@ fn a_server_fin_is_sent_again_and_the_client_closes_later() {
     client.read_exact(&mut reply).unwrap();
     assert_eq!(&reply, b"REPLY");
     assert_eq!(client.read(&mut reply).unwrap(), 0, "client: EOF after the reply");
-    wait_for("the server's FIN acknowledged", Duration::from_secs(2), || {
-        let s = state(&server);
-        (s == TCP_FIN_WAIT2).then_some(()).ok_or(format!("state {s}"))
-    });
+    wait_for_state(&server, TCP_FIN_WAIT2, "the server's FIN acknowledged", Duration::from_secs(2));
 
     let (written, rcv_nxt) = kill_silently(server);
     // the table counts the FIN: the socket stands before it and sends it
@@ -116,10 +121,7 @@ fn a_server_fin_is_sent_again_and_the_client_closes_later() {
     let spec = RepairSpec { fin_sent: true, ..spec(port, written.wrapping_sub(1), rcv_nxt, b"") };
     let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair(&spec).expect("repair")));
     repaired.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    wait_for("the FIN sent again acknowledged by the client", Duration::from_millis(500), || {
-        let s = state(&repaired);
-        (s == TCP_FIN_WAIT2).then_some(()).ok_or(format!("state {s}"))
-    });
+    wait_for_state(&repaired, TCP_FIN_WAIT2, "the FIN sent again acknowledged by the client", Duration::from_millis(500));
 
     client.write_all(b"MORE").unwrap();
     client.shutdown(Shutdown::Write).unwrap();
@@ -137,10 +139,7 @@ fn a_client_fin_ends_the_repaired_receive_queue() {
     let (mut client, server) = pair.connect();
     client.write_all(b"ABCDE").unwrap();
     client.shutdown(Shutdown::Write).unwrap();
-    wait_for("the client's FIN taken", Duration::from_secs(2), || {
-        let s = state(&server);
-        (s == TCP_CLOSE_WAIT).then_some(()).ok_or(format!("state {s}"))
-    });
+    wait_for_state(&server, TCP_CLOSE_WAIT, "the client's FIN taken", Duration::from_secs(2));
 
     // The client's kernel answers the repaired socket's window probe by
     // sending its FIN again (measured: CLOSE_WAIT within 300 ms); its
@@ -190,10 +189,7 @@ fn a_connection_both_sides_closed_is_rebuilt_without_a_packet_at_once() {
     assert_eq!(read_to_end(&mut client, "client"), b"BYE");
     // the client went first: the server's socket ends CLOSE, with no
     // TIME_WAIT in its namespace (as in a restored one)
-    wait_for("the server's FIN acknowledged", Duration::from_secs(2), || {
-        let s = state(&server);
-        (s == TCP_CLOSE).then_some(()).ok_or(format!("state {s}"))
-    });
+    wait_for_state(&server, TCP_CLOSE, "the server's FIN acknowledged", Duration::from_secs(2));
     let server_ip = SERVER.ip().to_string();
     run("counting the client's input", &["ip", "netns", "exec", &pair.client, "iptables", "-A", "INPUT", "-s", &server_ip, "-j", "ACCEPT"]);
 
