@@ -21,6 +21,7 @@ connections keep its ports in FIN_WAIT in the first.
 """
 import json
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -272,10 +273,15 @@ def test_a_turn_that_never_comes_is_reported_in_bounded_time(rrc, tmp_path, netn
     # where each acquisition of X and Y found the release before it
     # (released_at, log format 4) no longer fits the swapped numbers: made
     # "unknown", which the format allows, so that what is tested is the
-    # watchdog, not the plan's check of released_at (rp_plan_check.c)
+    # watchdog, not the plan's check of released_at (rr-replay-plan.c). Every
+    # kind that carries released_at: a condition wait reacquires its mutex
+    # (the mutex in its data), and missing those made this test fail now
+    # and then on the plan's refusal instead of the watchdog
+    swapped = (a1.obj, a2.obj)
     for b in batches:
         for e in b.events:
-            if e.kind == 10 and e.obj in (a1.obj, a2.obj):
+            mutex = struct.unpack_from("<Q", e.data)[0] if e.kind == 12 and len(e.data) >= 8 else e.obj
+            if e.kind in (10, 12, 18) and mutex in swapped:
                 e.ret = 0
     bad = tmp_path / "turn.log"
     rrlog_edit.write(bad, header, batches)
