@@ -212,6 +212,13 @@ def test_up_builds_the_topology(lab_lock):
         if h in REPL:
             assert sw[f"{h}-repl"].get("master") == "repl"
     assert "client-repl" not in sw, "the client must not be on the replication network"
+    # a switch, not a firewall: frames cross the bridges without netfilter
+    # (only where the kernel has br_netfilter, whose sysctls are per namespace)
+    for key in ["bridge-nf-call-iptables", "bridge-nf-call-ip6tables", "bridge-nf-call-arptables"]:
+        if Path("/proc/sys/net/bridge", key).exists():
+            got = subprocess.run(["ip", "netns", "exec", SWITCH, "cat", f"/proc/sys/net/bridge/{key}"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            assert got == "0", f"{key} is {got} in the switch"
 
     # addresses exactly as designed, lo up, IPv4 only, no default route
     for h in HOSTS:
