@@ -31,7 +31,7 @@ use rrc_wire::msg::{ConnSeed, Mode};
 use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReplay, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
-use crate::recovery::Recovery;
+use crate::recovery::{self, AttemptEnd, Next, Recovery};
 use crate::repair_plan::{self, HeldConn, Listener};
 use crate::heartbeat::Silence;
 use crate::net::ContainerNet;
@@ -646,7 +646,7 @@ pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
     match fail_over(agent, b, &s) {
         Ok(live) => {
             if live.spec.spare.is_some() {
-                let r = crate::primary::reprotect(
+                let r = crate::reprotect::reprotect(
                     agent,
                     &live.spec,
                     live.record.clone(),
@@ -718,7 +718,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // replies of it. Without it (no cut committed yet) the connections
     // whose replies went past the checkpoint cannot be matched: they are
     // reset, as a repair that fails always is.
-    let restored_id = rrc_store::new_image_id().context("an id for the restored image")?;
+    let restored_id = rrc_image::ImageId::random().context("an id for the restored image")?;
     // (fault injection: what the first replay gets instead)
     let mut first_log: Option<Vec<u8>> = None;
     let replay_log: Option<Vec<u8>> = match b.spec.mode {
@@ -797,62 +797,21 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     };
     // how far each diverged replay's sockets had got, the furthest kept
     let mut written: Vec<(ConnKey, rrc_repair::Silenced)> = Vec::new();
-    let mut divergences: Vec<(Recovery, String, Box<FailoverReplay>)> = Vec::new();
+    let mut divergences: Vec<(Recovery, String, FailoverReplay)> = Vec::new();
     let mut up = loop {
         let recovery = attempt.recovery;
         let outcome = bring_up(agent, b, &net, &committed, data.as_ref(), attempt, &mut steps, t0);
-        // a restore that failed before its library answered ran nothing:
-        // the next way is tried as after a divergence (a crash that comes
-        // again, or a refused image, ends with the checkpoint's attempt)
-        let (outcome, label) = match outcome {
-            Err(UpError::RestoreFailed(e)) if recovery.after_divergence().is_some() => {
-                let why = format!("the restore failed: {e:#}");
-                (Err(UpError::Diverged { why, replay: Box::default(), written: Vec::new() }), recovery.restore_failed_step())
-            }
-            other => (other, recovery.diverged_step()),
+        let end = match &outcome {
+            Ok(_) => AttemptEnd::Up,
+            Err(UpError::Diverged { .. }) => AttemptEnd::Diverged,
+            Err(UpError::RestoreFailed(_)) => AttemptEnd::RestoreFailed,
+            Err(UpError::Failed(_)) => AttemptEnd::Failed,
         };
-        match outcome {
+        let (why, replay, w) = match outcome {
             Ok(up) => break up,
-            Err(UpError::Diverged { why, replay, written: w }) => {
-                tracing::error!(service = %b.spec.name, "failover: {why}; {label}");
-                step(&mut steps, &b.spec.name, label, t0);
-                merge_written(&mut written, w);
-                divergences.push((recovery, why.clone(), replay));
-                let Some(next) = recovery.after_divergence() else {
-                    net.destroy();
-                    return Err(anyhow::anyhow!("{why}"));
-                };
-                // a replay wrote on the data directory's copy: from the
-                // committed one again
-                let again = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
-                    let _ = std::fs::remove_dir_all(&d.live);
-                    fill_copy(&d.committed, &d.live)
-                });
-                // A replay again rebuilds every connection and reproduces
-                // the bytes an earlier one sent past the release (each
-                // checked against the log's CRC before it went out): its
-                // client drops the ones it has as duplicates. The
-                // checkpoint alone does not: those clients are reset.
-                let must_reset = if next.replays() { Vec::new() } else { repair_plan::written_past_release(&written, &b.gate().streams()) };
-                // a replay's log names the image it continues by its cut:
-                // the same id again
-                let id = if next.replays() { Ok(restored_id) } else { rrc_store::new_image_id().context("an id for the restored image") };
-                match again.and(id) {
-                    Ok(id) => {
-                        attempt = Attempt {
-                            restorer: None,
-                            replay_log: if next.replays() { replay_log.as_deref() } else { None },
-                            image_id: id,
-                            must_reset,
-                            recovery: next,
-                            damage_image: false,
-                        }
-                    }
-                    Err(e) => {
-                        net.destroy();
-                        return Err(e.context(format!("after: {why}")));
-                    }
-                }
+            Err(UpError::Diverged { why, replay, written }) => (why, replay, written),
+            Err(UpError::RestoreFailed(e)) if matches!(recovery.after(end), Next::Retry { .. }) => {
+                (format!("the restore failed: {e:#}"), Box::default(), Vec::new())
             }
             Err(e) => {
                 net.destroy();
@@ -862,16 +821,52 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                     None => e,
                 });
             }
+        };
+        let (label, next) = match recovery.after(end) {
+            Next::Retry { step, attempt } => (step, Some(attempt)),
+            Next::GiveUp { step } => (step.unwrap_or("the restore failed"), None),
+            Next::GoLive => unreachable!("an attempt that is not up"),
+        };
+        tracing::error!(service = %b.spec.name, "failover: {why}; {label}");
+        step(&mut steps, &b.spec.name, label, t0);
+        merge_written(&mut written, w);
+        divergences.push((recovery, why.clone(), *replay));
+        let Some(next) = next else {
+            net.destroy();
+            return Err(anyhow::anyhow!("{why}"));
+        };
+        // a replay wrote on the data directory's copy: from the committed
+        // one again
+        let again = data.as_ref().filter(|d| d.live != d.committed).map_or(Ok(()), |d| {
+            let _ = std::fs::remove_dir_all(&d.live);
+            fill_copy(&d.committed, &d.live)
+        });
+        let must_reset = if next.reset_written_past_release {
+            repair_plan::written_past_release(&written, &b.gate().streams())
+        } else {
+            Vec::new()
+        };
+        let id = if next.same_image_id { Ok(restored_id) } else { rrc_image::ImageId::random().context("an id for the restored image") };
+        match again.and(id) {
+            Ok(id) => {
+                attempt = Attempt {
+                    restorer: None,
+                    replay_log: if next.with_log { replay_log.as_deref() } else { None },
+                    image_id: id,
+                    must_reset,
+                    recovery: next.recovery,
+                    damage_image: false,
+                }
+            }
+            Err(e) => {
+                net.destroy();
+                return Err(e.context(format!("after: {why}")));
+            }
         }
     };
-    // The timeline's replay: the one that went live (after an ordered one
-    // that diverged: `retried`), or, when the checkpoint alone did, the
-    // last replay's, marked diverged: the recovery failed.
-    if let Some((_, why, last)) = divergences.last() {
-        let mut r = up.replay.take().unwrap_or_else(|| FailoverReplay { diverged: Some(why.clone()), ..(**last).clone() });
-        r.retried = divergences.iter().find(|(rc, _, _)| *rc == Recovery::ReplayOrdered).map(|(_, w, _)| w.clone());
-        up.replay = Some(r);
-    }
+    // The timeline's replay (recovery.rs): the one that went live, or the
+    // last one's, marked diverged, when the checkpoint alone did.
+    up.replay = recovery::timeline_replay(up.replay.take(), &divergences);
     let Up { restored, outcomes, bases, replay } = up;
 
     // 5. Live: the held input goes to the restored service (the route

@@ -10,6 +10,7 @@
 
 pub mod backup;
 mod cli;
+pub mod data_dir;
 pub mod epochs;
 pub mod failover;
 pub mod heartbeat;
@@ -21,6 +22,7 @@ pub mod peer;
 pub mod primary;
 pub mod recovery;
 pub mod repair_plan;
+pub mod reprotect;
 pub mod security;
 pub mod shadow;
 pub mod shipped_log;

@@ -22,7 +22,7 @@ use rrc_control::{DumpRequest, DUMP_F_COPY, DUMP_F_INCREMENTAL, DUMP_F_TCP_TABLE
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Mode, Replicate, ReplicateReady, ServiceSpec, Stop};
 use rrc_wire::{FrameKind, FrameWriter, WireError};
 use rrc_wire::msg::ConnSeed;
-use rrc_wire::reply::{DataCopyReport, FailoverKind, FailoverReport, FailoverStep, FaultSet, PausePhases, PrimaryStats, Reprotection, Role, RoleStats, ServiceStatus};
+use rrc_wire::reply::{FailoverKind, FailoverReport, FailoverStep, FaultSet, PausePhases, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::epochs::{take_ack, Epochs, Plan};
 use crate::net::ContainerNet;
@@ -31,7 +31,7 @@ use crate::staging::Staging;
 use crate::{lock, Agent, Service};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
-const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PAUSE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long `rrc stop` waits for the backup to close its side.
 const STOP_WAIT: Duration = Duration::from_secs(5);
@@ -85,7 +85,7 @@ pub struct Primary {
     /// library's writer, perhaps blocked on a dead peer's full window,
     /// gets EPIPE and stops recording, and no application thread waits
     /// for room in a ring any more.
-    log_ctl: Option<TcpStream>,
+    pub(crate) log_ctl: Option<TcpStream>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     hb: Mutex<HeartbeatSlot>,
     /// The heartbeat's UDP port, for `rrc status` (never waits on `hb`).
@@ -94,9 +94,9 @@ pub struct Primary {
     /// For re-protection after the backup fails.
     agent: std::sync::Weak<Agent>,
     /// The data directory's copy made for this replication's backup after
-    /// a backup failure (`copy_data_dir_held`); removed when the service
+    /// a backup failure (`data_dir::copy_held`); removed when the service
     /// stops or is re-protected again.
-    data_copy: Mutex<Option<std::path::PathBuf>>,
+    pub(crate) data_copy: Mutex<Option<std::path::PathBuf>>,
 }
 
 /// How one epoch's checkpoint ended, short of an error.
@@ -147,7 +147,7 @@ fn validate(agent: &Agent, spec: &ServiceSpec) -> Result<()> {
 /// The replication connection to `spec.backup`'s agent, ready: the
 /// session is authenticated (peer::PeerConn) and the backup has its gate,
 /// rules and routes in place.
-fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) -> Result<(PeerConn, ReplicateReady, std::net::UdpSocket)> {
+pub(crate) fn connect_backup(agent: &Arc<Agent>, spec: &ServiceSpec, seeds: Vec<ConnSeed>) -> Result<(PeerConn, ReplicateReady, std::net::UdpSocket)> {
     let mut conn = PeerConn::connect(agent, &spec.backup)?;
     let my_ip = conn.local_addr.ip();
     let hb_sock = crate::heartbeat::bind(my_ip)?;
@@ -208,7 +208,7 @@ fn log_session(agent: &Arc<Agent>, spec: &ServiceSpec) -> Result<PeerConn> {
 /// its log until it has a sink: a log session to the new backup, handed
 /// over by the control protocol's RECORD. Returns the handle the Primary
 /// keeps on it.
-fn attach_log_session(agent: &Arc<Agent>, spec: &ServiceSpec, pid: i32) -> Result<TcpStream> {
+pub(crate) fn attach_log_session(agent: &Arc<Agent>, spec: &ServiceSpec, pid: i32) -> Result<TcpStream> {
     let conn = log_session(agent, spec)?;
     let req = rrc_control::RecordRequest { first_frame: 1, framed: true, key: conn.session.send_frame_key() };
     let sock = conn.ctl.try_clone().context("the log session's socket")?;
@@ -264,7 +264,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
         // Its content before the start reaches the backup first; from then
         // on every change travels in the checkpoint of its epoch.
         let init = rrc_store::datadir::snapshot_ops(&host_dir)
-            .map(|ops| fileops_frames(&ops))
+            .map(|ops| crate::data_dir::fileops_frames(&ops))
             .context("reading the data directory's initial content")
             .and_then(|frames| {
                 frames.iter().try_for_each(|p| conn.writer.send(FrameKind::DataDirInit, p)).context("sending the data directory's initial content")
@@ -310,7 +310,7 @@ fn build(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<Primary> {
 
 /// The Primary of a running container with a ready backup connection.
 #[allow(clippy::too_many_arguments)]
-fn assemble(
+pub(crate) fn assemble(
     agent: &Arc<Agent>,
     spec: ServiceSpec,
     conn: PeerConn,
@@ -358,265 +358,6 @@ fn assemble(
     })
 }
 
-/// Re-protection (issue 4 §4; Tardigrade §3.2): the service runs on this
-/// host without a backup (after a failover); `spec.spare`'s agent becomes
-/// its backup, joining the established connections (`seeds`), and the
-/// epochs start again with a full checkpoint. The service keeps running.
-#[allow(clippy::too_many_arguments)]
-pub fn reprotect(
-    agent: &Arc<Agent>,
-    old: &ServiceSpec,
-    record: Record,
-    ccfg: ContainerConfig,
-    net: ContainerNet,
-    seeds: Vec<ConnSeed>,
-    mut failovers: Vec<FailoverReport>,
-    data_at_restore: Option<&std::path::Path>,
-) -> Result<Arc<Primary>> {
-    let t0 = Instant::now();
-    let spare = old.spare.clone().context("no spare host was given (--spare)")?;
-    if spare == agent.cfg.name {
-        bail!("the spare {spare} is this host");
-    }
-    // The data directory: the spare gets its content as it was at the
-    // restore (kept aside by the failover); the first checkpoint carries
-    // every change since, which the restored library journalled from its
-    // first instruction on. After a backup failure there is no such copy:
-    // one is made now, with the service held for the copy's duration.
-    let mut data_copy: Option<(std::path::PathBuf, DataCopyReport)> = None;
-    let data_init = match (&old.data_dir, data_at_restore) {
-        (None, _) => None,
-        (Some(_), Some(dir)) => Some(
-            rrc_store::datadir::snapshot_ops(dir)
-                .map(|ops| fileops_frames(&ops))
-                .with_context(|| format!("reading the data directory as restored ({})", dir.display()))?,
-        ),
-        (Some(d), None) => {
-            let (copy, report) = copy_data_dir_held(agent, &old.name, d, record.pid)?;
-            let ops = rrc_store::datadir::snapshot_ops(&copy)
-                .map(|ops| fileops_frames(&ops))
-                .with_context(|| format!("reading the data directory's copy ({})", copy.display()));
-            let ops = match ops {
-                Ok(o) => o,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&copy);
-                    return Err(e);
-                }
-            };
-            data_copy = Some((copy, report));
-            Some(ops)
-        }
-    };
-    // Whatever fails from here on, the copy goes; once re-protected it
-    // stays with the service until it stops.
-    let remove_copy = |c: &Option<(std::path::PathBuf, DataCopyReport)>| {
-        if let Some((dir, _)) = c {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    };
-    let spec = spec_for_spare(agent, old, &spare);
-    let kept_seeds = seeds.clone();
-    let (mut conn, ready, hb_sock) = match connect_backup(agent, &spec, seeds) {
-        Ok(c) => c,
-        Err(e) => {
-            remove_copy(&data_copy);
-            return Err(e);
-        }
-    };
-    if let Some(init) = &data_init {
-        if let Err(e) = init.iter().try_for_each(|p| conn.writer.send(FrameKind::DataDirInit, p)).context("sending the data directory's content") {
-            remove_copy(&data_copy);
-            return Err(e);
-        }
-    }
-    // Replies through the new backup, which now answers ARP for the
-    // service IP (it sent a gratuitous ARP); this host stops answering.
-    if let Err(e) = net.add_reply_route(&ready.backup_addr, &agent.cfg.repl_if) {
-        remove_copy(&data_copy);
-        return Err(e);
-    }
-    crate::net::unadvertise(&spec.service_ip, &agent.cfg.front_if);
-    if let Some(last) = failovers.last_mut() {
-        last.reprotected = Some(Reprotection {
-            new_backup: Some(spare.clone()),
-            at: crate::now_rfc3339(),
-            ms: t0.elapsed().as_secs_f64() * 1000.0,
-            data_copy: data_copy.as_ref().map(|(_, report)| report.clone()),
-        });
-    }
-    let mut p = match assemble(agent, spec, conn, ready, hb_sock, record, ccfg, net, failovers, kept_seeds) {
-        Ok(p) => p,
-        Err(e) => {
-            remove_copy(&data_copy);
-            return Err(e);
-        }
-    };
-    if p.spec.mode == Mode::Rr {
-        match attach_log_session(agent, &p.spec, p.pid) {
-            Ok(ctl) => p.log_ctl = Some(ctl),
-            // (a failover that fell back to the checkpoint alone restored
-            // a process that records nothing)
-            Err(e) => tracing::warn!(service = %p.spec.name, "re-protected without the record log, replies wait for the checkpoints: {e:#}"),
-        }
-    }
-    let p = Arc::new(p);
-    *lock(&p.data_copy) = data_copy.map(|(dir, _)| dir);
-    if let Err(e) = p.run_threads() {
-        if let Some(dir) = lock(&p.data_copy).take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        return Err(e);
-    }
-    tracing::info!(service = %p.spec.name, backup = %p.spec.backup, "re-protected");
-    Ok(p)
-}
-
-/// What one DataDirInit frame may carry of encoded file operations: well
-/// under a frame's limit (rrc_wire::frame::MAX_PAYLOAD, 16 MiB).
-const DATA_DIR_FRAME: usize = 8 << 20;
-/// A write is split into pieces of at most this much data.
-const DATA_DIR_WRITE: usize = 4 << 20;
-
-/// `ops` as FILEOPS payloads for DataDirInit frames, in order, each within
-/// [`DATA_DIR_FRAME`] (a data directory of any size; the backup applies the
-/// frames in the order they came). At least one payload.
-fn fileops_frames(ops: &[rrc_image::fileops::FileOp]) -> Vec<Vec<u8>> {
-    use rrc_image::fileops::{encode_fileops, FileOp};
-    // per op: the record header, the path (at most PATH_MAX) and padding
-    const OVERHEAD: usize = 48 + 4096;
-    let mut frames = Vec::new();
-    let mut batch: Vec<FileOp> = Vec::new();
-    let mut size = 0usize;
-    let mut push = |op: FileOp, n: usize, batch: &mut Vec<FileOp>, size: &mut usize| {
-        if !batch.is_empty() && *size + n > DATA_DIR_FRAME {
-            frames.push(encode_fileops(batch));
-            batch.clear();
-            *size = 0;
-        }
-        *size += n;
-        batch.push(op);
-    };
-    for op in ops {
-        match op {
-            FileOp::Write { path, offset, data } if data.len() > DATA_DIR_WRITE => {
-                for (i, piece) in data.chunks(DATA_DIR_WRITE).enumerate() {
-                    let w = FileOp::Write { path: path.clone(), offset: offset + (i * DATA_DIR_WRITE) as u64, data: piece.to_vec() };
-                    push(w, piece.len() + OVERHEAD, &mut batch, &mut size);
-                }
-            }
-            FileOp::Write { data, .. } => push(op.clone(), data.len() + OVERHEAD, &mut batch, &mut size),
-            FileOp::Symlink { target, .. } => push(op.clone(), target.len() + OVERHEAD, &mut batch, &mut size),
-            _ => push(op.clone(), OVERHEAD, &mut batch, &mut size),
-        }
-    }
-    if !batch.is_empty() || frames.is_empty() {
-        frames.push(encode_fileops(&batch));
-    }
-    frames
-}
-
-/// The service's spec with this host as primary and the spare as backup.
-fn spec_for_spare(agent: &Agent, old: &ServiceSpec, spare: &str) -> ServiceSpec {
-    let mut spec = old.clone();
-    spec.primary = agent.cfg.name.clone();
-    spec.backup = spare.to_string();
-    spec.spare = None;
-    spec
-}
-
-/// The longest the service may stay held for the data directory's copy:
-/// past it the library resumes the threads and the copy is not used.
-const DATA_COPY_HOLD_MS: u32 = rrc_control::HOLD_MAX_MS;
-
-/// A copy of the data directory consistent with a checkpoint to come, made
-/// while the service runs on after a backup failure: the library parks
-/// every thread at its safe point (as for a dump: no thread inside a
-/// journalled file operation) and empties its data-directory journal, the
-/// directory is copied (`cp -a --reflink=auto`, into this service's own
-/// directory), and the threads run again. Every change made after the park
-/// is in the journal, so the spare's copy plus the first checkpoint's
-/// FILEOPS is the service's directory at that checkpoint. Returns the copy
-/// and its report for the failover timeline (the pause, its size).
-fn copy_data_dir_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> Result<(std::path::PathBuf, DataCopyReport)> {
-    // The directory as the service sees it (its bind mount), through its
-    // mount namespace: the same path however this host got it.
-    let src = std::path::PathBuf::from(format!("/proc/{pid}/root{}", data_dir.trim_end_matches('/')));
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    let dst = agent.service_dir(name).join(format!("data-copy-{stamp}"));
-    let _ = std::fs::remove_dir_all(&dst);
-    let sock = control_socket_of(pid);
-    let t0 = Instant::now();
-    let hold = rrc_control::hold(&sock, DATA_COPY_HOLD_MS, PAUSE_TIMEOUT).context("holding the service for a copy of its data directory")?;
-    let parked = t0.elapsed();
-    let held = *hold.held();
-    let t_copy = Instant::now();
-    let copied = crate::copy_tree(&src, &dst);
-    let copy_ms = t_copy.elapsed().as_secs_f64() * 1000.0;
-    // Resume first, whatever the copy's outcome: the service must not wait
-    // on our bookkeeping.
-    let resumed = hold.resume(PAUSE_TIMEOUT);
-    let fail = |why: String| -> anyhow::Error {
-        let _ = std::fs::remove_dir_all(&dst);
-        anyhow::anyhow!(why)
-    };
-    let resumed = match resumed {
-        Ok(r) => r,
-        Err(e) => return Err(fail(format!("the hold for the data directory's copy ended before the copy did ({copy_ms:.1} ms of copying): {e}; the copy is not consistent"))),
-    };
-    if let Err(e) = copied {
-        return Err(fail(format!("{e:#}")));
-    }
-    let (files, bytes) = tree_size(&dst);
-    let pause_ms = resumed.held_ns as f64 / 1e6;
-    let report = DataCopyReport {
-        data_copy_pause_ms: pause_ms,
-        data_copy_ms: copy_ms,
-        data_copy_quiesce_ms: held.quiesce_ns as f64 / 1e6,
-        data_copy_bytes: bytes,
-        data_copy_files: files,
-        data_copy_threads: resumed.threads as u64,
-        data_copy_discarded_ops: held.discarded_ops,
-        data_copy_hold_rtt_ms: parked.as_secs_f64() * 1000.0,
-    };
-    tracing::info!(service = name, pause_ms, copy_ms, bytes, files, threads = resumed.threads, copy = %dst.display(),
-        "data directory copied while the service was held");
-    Ok((dst, report))
-}
-
-/// Regular files and their bytes below `dir` (symlinks not followed).
-fn tree_size(dir: &std::path::Path) -> (u64, u64) {
-    let (mut files, mut bytes) = (0, 0);
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            let Ok(md) = e.path().symlink_metadata() else { continue };
-            if md.is_dir() {
-                todo.push(e.path());
-            } else if md.is_file() {
-                files += 1;
-                bytes += md.len();
-            }
-        }
-    }
-    (files, bytes)
-}
-
-fn random_id() -> [u8; 16] {
-    let mut id = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut id);
-    }
-    if id == [0; 16] {
-        id[0] = 1;
-    }
-    id
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn percentile(v: &[u64], p: f64) -> u64 {
     if v.is_empty() {
         return 0;
@@ -651,7 +392,7 @@ impl Primary {
     }
 
     /// The epoch loop, the backup reader and the heartbeat.
-    fn run_threads(self: &Arc<Self>) -> Result<()> {
+    pub(crate) fn run_threads(self: &Arc<Self>) -> Result<()> {
         let (a, b) = (self.clone(), self.clone());
         let reader = std::thread::Builder::new().name(format!("acks-{}", self.spec.name)).spawn(move || a.read_backup())?;
         let epochs = std::thread::Builder::new().name(format!("epochs-{}", self.spec.name)).spawn(move || b.epochs())?;
@@ -750,7 +491,7 @@ impl Primary {
                 if let Some(old) = lock(&self.data_copy).take() {
                     let _ = std::fs::remove_dir_all(old);
                 }
-                match reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers, None) {
+                match crate::reprotect::reprotect(&agent, &self.spec, self.record.clone(), self.ccfg.clone(), self.net.clone(), seeds, failovers, None) {
                     Ok(p) => agent.replace(&self.spec.name, Service::Primary(p)),
                     Err(e) => {
                         tracing::error!(service = %self.spec.name, "re-protection failed: {e:#}; the service stays UNPROTECTED");
@@ -880,7 +621,7 @@ impl Primary {
         match img.fileops.as_ref().filter(|f| !f.ops.is_empty()) {
             Some(f) => {
                 tracing::info!(service = %self.spec.name, epoch, ops = f.ops.len(), "file operations of the rejected checkpoint will be sent again");
-                Ok(fileops_frames(&f.ops))
+                Ok(crate::data_dir::fileops_frames(&f.ops))
             }
             None => Ok(Vec::new()),
         }
@@ -1022,7 +763,7 @@ impl Primary {
         let (epoch, parent, carried) = (plan.epoch, plan.parent, &plan.carried);
         let arrival_bound = lock(&self.shared).arrival;
         staging.reset()?;
-        let image_id = random_id();
+        let image_id = rrc_image::ImageId::random().context("an id for the checkpoint")?.0;
         let req = match parent {
             // the gate's release rule and the failover's repair read the TCP table
             Some(p) => DumpRequest { flags: DUMP_F_INCREMENTAL | DUMP_F_TCP_TABLE | self.snapshot_flag(), image_id, parent_id: p },
@@ -1055,7 +796,7 @@ impl Primary {
         }
         let begin = CheckpointBegin {
             epoch,
-            image_id: hex(&image_id),
+            image_id: rrc_image::ImageId(image_id).hex(),
             full: parent.is_none(),
             bytes: image.len() as u64,
             arrival_bound,
@@ -1124,48 +865,5 @@ impl Primary {
             }
             sh = self.wake.wait_timeout(sh, Duration::from_millis(100)).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
         }
-    }
-}
-
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rrc_image::fileops::{parse_fileops, FileOp, RelPath};
-
-    /// A data directory larger than a frame travels in several DataDirInit
-    /// frames, each within the limit, that apply to the same tree.
-    #[test]
-    fn fileops_frames_split_within_the_frame_limit_and_apply_identically() {
-        let big: Vec<u8> = (0..(20u32 << 20)).map(|i| (i % 251) as u8).collect();
-        let mut ops = vec![FileOp::Create { path: RelPath::new("big").unwrap(), mode: 0o644 }];
-        ops.push(FileOp::Write { path: RelPath::new("big").unwrap(), offset: 0, data: big.clone() });
-        for i in 0..3000 {
-            ops.push(FileOp::Create { path: RelPath::new(format!("f{i}")).unwrap(), mode: 0o600 });
-            ops.push(FileOp::Write { path: RelPath::new(format!("f{i}")).unwrap(), offset: 0, data: format!("file {i}").into_bytes() });
-        }
-        let frames = fileops_frames(&ops);
-        assert!(frames.len() > 3, "{} frames", frames.len());
-        let root = |tag: &str| {
-            let d = std::env::temp_dir().join(format!("rrc-agent-frames-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
-            d
-        };
-        let (a, b) = (root("whole"), root("frames"));
-        rrc_store::datadir::apply_ops(&a, &ops).unwrap();
-        for f in &frames {
-            assert!(f.len() <= rrc_wire::frame::MAX_PAYLOAD as usize, "a frame of {} bytes", f.len());
-            rrc_store::datadir::apply_ops(&b, &parse_fileops(f).unwrap().ops).unwrap();
-        }
-        assert_eq!(std::fs::read(b.join("big")).unwrap(), big);
-        for i in [0, 1234, 2999] {
-            assert_eq!(std::fs::read(a.join(format!("f{i}"))).unwrap(), std::fs::read(b.join(format!("f{i}"))).unwrap());
-        }
-        assert_eq!(std::fs::read_dir(&a).unwrap().count(), std::fs::read_dir(&b).unwrap().count());
-        let _ = std::fs::remove_dir_all(&a);
-        let _ = std::fs::remove_dir_all(&b);
-        // an empty directory still sends one (empty) frame
-        assert_eq!(fileops_frames(&[]).len(), 1);
     }
 }

@@ -217,7 +217,7 @@ impl Shadow {
         let Some(from) = store.committed().map(|h| h.image_id) else { return };
         let t0 = Instant::now();
         let captured = (|| -> Result<ImageId> {
-            let as_id = rrc_store::new_image_id().context("an id for the shadow's image")?;
+            let as_id = rrc_image::ImageId::random().context("an id for the shadow's image")?;
             let dir = self.slot_dir(slot);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let path = dir.join("checkpoint.rrc");

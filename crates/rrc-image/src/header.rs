@@ -16,6 +16,19 @@ pub const IMG_F_FULL: u32 = 1 << 0;
 pub struct ImageId(pub [u8; 16]);
 
 impl ImageId {
+    /// A fresh id: random, never all zero (zero means "no image"). The
+    /// one place ids are made (checkpoints, dumps, restored images).
+    pub fn random() -> std::io::Result<ImageId> {
+        use std::io::Read;
+        let mut f = std::fs::File::open("/dev/urandom")?;
+        loop {
+            let mut id = [0u8; 16];
+            f.read_exact(&mut id)?;
+            if id != [0u8; 16] {
+                return Ok(ImageId(id));
+            }
+        }
+    }
     pub fn is_zero(&self) -> bool {
         self.0 == [0u8; 16]
     }

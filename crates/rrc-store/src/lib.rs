@@ -31,7 +31,7 @@ pub mod datadir;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use rrc_image::sections::{PagemapEntry, SectionKind, PME_IN_IMAGE};
@@ -140,18 +140,6 @@ fn new_page(data: &[u8]) -> Box<Page> {
     let mut p: Box<Page> = vec![0u8; PAGE_SIZE as usize].into_boxed_slice().try_into().expect("page size");
     p.copy_from_slice(data);
     p
-}
-
-/// A fresh image id (random, never all zero).
-pub fn new_image_id() -> std::io::Result<ImageId> {
-    let mut f = File::open("/dev/urandom")?;
-    loop {
-        let mut id = [0u8; 16];
-        f.read_exact(&mut id)?;
-        if id != [0u8; 16] {
-            return Ok(ImageId(id));
-        }
-    }
 }
 
 impl Store {
@@ -373,7 +361,7 @@ impl Store {
     /// header of a full image of the committed state.
     fn new_image_header(&self) -> Result<(ImageId, u64), WriteError> {
         let m = self.meta.as_ref().ok_or(WriteError::Empty)?;
-        let id = new_image_id().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
+        let id = ImageId::random().map_err(|source| WriteError::Io { path: "/dev/urandom".into(), what: "reading a random image id", source })?;
         Ok((id, m.header.created_ns))
     }
 

@@ -9,7 +9,6 @@
 //! verified as a whole (every CRC) before the dump is reported.
 
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -119,15 +118,6 @@ struct DumpReport {
     written_pages: u64,
 }
 
-fn random_id() -> Result<[u8; 16]> {
-    let mut id = [0u8; 16];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut id)).context("reading /dev/urandom")?;
-    if id == [0; 16] {
-        id[0] = 1; // zero means "no image"
-    }
-    Ok(id)
-}
-
 /// A pipe for the image stream: (read end, write end), both close-on-exec.
 fn stream_pipe() -> Result<(File, OwnedFd)> {
     let (r, w) = rrc_launch::pipe().context("creating the image stream pipe")?;
@@ -194,7 +184,7 @@ pub fn run(a: DumpArgs) -> Result<ExitCode> {
         .with_context(|| format!("creating {} (a directory holds one checkpoint)", path.display()))?;
     partial.file = Some(path.clone());
 
-    let image_id = random_id()?;
+    let image_id = rrc_image::ImageId::random().context("an id for the image (reading /dev/urandom)")?.0;
     let snapshot_flag = match a.snapshot {
         SnapshotArg::Fork => 0,
         SnapshotArg::Copy => DUMP_F_COPY,
