@@ -185,6 +185,40 @@ def test_shadow_replay_verifies_epochs_and_reports_a_divergence(service):
     assert len([n for n in os.listdir("/run/netns") if n.endswith("-shadow")]) <= 1
 
 
+def test_shadow_replay_with_a_data_directory(service):
+    """Shadow replay of a service whose files live in its data directory
+    (redis with its append-only file there, every write fsynced): each
+    capture copies the backup's committed copy of the directory beside the
+    image and the sandbox replays on that copy. Epochs are verified while
+    clients write (without the copy the restored redis cannot reopen its
+    AOF files: the restore fails and nothing is verified)."""
+    aof = ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", "/data",
+           "--port", "6379", "--protected-mode", "no"]
+    s = service("rrshd", aof, epoch="1s", extra=["--mode", "rr", "--verify-replay", "--data-dir", "/data"])
+    s.wait_committed(more_than=0)
+
+    def shadow():
+        return (s.status().get("backup_view") or {}).get("stats", {}).get("shadow") or {}
+
+    p = client_bg(str(need(CHECK_BIN)), "redis", "--server", f"{s.ip}:6379", "--threads", "4", "--rate", "200",
+                  "--duration", "8s", "--json")
+    try:
+        wait_until(lambda: shadow().get("verified", 0) >= 2, 30, "two epochs verified with the data directory",
+                   interval=0.2, diag=lambda: json.dumps(shadow()))
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    sh = shadow()
+    assert sh["failed"] == 0 and sh["last_error"] is None, sh
+    assert sh["last_events"] > 0, sh
+    rep = json.loads(out)
+    assert rep["ok"] and rep["ops"] > 500, (rep, err[-2000:])
+    st = s.status()
+    assert st["protected"], why_unprotected(st)
+
+
 def rejected(host: str) -> tuple[dict, list]:
     st = json.loads(cli("status", "--json").stdout)
     sec = next(a for a in st["agents"] if a["host"] == host)["security"]

@@ -250,6 +250,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
             restorer: agent.cfg.restorer.clone(),
             container: crate::failover::container_config(agent),
             log: agent.service_log(&spec.name),
+            data_dir: spec.data_dir.clone(),
         }))
     });
     Ok(Backup {
@@ -668,7 +669,8 @@ impl Backup {
                 self.send(FrameKind::Ack, &Frame::json(FrameKind::Ack, &ack).payload);
                 // after the ack: the capture holds the store, not the primary
                 if let Some(s) = &self.shadow {
-                    s.after_commit(&lock(&self.store));
+                    let data = self.data_root();
+                    s.after_commit(&lock(&self.store), data.as_deref());
                 }
             }
             Err(e) => self.reject(epoch, format!("{e:#}")),

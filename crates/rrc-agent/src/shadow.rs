@@ -155,6 +155,10 @@ pub struct ShadowEnv {
     pub restorer: PathBuf,
     pub container: rrc_container::Config,
     pub log: PathBuf,
+    /// The service's data directory (its path in the container): each
+    /// capture copies the committed copy beside the image, and the
+    /// replay runs on that copy of its own.
+    pub data_dir: Option<String>,
 }
 
 /// The shadow replays of one backup: the core's decisions carried out.
@@ -208,8 +212,11 @@ impl Shadow {
     }
 
     /// After a commit: writes the committed image for a later replay, if
-    /// one is due (the caller holds the store: nothing changes it meanwhile).
-    pub fn after_commit(&self, store: &rrc_store::Store) {
+    /// one is due (the caller holds the store: nothing changes it
+    /// meanwhile), and with a data directory a copy of its committed copy
+    /// (`data`, None if that is not consistent: no capture), which the
+    /// committer changes only at the next commit, after this returns.
+    pub fn after_commit(&self, store: &rrc_store::Store, data: Option<&std::path::Path>) {
         if self.stopping.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
@@ -223,6 +230,13 @@ impl Shadow {
             let path = dir.join("checkpoint.rrc");
             let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
             store.stream_image_as(std::io::BufWriter::with_capacity(1 << 20, f), as_id).context("writing the committed image")?;
+            if self.env.data_dir.is_some() {
+                let committed = data.context("the data directory's committed copy is not consistent")?;
+                let copy = dir.join("data");
+                let _ = std::fs::remove_dir_all(&copy); // the last replay's, written on
+                std::fs::create_dir_all(&copy).with_context(|| format!("creating {}", copy.display()))?;
+                crate::copy_tree(&committed.join("."), &copy).context("copying the committed data directory")?;
+            }
             Ok(as_id)
         })();
         let mut core = lock(&self.core);
@@ -259,7 +273,13 @@ impl Shadow {
                 images: rrc_launch::Images::Chain { dir: self.slot_dir(slot), verify: false },
                 netns: Some(netns.clone()),
                 log: Some(self.env.log.clone()),
-                binds: Vec::new(),
+                // the capture's copy: the replay writes on it, nothing else reads it
+                binds: self
+                    .env
+                    .data_dir
+                    .iter()
+                    .map(|target| rrc_container::Bind { host: self.slot_dir(slot).join("data"), target: target.into() })
+                    .collect(),
                 restorer: self.env.restorer.clone(),
                 container: self.env.container.clone(),
                 replay: Some(replay),

@@ -142,11 +142,6 @@ impl ServiceSpec {
         if self.verify_replay && self.mode != Mode::Rr {
             return bad("shadow replay (--verify-replay) replays the record log: rr mode only".into());
         }
-        if self.verify_replay && self.data_dir.is_some() {
-            return bad("shadow replay (--verify-replay) of a service with a data directory is not supported yet: \
-                        its sandbox would need a copy of the directory as it was at the checkpoint"
-                .into());
-        }
         Ok(())
     }
 }
