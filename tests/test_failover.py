@@ -723,11 +723,12 @@ def test_a_replay_that_diverges_falls_back_to_the_checkpoint(lab, tmp_path):
         out, err = p.communicate("after\n", timeout=60)
     r = fo["replay"]
     assert r and r["diverged"] and "output whose CRC32C differs" in r["diverged"], (r, lab_diagnosis())
-    # the altered entry is in the log itself: the paced replay after the
-    # ordered one diverges there too (recovery.rs), then the checkpoint alone
+    # the altered entry is in the log itself: the paced replays after the
+    # ordered one diverge there too (recovery.rs), then the checkpoint alone
     steps = [s["step"] for s in fo["steps"]]
     assert "the replay diverged: replaying again, paced" in steps, steps
-    assert any(s.startswith("the paced replay diverged too") for s in steps), steps
+    assert "the paced replay diverged too: replaying paced once more" in steps, steps
+    assert any(s.startswith("the paced replay diverged again") for s in steps), steps
     assert r.get("retried") and "CRC32C differs" in r["retried"], r
     conns = {c["client"]: c for c in fo["connections"]}
     assert conns[first["B"]]["repaired"], conns
