@@ -212,10 +212,10 @@ def test_broken_logs_are_refused_by_name(rrc, tmp_path, netns):
     cases = {
         "truncated": data[: len(data) - 5],
         "corrupt": data[:200] + bytes([data[200] ^ 0x20]) + data[201:],
-        "version": data[:8] + (6).to_bytes(4, "little") + data[12:],
+        "version": data[:8] + (7).to_bytes(4, "little") + data[12:],
         "not a log": b"this is not a log at all, just some text padding it out",
     }
-    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 6",
+    want = {"truncated": "truncated", "corrupt": "CRC mismatch", "version": "format version 7",
             "not a log": "not an rrc record log"}
     for name, bad in cases.items():
         f = tmp_path / f"{name.replace(' ', '-')}.log"

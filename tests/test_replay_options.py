@@ -80,17 +80,29 @@ def test_a_replay_goes_live_right_after_a_given_output(rrc, tmp_path, netns, oth
     assert "no output after the image's cut ends at that byte" in err, err
 
 
-def calls_after_cut(log) -> int:
+# the acquisitions that take a place in the order of returns (log format
+# 6: `ord` in the ret_ns field): mutex, cond_wait, rwlock rd/wr, spin
+ORDERED_SYNC = {10, 12, 15, 16, 18}
+
+
+def ordered_after_cut(log) -> tuple[int, int]:
+    """(calls, acquisitions) after the cut with a place in the order of
+    returns: every call, every acquisition (its `ord`)."""
     _, batches = rrlog_edit.read(log)
     cut = after_cut(batches)
-    calls = 0
+    calls = acquisitions = 0
     for b in batches:
         if b.tid == 0:
             continue
         for i, e in enumerate(b.events):
-            if b.first + i >= cut.get(b.tid, 0) and e.kind in CALLS:
+            if b.first + i < cut.get(b.tid, 0):
+                continue
+            if e.kind in CALLS:
                 calls += 1
-    return calls
+            elif e.kind in ORDERED_SYNC:
+                assert e.ret_ns > 0, f"an acquisition without its place in the order: kind {e.kind}"
+                acquisitions += 1
+    return calls, acquisitions
 
 
 @pytest.mark.parametrize("races", ["order", "pace"])
@@ -101,12 +113,15 @@ def test_a_replay_orders_the_returns_of_system_calls(rrc, tmp_path, netns, other
                        extra=["--replay-races", races, "--replay-pace-max", "2ms"])
     r = live_state(info)
     assert r["races"] == races, r
-    # every call after the cut returned in its recorded place (but those
-    # of a tail the kill left inconsistent, dropped)
-    calls = calls_after_cut(rec.log)
-    assert calls > 20 and calls - r["events_dropped"] <= r["returns_ordered"] <= calls, (calls, r)
+    # every call after the cut returned, every acquisition completed, in
+    # its recorded place (but those of a tail the kill left inconsistent,
+    # dropped)
+    calls, acquisitions = ordered_after_cut(rec.log)
+    ordered = calls + acquisitions
+    assert calls > 20 and acquisitions > 20, (calls, acquisitions)
+    assert ordered - r["events_dropped"] <= r["returns_ordered"] <= ordered, (calls, acquisitions, r)
     if r["events_dropped"] == 0:
-        assert r["returns_ordered"] == calls, (calls, r)
+        assert r["returns_ordered"] == ordered, (calls, acquisitions, r)
     if races == "pace":
         assert r["paced_ns"] > 0, r
     else:

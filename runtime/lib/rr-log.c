@@ -432,6 +432,11 @@ static void event_raw(struct ring *r, uint16_t kind, uint16_t flags, uint64_t ob
 		e.ret_ns = rrc_rr_now_ns();
 	} else {
 		e.released_at = released_at;
+		/* an acquisition's place among the returns, taken holding the
+		 * object: a replay that keeps it keeps a thread's unlocked reads
+		 * between the same acquisitions of the others (RRC §4.7) */
+		if (RRC_EV_ORDERED_SYNC(kind))
+			e.ord = __atomic_add_fetch(&returns, 1, __ATOMIC_SEQ_CST);
 	}
 	rrc_memcpy(r->data + off, &e, EV_HDR);
 	uint32_t at = off + EV_HDR, left = len;

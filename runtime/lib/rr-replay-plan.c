@@ -165,8 +165,8 @@ static int index_events(struct rp_plan *p, struct map *m, int whole)
 				return -2;
 			if (released(e, &key, &seq) && release_put(m, key, seq, VAL(k, i)) < 0)
 				return -3;
-			if (RRC_EV_IS_CALL(e->kind) && e->ret)
-				map_put(m, RP_KEY_RETURNS, e->ret, VAL(k, i));
+			if (rrc_ev_order(e))
+				map_put(m, RP_KEY_RETURNS, rrc_ev_order(e), VAL(k, i));
 		}
 	}
 	return 0;
@@ -370,8 +370,8 @@ static int needs(struct rp_plan *p, struct map *ix, const struct rrc_log_event *
 			include(p, r, changed);
 		}
 	}
-	if (returns && RRC_EV_IS_CALL(e->kind) && e->ret > p->returns_base + 1)
-		return require(p, ix, RP_KEY_RETURNS, e->ret - 1, changed);
+	if (returns && rrc_ev_order(e) > p->returns_base + 1)
+		return require(p, ix, RP_KEY_RETURNS, rrc_ev_order(e) - 1, changed);
 	return 0;
 }
 
@@ -505,7 +505,7 @@ uint64_t rp_plan_returns_reach(struct rp_plan *p)
 		if (!replayed(t))
 			continue;
 		for (uint32_t i = t->start; i < t->end; i++) {
-			uint64_t r = RRC_EV_IS_CALL(t->ev[i]->kind) ? t->ev[i]->ret : 0;
+			uint64_t r = rrc_ev_order(t->ev[i]);
 			if (r > p->returns_base && r - p->returns_base - 1 < n) {
 				uint64_t b = r - p->returns_base - 1;
 				seen[b / 8] |= (uint8_t)(1u << (b % 8));

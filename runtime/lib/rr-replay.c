@@ -297,15 +297,23 @@ const struct rrc_log_event *rrc_rp_next(uint16_t kind, uint64_t obj)
 /* RRC §4.7: a system call returns in its recorded place among every
  * thread's returns (a turn on the count of returns, which the image holds
  * as its cut left it) and, pacing, no sooner after the previous return
- * than it came in the recording (at most pace_max). Here, once the call's
- * own turns are taken, as the recording numbered it once they were. */
+ * than it came in the recording (at most pace_max). A lock acquisition
+ * takes its place in the same order (not paced: it has no time). Here,
+ * once the event's own turns are taken, as the recording numbered it once
+ * they were. */
 static void return_in_order(const struct rrc_log_event *e)
 {
-	if (rp.races == RRC_RACES_OFF || !RRC_EV_IS_CALL(e->kind) || !e->ret || e->ret >= rp.returns_limit)
+	uint64_t n = rrc_ev_order(e);
+	if (rp.races == RRC_RACES_OFF || !n || n >= rp.returns_limit)
 		return;
 	volatile uint64_t *count = rrc_rr_returns();
-	rrc_rp_turn(count, e->ret - 1, "the order of returns", e->ret);
+	rrc_rp_turn(count, n - 1, "the order of returns", n);
 	uint64_t now = rrc_rr_now_ns();
+	if (!RRC_EV_IS_CALL(e->kind)) {
+		rp.returns_ordered++;
+		rrc_rp_advance(count);
+		return;
+	}
 	if (rp.races == RRC_RACES_PACE && rp.last_ret_ns && e->ret_ns > rp.last_ret_ns) {
 		uint64_t gap = e->ret_ns - rp.last_ret_ns;
 		uint64_t until = rp.last_done_ns + (gap < rp.pace_max_ns ? gap : rp.pace_max_ns);

@@ -44,6 +44,8 @@ static void add(struct rp_thread *t, struct tlog *l, uint16_t kind, uint64_t obj
 	if (RRC_EV_IS_CALL(kind)) {
 		s->e.ret = ++next_ret;
 		s->e.ret_ns = 1000 * s->e.ret;
+	} else if (RRC_EV_ORDERED_SYNC(kind)) {
+		s->e.ord = ++next_ret; /* log version 6: acquisitions in the same order */
 	}
 	memcpy(s->data, data, len);
 	l->ptr[t->n] = &s->e;
@@ -116,8 +118,12 @@ static void numbered(void)
 	CHECK(rrc_rp_numbered(t[0].ev[3], &key, &seq) && key == RP_KEY_FDT && seq == 9);
 	CHECK(rrc_rp_numbered(t[0].ev[4], &key, &seq) && key == RRC_EPOLL_KEY(4) && seq == 2);
 	CHECK(!rrc_rp_numbered(t[0].ev[5], 0, 0));
-	CHECK(t[0].ev[3]->ret == 1 && t[0].ev[4]->ret == 2 && t[0].ev[5]->ret == 3); /* calls carry their returns */
-	CHECK(t[0].ev[0]->ret == 0); /* acquisitions do not */
+	/* calls carry their returns, acquisitions (a failed trylock too) their
+	 * places in the same order (version 6), no release here */
+	CHECK(t[0].ev[3]->ret == 4 && t[0].ev[4]->ret == 5 && t[0].ev[5]->ret == 6);
+	CHECK(t[0].ev[0]->ord == 1 && t[0].ev[1]->ord == 2 && t[0].ev[2]->ord == 3);
+	CHECK(t[0].ev[0]->released_at == 0);
+	CHECK(rrc_ev_order(t[0].ev[2]) == 3 && rrc_ev_order(t[0].ev[5]) == 6);
 }
 
 /* A crash: thread 1's lock #1 never reached the log, so thread 0 cannot
@@ -422,6 +428,21 @@ static void returns_reach(void)
 	CHECK(rp_plan_returns_reach(&p) == 5);
 	t[1].start = 2; /* return 3 was before the cut? then nothing after 2 is held from 3 */
 	CHECK(rp_plan_returns_reach(&p) == 3);
+
+	/* acquisitions take their places among the returns (version 6): a
+	 * lock's place not replayed stops the order there */
+	reset(t, 2);
+	add(&t[0], &l[0], RRC_EV_CLOCK, 1, 0, 0, 0, 0); /* 1 */
+	lock(&t[1], &l[1], 0, 0);                       /* 2 */
+	add(&t[0], &l[0], RRC_EV_CLOCK, 1, 0, 0, 0, 0); /* 3 */
+	add(&t[1], &l[1], RRC_EV_CLOCK, 1, 0, 0, 0, 0); /* 4 */
+	CHECK(l[1].store[0].e.ord == 2 && l[0].store[1].e.ret == 3);
+	for (int k = 0; k < 2; k++)
+		t[k].end = t[k].n;
+	p = plan(t, 2);
+	CHECK(rp_plan_returns_reach(&p) == 5);
+	t[1].start = 1; /* the lock before the cut: 1 is all that can be ordered */
+	CHECK(rp_plan_returns_reach(&p) == 2);
 }
 
 int main(void)

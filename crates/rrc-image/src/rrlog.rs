@@ -17,7 +17,7 @@ use crate::le::*;
 use crate::ImageId;
 
 pub const LOG_MAGIC: [u8; 8] = *b"RRCLOG\0\0";
-pub const LOG_VERSION: u32 = 5;
+pub const LOG_VERSION: u32 = 6;
 pub const LOG_HEADER_SIZE: usize = 48;
 /// Header flag: the recording began in a process that had run before (it
 /// went live at the end of a failover's replay and was recorded again
@@ -214,6 +214,12 @@ impl EventKind {
         matches!(self, EventKind::MutexLock | EventKind::SpinLock | EventKind::CondWait)
     }
 
+    /// The acquisitions that take a place in the process-wide order of
+    /// returns (their `ord`, in the `ret_ns` field; version 6).
+    pub fn ordered_sync(self) -> bool {
+        matches!(self, EventKind::MutexLock | EventKind::SpinLock | EventKind::CondWait | EventKind::RwlockRd | EventKind::RwlockWr)
+    }
+
     /// Process-wide records travel in tid-0 batches, everything else in
     /// a thread's own.
     pub fn process_wide(self) -> bool {
@@ -258,7 +264,9 @@ pub struct Event {
     /// acquisition that [carries a release](EventKind::carries_release),
     /// `released_at` (see [`Event::released_at`]); 0 for other kinds
     pub ret: u64,
-    /// a system call's CLOCK_MONOTONIC at its return, 0 for other kinds
+    /// a system call's CLOCK_MONOTONIC at its return; for an
+    /// [ordered acquisition](EventKind::ordered_sync), its place in the
+    /// process-wide order of returns (`ord`, 0: none); 0 for other kinds
     pub ret_ns: u64,
     pub data: Vec<u8>,
 }
@@ -271,6 +279,21 @@ impl Event {
     /// The same event, stamped as the `ret`-th return at `ret_ns`.
     pub fn returned(self, ret: u64, ret_ns: u64) -> Event {
         Event { ret, ret_ns, ..self }
+    }
+
+    /// The same acquisition, at place `ord` in the order of returns.
+    pub fn ordered(self, ord: u64) -> Event {
+        Event { ret_ns: ord, ..self }
+    }
+
+    /// An [ordered acquisition](EventKind::ordered_sync)'s place in the
+    /// order of returns (0: none, or not such an acquisition).
+    pub fn ord(&self) -> u64 {
+        if self.kind.ordered_sync() {
+            self.ret_ns
+        } else {
+            0
+        }
     }
 
     /// The same acquisition, its previous holder having released the
@@ -795,7 +818,7 @@ impl<R: Read> LogReader<R> {
             if kind.is_call() && ret == 0 {
                 return Err(bad(format!("{}, a system call, without its place in the order of returns", kind.name())));
             }
-            if !kind.is_call() && ret_ns != 0 || !kind.is_call() && !kind.carries_release() && ret != 0 {
+            if !kind.is_call() && !kind.ordered_sync() && ret_ns != 0 || !kind.is_call() && !kind.carries_release() && ret != 0 {
                 return Err(bad(format!("{}, not a system call, with a place in the order of returns", kind.name())));
             }
             // a condition wait that timed out took its mutex again: numbered, and released before

@@ -190,6 +190,9 @@ fn dump_events(path: &std::path::Path, key: Option<[u8; 32]>, all_data: bool) ->
                 line["ret"] = e.ret.into();
                 line["ret_ns"] = e.ret_ns.into();
             }
+            if e.ord() != 0 {
+                line["ord"] = e.ord().into();
+            }
             if let Some(at) = e.released_at() {
                 line["released_at"] = at.into();
             }

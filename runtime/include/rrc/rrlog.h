@@ -37,7 +37,10 @@
  * themselves (RRC's per-lock sequence numbers in `seq` for synchronization;
  * one process-wide sequence in `seq` for calls that change the fd table),
  * and for every system call by `ret`, the process-wide order in which the
- * calls returned, with `ret_ns`, when (RRC §4.7: a replay may enforce that
+ * calls returned, with `ret_ns`, when; every lock acquisition takes its
+ * place in that same order too (`ord`, version 6: a thread that reads
+ * unlocked what another wrote between two of its acquisitions replays
+ * after the same acquisitions of the others) (RRC §4.7: a replay may enforce that
  * order and those gaps to make data races play out as they did).
  *
  * Everything is little-endian, fields fixed-width, padding explicit.
@@ -48,7 +51,7 @@
 #include <stdint.h>
 
 #define RRC_LOG_MAGIC         "RRCLOG\0\0" /* 8 bytes */
-#define RRC_LOG_VERSION       5u
+#define RRC_LOG_VERSION       6u
 #define RRC_LOG_BATCH_MAGIC   0x424c5252u  /* "RRLB" little-endian */
 /* A batch's payload is at most this long: a reader refuses a longer one
  * before reading it (one thread's batch is flushed well before). */
@@ -213,15 +216,34 @@ struct rrc_log_event {
 				   * released_at - 1); 0 if no release came between the two
 				   * (a recursive mutex taken again) or none was seen */
 	};                        /* 0 for every other kind */
-	uint64_t ret_ns;          /* a system call's: CLOCK_MONOTONIC at that return; 0 otherwise */
+	union {
+		uint64_t ret_ns;  /* a system call's: CLOCK_MONOTONIC at that return */
+		uint64_t ord;     /* an acquisition's (RRC_EV_ORDERED_SYNC, from version 6): its
+				   * place in the order of returns, taken holding the object (or
+				   * after failing to), so that it agrees with `seq`; 0: none */
+	};                        /* 0 for every other kind */
 };                                /* 48 bytes */
 
 /* The kinds that carry released_at */
 #define RRC_EV_CARRIES_RELEASE(kind) \
 	((kind) == RRC_EV_MUTEX_LOCK || (kind) == RRC_EV_SPIN_LOCK || (kind) == RRC_EV_COND_WAIT)
 
+/* The acquisitions numbered in the process-wide order of returns: `ord` */
+#define RRC_EV_ORDERED_SYNC(kind)                                                            \
+	((kind) == RRC_EV_MUTEX_LOCK || (kind) == RRC_EV_SPIN_LOCK || (kind) == RRC_EV_COND_WAIT || \
+	 (kind) == RRC_EV_RWLOCK_RD || (kind) == RRC_EV_RWLOCK_WR)
+
 /* The kinds that are system calls: they carry `ret` and `ret_ns`. */
 #define RRC_EV_IS_CALL(kind) ((kind) >= RRC_EV_READ && (kind) <= RRC_EV_OUTPUT)
+
+/* An event's place in the process-wide order of returns: a system call's
+ * `ret`, an acquisition's `ord`; 0: none. */
+static inline uint64_t rrc_ev_order(const struct rrc_log_event *e)
+{
+	if (RRC_EV_IS_CALL(e->kind))
+		return e->ret;
+	return RRC_EV_ORDERED_SYNC(e->kind) ? e->ord : 0;
+}
 
 struct rrc_log_output {
 	uint64_t offset;          /* bytes this fd had sent before */

@@ -76,6 +76,8 @@ static void event(struct batch *bt, uint16_t kind, uint64_t obj, uint64_t seq, i
 	if (RRC_EV_IS_CALL(kind)) {
 		e.ret = ++returns;
 		e.ret_ns = 1000 * e.ret;
+	} else if (RRC_EV_ORDERED_SYNC(kind)) {
+		e.ord = ++returns;
 	}
 	put(&bt->payload, &e, sizeof e);
 	put(&bt->payload, data, len);

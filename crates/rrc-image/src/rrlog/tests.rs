@@ -16,7 +16,7 @@ fn sample() -> Vec<u8> {
             ev(EventKind::ThreadStart, 0, 0, 0, b""),
             ev(EventKind::Clock, 1, 1, 2, b"").returned(1, 1000),
             ev(EventKind::ThreadCreate, 2, 0, 0, b""),
-            ev(EventKind::MutexLock, 0x5000, 0, 0, b""),
+            ev(EventKind::MutexLock, 0x5000, 0, 0, b"").ordered(2),
         ],
     };
     let worker = Batch {
@@ -25,8 +25,8 @@ fn sample() -> Vec<u8> {
         first_event: 0,
         events: vec![
             ev(EventKind::ThreadStart, 1, 0, 0, b""),
-            ev(EventKind::Random, 0, 0, 5, b"abcde").returned(2, 2000),
-            ev(EventKind::Output, 5, 0, 5, &sample_output().encode()).returned(3, 3000),
+            ev(EventKind::Random, 0, 0, 5, b"abcde").returned(3, 3000),
+            ev(EventKind::Output, 5, 0, 5, &sample_output().encode()).returned(4, 4000),
         ],
     };
     let cut = Cut { image_id: ImageId([9; 16]), sequence: 3, threads: vec![(1, 4), (2, 2)] };
@@ -39,7 +39,7 @@ fn sample() -> Vec<u8> {
         first_event: 0,
         events: vec![ev(EventKind::Mark, 0, 0, 0, &mark.encode()), ev(EventKind::Released, 0, 0, 0, &released.encode())],
     };
-    let main2 = Batch { tid: 1, batch_seq: 4, first_event: 4, events: vec![ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(4)] };
+    let main2 = Batch { tid: 1, batch_seq: 4, first_event: 4, events: vec![ev(EventKind::MutexLock, 0x5000, 1, 0, b"").released(4).ordered(5)] };
     for x in [main, worker, cuts, marks, main2] {
         b.extend_from_slice(&x.encode());
     }
@@ -253,7 +253,7 @@ fn the_c_vectors_are_what_this_side_writes_and_refuses() {
     assert!(matches!(summary(&vector("rrlog-truncated.bin")).unwrap_err(), LogError::Truncated { .. }));
     assert!(matches!(summary(&vector("rrlog-bad-crc.bin")).unwrap_err(), LogError::PayloadCrc { .. }));
     let e = summary(&vector("rrlog-other-version.bin")).unwrap_err();
-    assert!(matches!(e, LogError::VersionMismatch { found: 6, expected: 5, .. }), "{e}");
+    assert!(matches!(e, LogError::VersionMismatch { found: 7, expected: 6, .. }), "{e}");
 }
 
 /// A log of one batch: thread 1's `events`.
@@ -274,6 +274,19 @@ fn calls_carry_their_place_in_the_order_of_returns() {
     assert!(e.to_string().contains("not after the thread's previous call"), "{e}");
     let e = log(vec![start().returned(1, 1)]).unwrap_err();
     assert!(e.to_string().contains("not a system call, with a place"), "{e}");
+}
+
+#[test]
+fn acquisitions_take_a_place_in_the_order_of_returns() {
+    let start = || ev(EventKind::ThreadStart, 0, 0, 0, b"");
+    let lock = ev(EventKind::MutexLock, 0x5000, 0, 0, b"").ordered(4);
+    assert_eq!(lock.ord(), 4);
+    let rd = ev(EventKind::RwlockRd, 0x7000, 0, 0, b"").ordered(5);
+    assert!(log(vec![start(), lock, rd, ev(EventKind::SpinLock, 0x6000, 0, 0, b"")]).is_ok(), "ord 0: none");
+    // a kind that is not an acquisition has none
+    let e = log(vec![start(), ev(EventKind::SemPost, 0x5000, 0, 0, b"").ordered(3)]).unwrap_err();
+    assert!(e.to_string().contains("not a system call, with a place"), "{e}");
+    assert_eq!(ev(EventKind::SemPost, 0x5000, 0, 0, b"").ordered(3).ord(), 0);
 }
 
 #[test]
