@@ -308,12 +308,12 @@ static void return_in_order(const struct rrc_log_event *e)
 		return;
 	volatile uint64_t *count = rrc_rr_returns();
 	rrc_rp_turn(count, n - 1, "the order of returns", n);
-	uint64_t now = rrc_rr_now_ns();
 	if (!RRC_EV_IS_CALL(e->kind)) {
 		rp.returns_ordered++;
 		rrc_rp_advance(count);
 		return;
 	}
+	uint64_t now = rrc_rr_now_ns();
 	if (rp.races == RRC_RACES_PACE && rp.last_ret_ns && e->ret_ns > rp.last_ret_ns) {
 		uint64_t gap = e->ret_ns - rp.last_ret_ns;
 		uint64_t until = rp.last_done_ns + (gap < rp.pace_max_ns ? gap : rp.pace_max_ns);

@@ -31,7 +31,7 @@ use std::os::fd::OwnedFd;
 use std::process::Command;
 use std::time::Duration;
 
-use rrc_repair::{repair, silence, sys, RepairSpec, DEFAULT_RCV_WND};
+use rrc_repair::{repair, silence, sys, RepairError, RepairSpec, DEFAULT_RCV_WND};
 
 mod common;
 use common::{in_netns, run, tcp_info, wait_for, Pair, CLIENT_IP, SERVER};
@@ -49,6 +49,25 @@ fn kill_silently(server: TcpStream) -> (u32, u32) {
     let rcv_nxt = sys::getsockopt_int(&fd, libc::SOL_TCP, sys::TCP_QUEUE_SEQ).unwrap() as u32;
     drop(fd);
     (written, rcv_nxt)
+}
+
+/// `repair(spec)` in the server's namespace, where the socket it replaces
+/// was just closed: its 4-tuple can stay hashed a moment after the close
+/// (EADDRNOTAVAIL at the repair's connect, seen once in CI), which a
+/// restored namespace never has. Tried again for up to a second.
+fn repair_once_freed(spec: &RepairSpec) -> OwnedFd {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        match repair(spec) {
+            Ok(fd) => return fd,
+            Err(RepairError::Sys { source, .. })
+                if source.raw_os_error() == Some(libc::EADDRNOTAVAIL) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("repair: {e}"),
+        }
+    }
 }
 
 fn spec(client_port: u16, send_seq: u32, recv_seq: u32, recv_queue: &[u8]) -> RepairSpec {
@@ -119,7 +138,7 @@ fn a_server_fin_is_sent_again_and_the_client_closes_later() {
     // the table counts the FIN: the socket stands before it and sends it
     let port = client.local_addr().unwrap().port();
     let spec = RepairSpec { fin_sent: true, ..spec(port, written.wrapping_sub(1), rcv_nxt, b"") };
-    let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair(&spec).expect("repair")));
+    let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair_once_freed(&spec)));
     repaired.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     wait_for_state(&repaired, TCP_FIN_WAIT2, "the FIN sent again acknowledged by the client", Duration::from_millis(500));
 
@@ -151,7 +170,7 @@ fn a_client_fin_ends_the_repaired_receive_queue() {
     // rcv_nxt is past the FIN; the five unread bytes stand before it
     let port = client.local_addr().unwrap().port();
     let spec = RepairSpec { fin_received: true, ..spec(port, written, rcv_nxt.wrapping_sub(6), b"ABCDE") };
-    let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair(&spec).expect("repair")));
+    let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair_once_freed(&spec)));
     repaired.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     assert_eq!(read_to_end(&mut repaired, "repaired server"), b"ABCDE");
     let mut allow = drop_client_output;
@@ -201,7 +220,7 @@ fn a_connection_both_sides_closed_is_rebuilt_without_a_packet_at_once() {
         quiet: true,
         ..spec(port, written.wrapping_sub(1), rcv_nxt.wrapping_sub(1), b"")
     };
-    let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair(&spec).expect("repair")));
+    let mut repaired = TcpStream::from(in_netns(&pair.server, move || repair_once_freed(&spec)));
     repaired.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     assert_eq!(read_to_end(&mut repaired, "repaired server"), b"");
     assert_eq!(repaired.write(b"x").map_err(|e| e.kind()), Err(ErrorKind::BrokenPipe), "writing after the FIN");
