@@ -1,6 +1,7 @@
-//! The data directory's replication, as the primary sends it
-//! (docs/data-dir.md): its content as DataDirInit frames for a new
-//! backup, and the copy made with the service held after a backup failure.
+//! The data directory's replication, as the primary sends it (docs/
+//! protocol.md "DataDirInit", docs/failover.md): its content as
+//! DataDirInit frames for a new backup, and the copy made with the service
+//! held after a backup failure.
 
 use std::time::Instant;
 

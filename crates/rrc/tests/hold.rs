@@ -216,7 +216,7 @@ fn tree(root: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
 }
 
 /// What the agent does after a backup failure (primary.rs,
-/// copy_data_dir_held): copy during a hold, then the next image's FILEOPS
+/// data_dir::copy_held): copy during a hold, then the next image's FILEOPS
 /// bring the copy exactly to the process's directory at that image.
 #[test]
 fn a_copy_taken_during_a_hold_plus_the_next_fileops_is_the_directory() {
