@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TOOLS, need, wait_until
+from test_failover import AOF_REDIS
 from test_lab import REPL, lab_exec
 from test_lab import rrc as cli
 from test_replication import CHECK_BIN, REDIS, client, client_bg, replab, service, why_unprotected  # noqa: F401
@@ -139,6 +140,11 @@ def test_a_server_that_closes_its_connections_is_not_held_to_the_epoch(service, 
     assert log["verified_fins"] >= 40 + rep["ops"] and log["mismatched"] == 0, log
 
 
+def shadow_stats(s) -> dict:
+    """The backup's shadow-replay counters ({} until it reports them)."""
+    return (s.status().get("backup_view") or {}).get("stats", {}).get("shadow") or {}
+
+
 def test_shadow_replay_verifies_epochs_and_reports_a_divergence(service):
     """Shadow replay (issue 14 §6, `rrc run --verify-replay`): the backup
     restores committed checkpoints in a sandbox of its own (a network
@@ -156,20 +162,17 @@ def test_shadow_replay_verifies_epochs_and_reports_a_divergence(service):
     s = service("rrsh", REDIS, epoch="1s", extra=["--mode", "rr", "--verify-replay"])
     s.wait_committed(more_than=0)
 
-    def shadow():
-        return (s.status().get("backup_view") or {}).get("stats", {}).get("shadow") or {}
-
     p = client_bg(str(need(CHECK_BIN)), "redis", "--server", f"{s.ip}:6379", "--threads", "4", "--rate", "200",
                   "--duration", "14s", "--json")
     try:
-        wait_until(lambda: shadow().get("verified", 0) >= 2, 30, "two epochs verified", interval=0.2, diag=lambda: json.dumps(shadow()))
-        sh = shadow()
+        wait_until(lambda: shadow_stats(s).get("verified", 0) >= 2, 30, "two epochs verified", interval=0.2, diag=lambda: json.dumps(shadow_stats(s)))
+        sh = shadow_stats(s)
         assert sh["last_events"] > 0 and sh["verified"] >= 2, sh
         before = sh["diverged"]
         cli("fault", "rrsh", "alter-next-logged-output")
-        wait_until(lambda: shadow().get("diverged", 0) > before, 30, "the altered epoch's shadow replay diverged",
-                   interval=0.2, diag=lambda: json.dumps(shadow()))
-        sh = shadow()
+        wait_until(lambda: shadow_stats(s).get("diverged", 0) > before, 30, "the altered epoch's shadow replay diverged",
+                   interval=0.2, diag=lambda: json.dumps(shadow_stats(s)))
+        sh = shadow_stats(s)
         assert "CRC32C" in (sh["last_divergence"] or ""), sh
         out, err = p.communicate(timeout=120)
     finally:
@@ -192,25 +195,20 @@ def test_shadow_replay_with_a_data_directory(service):
     image and the sandbox replays on that copy. Epochs are verified while
     clients write (without the copy the restored redis cannot reopen its
     AOF files: the restore fails and nothing is verified)."""
-    aof = ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", "/data",
-           "--port", "6379", "--protected-mode", "no"]
-    s = service("rrshd", aof, epoch="1s", extra=["--mode", "rr", "--verify-replay", "--data-dir", "/data"])
+    s = service("rrshd", AOF_REDIS, epoch="1s", extra=["--mode", "rr", "--verify-replay", "--data-dir", "/data"])
     s.wait_committed(more_than=0)
-
-    def shadow():
-        return (s.status().get("backup_view") or {}).get("stats", {}).get("shadow") or {}
 
     p = client_bg(str(need(CHECK_BIN)), "redis", "--server", f"{s.ip}:6379", "--threads", "4", "--rate", "200",
                   "--duration", "8s", "--json")
     try:
-        wait_until(lambda: shadow().get("verified", 0) >= 2, 30, "two epochs verified with the data directory",
-                   interval=0.2, diag=lambda: json.dumps(shadow()))
+        wait_until(lambda: shadow_stats(s).get("verified", 0) >= 2, 30, "two epochs verified with the data directory",
+                   interval=0.2, diag=lambda: json.dumps(shadow_stats(s)))
         out, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
             p.communicate()
-    sh = shadow()
+    sh = shadow_stats(s)
     assert sh["failed"] == 0 and sh["last_error"] is None, sh
     assert sh["last_events"] > 0, sh
     rep = json.loads(out)

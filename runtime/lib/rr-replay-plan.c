@@ -165,8 +165,9 @@ static int index_events(struct rp_plan *p, struct map *m, int whole)
 				return -2;
 			if (released(e, &key, &seq) && release_put(m, key, seq, VAL(k, i)) < 0)
 				return -3;
-			if (rrc_ev_order(e))
-				map_put(m, RP_KEY_RETURNS, rrc_ev_order(e), VAL(k, i));
+			uint64_t order = rrc_ev_order(e);
+			if (order)
+				map_put(m, RP_KEY_RETURNS, order, VAL(k, i));
 		}
 	}
 	return 0;
@@ -370,8 +371,9 @@ static int needs(struct rp_plan *p, struct map *ix, const struct rrc_log_event *
 			include(p, r, changed);
 		}
 	}
-	if (returns && rrc_ev_order(e) > p->returns_base + 1)
-		return require(p, ix, RP_KEY_RETURNS, rrc_ev_order(e) - 1, changed);
+	uint64_t order = rrc_ev_order(e);
+	if (returns && order > p->returns_base + 1)
+		return require(p, ix, RP_KEY_RETURNS, order - 1, changed);
 	return 0;
 }
 

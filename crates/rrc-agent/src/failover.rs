@@ -807,10 +807,11 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
             Err(UpError::RestoreFailed(_)) => AttemptEnd::RestoreFailed,
             Err(UpError::Failed(_)) => AttemptEnd::Failed,
         };
+        let next = recovery.after(end);
         let (why, replay, w) = match outcome {
             Ok(up) => break up,
             Err(UpError::Diverged { why, replay, written }) => (why, replay, written),
-            Err(UpError::RestoreFailed(e)) if matches!(recovery.after(end), Next::Retry { .. }) => {
+            Err(UpError::RestoreFailed(e)) if matches!(next, Next::Retry { .. }) => {
                 (format!("the restore failed: {e:#}"), Box::default(), Vec::new())
             }
             Err(e) => {
@@ -822,7 +823,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
                 });
             }
         };
-        let (label, next) = match recovery.after(end) {
+        let (label, next) = match next {
             Next::Retry { step, attempt } => (step, Some(attempt)),
             Next::GiveUp { step } => (step.unwrap_or("the restore failed"), None),
             Next::GoLive => unreachable!("an attempt that is not up"),
