@@ -137,8 +137,9 @@ pub struct ReplaySpec {
 pub enum Races {
     /// Turns only where the recording numbered (locks, the fd table, epoll).
     Off,
-    /// And system calls return in their recorded order (the default: it
-    /// removes most divergences for a third more replay time).
+    /// And system calls return, and lock acquisitions complete, in their
+    /// recorded order (the default: it removes most divergences, for more
+    /// replay time where a program takes many locks).
     #[default]
     Order,
     /// And no sooner after the previous return than they did.
