@@ -2,7 +2,9 @@
 # A/B of two rrc binaries (agents, gate) on rr mode at saturation, in
 # alternation: per round and binary, `rrc lab up`, the server protected in
 # rr mode (primary a, backup b, epoch 100 ms), 3 s, then rrc-check with 64
-# connections for 8 s; prints "round binary ok ops/s mean_us p99_us".
+# connections for 8 s; prints "round binary ok ops/s mean_us p99_us
+# pause_p50_us pause_p99_us" (the primary's pauses over the service's
+# life, the 3 idle seconds included).
 # Each binary runs with the library (runtime/build) of its own tree when
 # it sits in one (TREE/target/release/rrc), else this tree's; rrc-check is
 # this tree's for both.
@@ -35,8 +37,11 @@ for round in $(seq "$rounds"); do
 		ip=$("$rrc" run --name ab --primary a --backup b --mode rr --epoch 100ms --json -- "${server[@]}" |
 			python3 -c 'import json,sys; print(json.load(sys.stdin)["service_ip"])')
 		sleep 3
-		"$rrc" lab exec client -- "$check" "$kind" --server "$ip:$port" --threads 64 --duration 8s --json |
-			python3 -c 'import json,sys; d=json.load(sys.stdin); l=d["latency_us"]; print(sys.argv[1], sys.argv[2], d["ok"], round(d["throughput_ops_s"]), l["mean"], l["p99"])' "$round" "$which"
+		load=$("$rrc" lab exec client -- "$check" "$kind" --server "$ip:$port" --threads 64 --duration 8s --json)
+		status=$("$rrc" status ab --json)
+		python3 -c 'import json,sys; d=json.loads(sys.argv[3]); l=d["latency_us"]; st=json.loads(sys.argv[4])["primary_view"]["stats"]
+print(sys.argv[1], sys.argv[2], d["ok"], round(d["throughput_ops_s"]), l["mean"], l["p99"], st["pause_us_p50"], st["pause_us_p99"])' \
+			"$round" "$which" "$load" "$status"
 		"$rrc" stop ab >/dev/null 2>&1 || true
 		"$rrc" lab down >/dev/null
 	done

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from conftest import RUNTIME_BUILD, need, netns_exec, run, wait_until
+from conftest import RUNTIME_BUILD, need, netns_exec, run, wait_for_file, wait_until, zdtm_bin
 from test_servers import start_redis
 
 VALUE = 1 << 20           # bytes of the big value
@@ -190,3 +190,54 @@ def test_tcp_table_in_copy_snapshots_and_only_when_asked(rrc, tmp_path, netns):
         assert rrc.inspect(forked)["images"][-1]["tcp"] == [], "a dump without --tcp-table has a TCP table"
     finally:
         c.close()
+
+
+# Accepts on [::1], prints its port, holds each connection until its peer closes.
+LISTENER6 = r"""
+import socket, sys, threading
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.bind(("::1", 0))
+s.listen(256)
+print(s.getsockname()[1], flush=True)
+def hold(c):
+    c.recv(1)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=hold, args=(c,), daemon=True).start()
+"""
+
+
+def test_copy_snapshot_takes_ipv6_connections_the_check_did_not_see(rrc, tmp_path, netns):
+    """A copy snapshot's control thread takes the TCP table while its
+    helper lists the fds (runtime/lib/control.c), with AF_INET6 only if the
+    fd check before the pause saw an IPv6 TCP socket. v6toggle holds an
+    IPv6 connection for ~2 ms every ~4 ms, and RRC_TEST_PREPAUSE_MS puts
+    3 ms between that check and the pause: some pauses find a connection
+    the check had not seen. In every image, the connections among the fds
+    must be in the table (the control thread takes it again with AF_INET6
+    when the helper's walk found one)."""
+    lst = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-u", "-c", LISTENER6],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(lst.stdout.readline())
+        zdir = tmp_path / "zdtm"
+        zdir.mkdir()
+        log = tmp_path / "v6toggle.log"
+        pid = rrc.exec([zdtm_bin("v6toggle")], netns=netns, log=log,
+                       env={"ZDTM_DIR": zdir, "ZDTM_PORT": port, "RRC_TEST_PREPAUSE_MS": 3})
+        wait_for_file(zdir / "ready", pid=pid, log=log)
+        held = []
+        for i in range(30):
+            d = tmp_path / f"img{i}"
+            rrc.dump(pid, d, leave_running=True, snapshot="copy", tcp_table=True)
+            im = rrc.inspect(d)["images"][-1]
+            conns = im["fds_by_kind"].get("inet_conn", 0)
+            mine = [t for t in im["tcp"] if t["remote"].endswith(f":{port}") and t["inode"] != 0]
+            assert len(mine) == conns, (f"dump {i}: {conns} TCP connection(s) among the fds, "
+                                        f"{len(mine)} in the TCP table: {json.dumps(im['tcp'], indent=1)}")
+            held.append(conns)
+        assert any(held), f"no dump found v6toggle's connection open: {held}"
+    finally:
+        lst.kill()
+        lst.wait()

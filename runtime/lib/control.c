@@ -417,8 +417,12 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed && copy) {
 		s->dbg_ns[9] = rrc_mono_ns();
 		helper = rrc_phelper_spawn();
+		if (helper && tcp) {
+			int nl = rrc_tcp_diag_socket();
+			s->diag_fd = nl >= 0 ? rrc_fd_high(nl) : -1; /* else the helper takes the table */
+		}
 		if (helper)
-			rrc_phelper_go(tcp);
+			rrc_phelper_go(tcp && s->diag_fd < 0, s->diag_fd);
 		s->dbg_ns[10] = rrc_mono_ns();
 	}
 	if (!failed && rrc_scan(carried ? &holes : NULL) < 0)
@@ -433,15 +437,31 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->dbg_ns[3] = rrc_mono_ns();
 	/* the TCP stream table: write_seq/copied_seq cannot move while every
 	 * application thread is parked (sk-diag.c) */
-	if (!failed && tcp && !helper && rrc_tcp_capture() < 0)
+	if (!failed && tcp && !helper && rrc_tcp_capture(-1) < 0)
 		failed = fail_pause();
 	/* copy snapshot: what the image describes, and the last pages */
 	if (!failed && copy && rrc_copy_capture(helper ? s->helper.box : NULL) < 0)
 		failed = fail_pause();
 	if (!failed && copy && rrc_copy_capture_pages() < 0)
 		failed = fail_pause();
+	/* the TCP table here while the helper lists the fds (pause-helper.c) */
+	uint32_t v6_dumped = s->tcp_v6;
+	if (!failed && s->diag_fd >= 0 && rrc_tcp_capture(s->diag_fd) < 0)
+		failed = fail_pause();
 	if (!failed && helper && rrc_phelper_join() < 0)
 		failed = fail_pause();
+	/* an IPv6 TCP socket the check before the pause did not see */
+	if (!failed && s->diag_fd >= 0 && s->tcp_v6 && !v6_dumped && rrc_tcp_capture(s->diag_fd) < 0)
+		failed = fail_pause();
+	if (s->diag_fd >= 0) {
+		/* closed before the context is saved: no image holds it. After
+		 * a failure, not before the helper is done with the fd table:
+		 * a pipe of its walk could take the number. */
+		if (failed)
+			rrc_phelper_settle();
+		rrc_sys_close(s->diag_fd);
+		s->diag_fd = -1;
+	}
 	uint64_t t3 = rrc_mono_ns();
 	long pid = -1;
 	if (!failed) {

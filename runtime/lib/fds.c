@@ -67,7 +67,7 @@ static int lib_fd_kind(int fd)
 	if (fd == rrc_g.listen_fd)
 		return RRC_FD_LIB_CONTROL;
 	if (fd == rrc_g.uffd || fd == rrc_g.conn_fd || fd == rrc_g.pagemap_fd ||
-	    fd == rrc_g.maps_fd || fd == rrc_g.image_fd || fd == rrc_s->walk_fd ||
+	    fd == rrc_g.maps_fd || fd == rrc_g.image_fd || fd == rrc_s->walk_fd || fd == rrc_s->diag_fd ||
 	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd || fd == rrc_rp_log_fd() || rrc_rr_log_owns(fd))
 		return RRC_FD_LIB_INTERNAL;
 	for (uint32_t i = 0; i < rrc_s->nr_libpipes; i++)
@@ -190,8 +190,8 @@ static struct rrc_fd *new_record(struct walk *w, int fd, uint32_t plen, int kind
 static int capture_in_pause(struct walk *w, int fd, int lk)
 {
 	struct rrc_scratch *s = rrc_s;
-	if (lk == RRC_FD_LIB_INTERNAL && fd == s->walk_fd)
-		return 0; /* the walk's own directory fd: gone in a moment */
+	if (lk == RRC_FD_LIB_INTERNAL && (fd == s->walk_fd || fd == s->diag_fd))
+		return 0; /* the walk's own directory fd, the TCP table's socket: gone in a moment */
 	if (lk == RRC_FD_LIB_INTERNAL) /* not restored (the library remakes them): the kind is all */
 		return new_record(w, fd, 0, lk) ? 0 : 1;
 	struct stat st;
@@ -308,6 +308,7 @@ static int check_one(long nfd, void *arg)
 int rrc_fds_check(void)
 {
 	struct walk w = { 0 };
+	rrc_s->tcp_v6 = 0; /* the check's sockets tell (a pause with the helper dumps by it) */
 	char dir[64];
 	rrc_proc_path(dir, sizeof dir, "fd", -1);
 	long r = rrc_for_each_num_dirent(dir, rrc_s->dirbuf, sizeof rrc_s->dirbuf, check_one, &w);

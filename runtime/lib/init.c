@@ -95,6 +95,7 @@ int rrc_scratch_map(void)
 	rrc_s->journal->data = (uint8_t *)rrc_s->journal + jlen;
 	rrc_s->journal->cap = RRC_FJ_CAP;
 	rrc_s->walk_fd = -1;
+	rrc_s->diag_fd = -1;
 	rrc_s->res_rfd = rrc_s->res_wfd = -1;
 	learn_fs_devs();
 	return 0;

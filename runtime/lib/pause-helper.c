@@ -18,6 +18,13 @@
  *   helper:         wakes, spins  memory map -> MAP_DONE, fd table,
  *                                 TCP table if asked -> DONE, sleeps
  *
+ * The control thread takes the TCP table itself after its copies, on a
+ * netlink socket it opened before GO (the helper's fd walk knows it), so
+ * that the two tables are taken side by side: only a pause whose fd walk
+ * finds an IPv6 TCP socket the check before the pause had not seen takes
+ * the table again, with AF_INET6, after the join. The helper takes it
+ * only if that socket could not be opened.
+ *
  * READY wakes it before the pause (waking an idle vCPU costs the waker
  * ~20 us and the wakee 50-80 us on this VM); it then spins, yielding its
  * CPU to anyone else who wants it (the threads the quiesce signals), so
@@ -114,6 +121,7 @@ static void serve(struct rrc_helper_box *b)
 	rrc_g.conn_fd = b->conn_fd;
 	s->res_rfd = b->res_rfd;
 	s->res_wfd = b->res_wfd;
+	s->diag_fd = b->diag_fd;
 	rrc_rr_sink_mirror(b->log_fd, b->log_handed_fd);
 	s->err_code = 0;
 	s->err_errno = 0;
@@ -128,7 +136,8 @@ static void serve(struct rrc_helper_box *b)
 	s->tcp_dumps = 0;
 	b->fds_rc = rrc_fds_capture();
 	b->fds_ns = rrc_mono_ns();
-	b->tcp_rc = b->do_tcp && b->fds_rc == 0 ? rrc_tcp_capture() : 0;
+	b->tcp_v6 = s->tcp_v6;
+	b->tcp_rc = b->do_tcp && b->fds_rc == 0 ? rrc_tcp_capture(-1) : 0;
 	b->fdbuf_len = b->fds_rc == 0 ? s->fdbuf_len : 0;
 	b->nr_fds = s->nr_fds;
 	rrc_memcpy(b->fdbuf, s->fdbuf, b->fdbuf_len);
@@ -351,8 +360,10 @@ static void keep_apart(struct rrc_pause_helper *h)
 		h->away_from = (int32_t)cpu;
 }
 
-/* Pause path, right after the quiesce. ASYNC-SIGNAL-SAFE. */
-void rrc_phelper_go(int tcp)
+/* Pause path, right after the quiesce. tcp: the helper takes the TCP
+ * table too; diag_fd: the control thread's socket for taking it itself
+ * (not listed among the application's fds), or -1. ASYNC-SIGNAL-SAFE. */
+void rrc_phelper_go(int tcp, int diag_fd)
 {
 	struct rrc_pause_helper *h = &rrc_s->helper;
 	struct rrc_helper_box *b = h->box;
@@ -362,6 +373,7 @@ void rrc_phelper_go(int tcp)
 	b->res_wfd = rrc_s->res_wfd;
 	rrc_rr_sink_fds(&b->log_fd, &b->log_handed_fd);
 	b->do_tcp = (uint32_t)tcp;
+	b->diag_fd = diag_fd;
 	b->map_done = 0;
 	b->go_ns = rrc_mono_ns();
 	h->joined = 0;
@@ -455,9 +467,12 @@ int rrc_phelper_join(void)
 	rrc_memcpy(s->fdbuf, b->fdbuf, b->fdbuf_len);
 	s->fdbuf_len = b->fdbuf_len;
 	s->nr_fds = b->nr_fds;
-	rrc_memcpy(s->tcp, b->tcp, (size_t)b->nr_tcp * sizeof *s->tcp);
-	s->nr_tcp = b->nr_tcp;
-	s->tcp_dumps = b->tcp_dumps;
+	s->tcp_v6 = b->tcp_v6;
+	if (b->do_tcp) {
+		rrc_memcpy(s->tcp, b->tcp, (size_t)b->nr_tcp * sizeof *s->tcp);
+		s->nr_tcp = b->nr_tcp;
+		s->tcp_dumps = b->tcp_dumps;
+	}
 	return 0;
 }
 

@@ -112,6 +112,7 @@ struct rrc_helper_box {
 	 * they change after the helper's start (rr-sink.h) */
 	int32_t  log_fd, log_handed_fd;
 	uint32_t do_tcp;
+	int32_t  diag_fd;               /* the control thread's TCP table socket: not the application's */
 	/* the results */
 	int32_t  map_rc;                /* 0, or -errno of PROCMAP_QUERY */
 	int32_t  fds_rc, tcp_rc;        /* 0, or -1 with err_* set */
@@ -124,6 +125,7 @@ struct rrc_helper_box {
 	uint32_t nr_fds, nr_libpipes;
 	struct rrc_libpipe libpipes[RRC_MAX_LIBPIPES];
 	uint32_t nr_tcp, tcp_dumps;
+	uint32_t tcp_v6;                /* the fd table holds an AF_INET6 TCP socket */
 	/* the memory map with the VMAs' names, read before the pause
 	 * (rrc_copy_prefetch): the pause asks for a VMA's name only when this
 	 * has no VMA with the same bounds, file and offset (0 entries: none);
@@ -249,6 +251,8 @@ struct rrc_scratch {
 	uint32_t nr_tcp, cap_tcp;
 	uint32_t tcp_dumps;             /* NETLINK_SOCK_DIAG dumps the last capture took */
 	uint32_t tcp_v6;                /* the fd table holds an AF_INET6 TCP socket (sockets.c) */
+	int      diag_fd;               /* the TCP table's netlink socket while the control thread
+					 * takes the table in a pause, the helper listing the fds (-1) */
 	uint8_t  nlbuf[65536];          /* netlink receive buffer */
 	/* general buffers */
 	char     dirbuf[32768];
@@ -408,12 +412,16 @@ const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
 
 /* ---- sk-diag.c (ASYNC-SIGNAL-SAFE): the TCP stream table ---- */
 /* Dumps every TCP socket of the current netns into out[0..cap) until the
- * sequence values settle (spare: a second array of cap records; v6: the
- * AF_INET6 sockets too); returns the count, -ENOSPC, -EAGAIN (did not
- * settle) or -errno. */
-long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
+ * sequence values settle (nl_fd: a NETLINK_SOCK_DIAG socket, or -1 for
+ * one of its own; spare: a second array of cap records; v6: the AF_INET6
+ * sockets too); returns the count, -ENOSPC, -EAGAIN (did not settle) or
+ * -errno. */
+long rrc_tcp_table_read(int nl_fd, struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
 			uint8_t *buf, size_t buflen, int v6, uint32_t *dumps) RRC_HIDDEN;
-int rrc_tcp_capture(void) RRC_HIDDEN;        /* pause path: 0, or -1 with rrc_s->err_* set */
+/* A NETLINK_SOCK_DIAG socket, or -errno. ASYNC-SIGNAL-SAFE. */
+int rrc_tcp_diag_socket(void) RRC_HIDDEN;
+/* pause path, on nl_fd or (-1) a socket of its own: 0, or -1 with rrc_s->err_* set */
+int rrc_tcp_capture(int nl_fd) RRC_HIDDEN;
 
 /* ---- precopy.c: the snapshot by copy ---- */
 int rrc_precopy(int full) RRC_HIDDEN;        /* before the pause: 0 or -1 with the error set */
@@ -425,7 +433,7 @@ long rrc_clone_on_stack(unsigned long flags, void *stack_top, void (*fn)(void)) 
 
 /* ---- pause-helper.c: the copy snapshot's second CPU ---- */
 int rrc_phelper_spawn(void) RRC_HIDDEN;      /* pause: 1 if the helper runs (started if need be) */
-void rrc_phelper_go(int tcp) RRC_HIDDEN;     /* pause: memory map, fd table, TCP table if asked */
+void rrc_phelper_go(int tcp, int diag_fd) RRC_HIDDEN; /* pause: memory map, fd table, TCP table if asked */
 int rrc_phelper_wait_map(void) RRC_HIDDEN;   /* pause: 0, or -1 with the error set */
 int rrc_phelper_join(void) RRC_HIDDEN;       /* pause: its fd and TCP tables in; 0 or -1 */
 void rrc_phelper_settle(void) RRC_HIDDEN;    /* after a failed pause: wait for it to finish */

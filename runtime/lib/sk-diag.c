@@ -279,10 +279,10 @@ static int settled(const struct rrc_tcp_stream *cur, uint32_t n, const struct rr
 	return 1;
 }
 
-long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
+long rrc_tcp_table_read(int nl_fd, struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare, uint32_t cap,
 			uint8_t *buf, size_t buflen, int v6, uint32_t *dumps)
 {
-	long nl = rrc_sys_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	long nl = nl_fd >= 0 ? nl_fd : rrc_tcp_diag_socket();
 	if (nl < 0)
 		return nl;
 	struct rrc_tcp_stream *cur = out, *prev = spare;
@@ -329,16 +329,22 @@ long rrc_tcp_table_read(struct rrc_tcp_stream *out, struct rrc_tcp_stream *spare
 		prev = t;
 		np = n;
 	}
-	rrc_sys_close((int)nl);
+	if (nl_fd < 0)
+		rrc_sys_close((int)nl);
 	return ret;
 }
 
+int rrc_tcp_diag_socket(void)
+{
+	return (int)rrc_sys_socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+}
+
 /* Pause path: the table for the snapshot child (rrc_s->tcp). */
-int rrc_tcp_capture(void)
+int rrc_tcp_capture(int nl_fd)
 {
 	struct rrc_scratch *s = rrc_s;
 	uint32_t dumps = 0;
-	long n = rrc_tcp_table_read(s->tcp, s->tcp_prev, s->cap_tcp, s->nlbuf, sizeof s->nlbuf, s->tcp_v6 != 0, &dumps);
+	long n = rrc_tcp_table_read(nl_fd, s->tcp, s->tcp_prev, s->cap_tcp, s->nlbuf, sizeof s->nlbuf, s->tcp_v6 != 0, &dumps);
 	s->tcp_dumps = dumps;
 	if (n >= 0) {
 		s->nr_tcp = (uint32_t)n;

@@ -59,7 +59,7 @@ static void sleep_ms(int ms)
 static void read_table(void)
 {
 	uint32_t dumps = 0;
-	ntab = rrc_tcp_table_read(tab, spare, CAP, nlbuf, sizeof nlbuf, 1, &dumps);
+	ntab = rrc_tcp_table_read(-1, tab, spare, CAP, nlbuf, sizeof nlbuf, 1, &dumps);
 	if (ntab < 0) {
 		fprintf(stderr, "rrc_tcp_table_read: %s\n", strerror((int)-ntab));
 		exit(2);
@@ -396,9 +396,9 @@ static void time_read(const char *where)
 {
 	struct timespec t0, t1;
 	uint32_t dumps = 0;
-	rrc_tcp_table_read(tab, spare, CAP, nlbuf, sizeof nlbuf, 1, &dumps); /* warm */
+	rrc_tcp_table_read(-1, tab, spare, CAP, nlbuf, sizeof nlbuf, 1, &dumps); /* warm */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	long n = rrc_tcp_table_read(tab, spare, CAP, nlbuf, sizeof nlbuf, 1, &dumps);
+	long n = rrc_tcp_table_read(-1, tab, spare, CAP, nlbuf, sizeof nlbuf, 1, &dumps);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("table read in %s: %ld sockets, %u dumps, %ld us\n", where, n, dumps,
 	       ((t1.tv_sec - t0.tv_sec) * 1000000000L + t1.tv_nsec - t0.tv_nsec) / 1000);
