@@ -490,13 +490,15 @@ impl Backup {
     pub fn export(&self, dir: &Path) -> Result<Exported> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(rrc_image::IMAGE_FILE_NAME);
+        // data, then store: the committer's order (commit)
+        let data = lock(&self.data);
         let store = lock(&self.store);
         if store.committed().is_none() {
             bail!("no checkpoint of {} is committed yet", self.spec.name);
         }
         let id = store.write_image(&path).with_context(|| format!("writing {}", path.display()))?;
         let mut data_dir = None;
-        if let Some(copy) = lock(&self.data).as_ref() {
+        if let Some(copy) = data.as_ref() {
             copy.check()?;
             let to = dir.join("data");
             crate::copy_tree(copy.root(), &to).context("exporting the data directory")?;
@@ -624,21 +626,28 @@ impl Backup {
         let epoch = r.begin.epoch;
         let label = PathBuf::from(format!("{}:epoch-{epoch}", self.spec.name));
         let applied = {
-            let mut store = lock(&self.store);
-            if r.begin.full {
-                // A full checkpoint starts the chain again (first one, or a
-                // resynchronisation after a rejected one).
-                let mut fresh = Store::new();
-                let applied = fresh.apply(&label, &r.image);
-                if applied.is_ok() {
-                    *store = fresh;
+            // The data directory's copy is held from before the store
+            // takes the checkpoint until it has followed: an export (which
+            // takes them in the same order, data then store) sees both
+            // before the commit or both after it.
+            let mut data = lock(&self.data);
+            let applied = {
+                let mut store = lock(&self.store);
+                if r.begin.full {
+                    // A full checkpoint starts the chain again (first one, or a
+                    // resynchronisation after a rejected one).
+                    let mut fresh = Store::new();
+                    let applied = fresh.apply(&label, &r.image);
+                    if applied.is_ok() {
+                        *store = fresh;
+                    }
+                    applied
+                } else {
+                    store.apply(&label, &r.image)
                 }
-                applied
-            } else {
-                store.apply(&label, &r.image)
-            }
+            };
+            applied.map_err(anyhow::Error::new).and_then(|_| self.commit_files(data.as_mut(), &r))
         };
-        let applied = applied.map_err(anyhow::Error::new).and_then(|_| self.commit_files(&r));
         match applied {
             Ok(_) => {
                 let streams = server_streams(&self.corrected_table(lock(&self.store).tcp_streams()));
@@ -681,9 +690,8 @@ impl Backup {
     /// checkpoint's own. A failure here leaves the copy between states: it
     /// says so from then on (and every later checkpoint is refused), it
     /// never pretends.
-    fn commit_files(&self, r: &Received) -> Result<()> {
-        let mut data = lock(&self.data);
-        let Some(copy) = data.as_mut() else { return Ok(()) };
+    fn commit_files(&self, copy: Option<&mut rrc_store::datadir::DataDirCopy>, r: &Received) -> Result<()> {
+        let Some(copy) = copy else { return Ok(()) };
         copy.check()?;
         for payload in &r.carried {
             let ops = rrc_image::fileops::parse_fileops(payload).map_err(|e| anyhow::anyhow!("carried data-directory operations: {e}"))?;
