@@ -410,8 +410,9 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	struct rrc_holes holes = { ps->wide, ps->nr_wide, ps->holes, 0, ps->cap_holes };
 	/* A copy snapshot's pause runs on two CPUs: the pause helper, a
 	 * process with a memory of its own (pause-helper.c), reads the memory
-	 * map, the fd table and the TCP table if asked while this thread
-	 * scans, then takes the rest (snapshot.c). */
+	 * map and the fd table while this thread scans, copies and takes the
+	 * TCP table if asked (below); then this thread takes the rest
+	 * (snapshot.c). */
 	int helper = 0;
 	s->nr_tcp = 0;
 	if (!failed && copy) {

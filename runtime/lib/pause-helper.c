@@ -14,9 +14,10 @@
  * memory of its own, and works while the control thread scans:
  *
  *   control thread: READY, quiesce, GO, scan, process fields, [wait: map],
- *                   copies, [wait: DONE], the library's own pages, release
+ *                   copies, TCP table if asked, [wait: DONE], the
+ *                   library's own pages, release
  *   helper:         wakes, spins  memory map -> MAP_DONE, fd table,
- *                                 TCP table if asked -> DONE, sleeps
+ *                                 [TCP table: see below] -> DONE, sleeps
  *
  * The control thread takes the TCP table itself after its copies, on a
  * netlink socket it opened before GO (the helper's fd walk knows it), so

@@ -1185,13 +1185,12 @@ static void put_range(uint64_t a, uint64_t b, int with_pres)
  *  2. rrc_copy_capture: the process's fields, the signal actions and the
  *     memory map (the one the helper read during the scan, or read here
  *     without a helper);
- *  3. rrc_copy_capture_pages, the helper still listing the fd table and
- *     taking the TCP table if asked: the present pages of the untracked
- *     VMAs, and the copies: the pages written since the last pre-copy
- *     pass, the VMAs dumped whole, the parked threads' stack windows and
- *     what pre-copy missed.
- * Then the control thread takes the helper's fd and TCP tables
- * (rrc_phelper_join). ASYNC-SIGNAL-SAFE, all of it. */
+ *  3. rrc_copy_capture_pages, the helper still listing the fd table: the
+ *     present pages of the untracked VMAs, and the copies: the pages
+ *     written since the last pre-copy pass, the VMAs dumped whole, the
+ *     parked threads' stack windows and what pre-copy missed.
+ * Then the control thread takes the TCP table if asked (control.c) and the
+ * helper's fd table (rrc_phelper_join). ASYNC-SIGNAL-SAFE, all of it. */
 void rrc_copy_begin(int carry)
 {
 	start_arena();
