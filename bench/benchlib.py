@@ -146,3 +146,34 @@ def run_main(main):
     except (BenchError, Interrupted) as e:
         log(f"error: {e}")
         sys.exit(1)
+
+
+RRC_BIN = REPO / "target" / "release" / "rrc"
+
+
+def rrc_cli(*args, timeout=120, check=True):
+    """`rrc ARGS...`: its stdout (BenchError naming the command on failure)."""
+    p = subprocess.run([str(RRC_BIN), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise BenchError(f"rrc {' '.join(map(str, args))}: {p.stderr.strip()[-2000:]}")
+    return p.stdout
+
+
+def lab_parts(name, hosts=("a", "b"), skip=()):
+    """{host: that host's part of service `name`} (its status object, with
+    `role` and `view`), asked of each lab agent in turn; an agent that does
+    not answer within 8 s (frozen, cut) is left out, as are `skip`."""
+    import json
+    out = {}
+    for h in hosts:
+        if h in skip:
+            continue
+        try:
+            st = json.loads(rrc_cli("status", "--agent", f"/run/rrc-lab/{h}/agent.sock", "--json", timeout=8, check=False) or "{}")
+        except (json.JSONDecodeError, subprocess.TimeoutExpired):
+            continue
+        for s in st.get("services", []):
+            for part in (s.get("primary_view"), s.get("backup_view")):
+                if s["name"] == name and part and part["host"] == h:
+                    out[h] = part
+    return out

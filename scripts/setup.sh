@@ -23,10 +23,11 @@ APT_PACKAGES=(
 	memcached libmemcached-tools
 	lighttpd apache2-utils wrk curl
 	iproute2 iptables procps
+	etcd-server etcd-client
 )
 # Services the packages above would start; they must not run outside the tests
 # (they would hold the ports and the memory the tests and the demo use).
-SERVICES=(redis-server memcached lighttpd)
+SERVICES=(redis-server memcached lighttpd etcd)
 
 installed() { # PKG -> 0 if dpkg has it fully installed
 	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]

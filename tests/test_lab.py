@@ -25,11 +25,11 @@ import pytest
 from conftest import (RESULT_TIMEOUT, RRC_BIN, need, pid_alive, read_text, run, wait_for_file, wait_until,
                       zdtm_bin)
 
-HOSTS = ["client", "a", "b", "c"]
+HOSTS = ["client", "a", "b", "c", "e1", "e2", "e3"]
 NETNS = {h: f"rrc-lab-{h}" for h in HOSTS}
 SWITCH = "rrc-lab-switch"
 FRONT = {"client": "198.18.0.10", "a": "198.18.0.1", "b": "198.18.0.2", "c": "198.18.0.3"}
-REPL = {"a": "198.19.0.1", "b": "198.19.0.2", "c": "198.19.0.3"}
+REPL = {"a": "198.19.0.1", "b": "198.19.0.2", "c": "198.19.0.3", "e1": "198.19.0.11", "e2": "198.19.0.12", "e3": "198.19.0.13"}
 CGROUP_ROOT = Path("/sys/fs/cgroup/unified/rrc-lab")
 STATE_ROOT = Path("/var/lib/rrc-lab")
 RUN_DIR = Path("/run/rrc-lab")
@@ -208,7 +208,10 @@ def test_up_builds_the_topology(lab_lock):
     bridges = sorted(l["ifname"] for l in ip_json(SWITCH, "link", "show", "type", "bridge"))
     assert bridges == ["front", "repl"], f"bridges in the switch: {bridges}"
     for h in HOSTS:
-        assert sw[f"{h}-front"].get("master") == "front"
+        if h in FRONT:
+            assert sw[f"{h}-front"].get("master") == "front"
+        else:
+            assert f"{h}-front" not in sw, f"the etcd host {h} must not be on the client-facing network"
         if h in REPL:
             assert sw[f"{h}-repl"].get("master") == "repl"
     assert "client-repl" not in sw, "the client must not be on the replication network"
@@ -225,7 +228,8 @@ def test_up_builds_the_topology(lab_lock):
         addrs = ip_json(NETNS[h], "addr", "show")
         v4 = sorted((a["ifname"], i["local"], i["prefixlen"]) for a in addrs for i in a.get("addr_info", [])
                     if i["family"] == "inet")
-        want = sorted([("lo", "127.0.0.1", 8), ("front", FRONT[h], 24)] + ([("repl", REPL[h], 24)] if h in REPL else []))
+        want = sorted([("lo", "127.0.0.1", 8)] + ([("front", FRONT[h], 24)] if h in FRONT else [])
+                      + ([("repl", REPL[h], 24)] if h in REPL else []))
         assert v4 == want, f"host {h}: {v4} != {want}"
         v6 = [i for a in addrs for i in a.get("addr_info", []) if i["family"] == "inet6"]
         assert not v6, f"host {h} has IPv6 addresses: {v6}"
@@ -472,3 +476,56 @@ def test_protected_process_moves_from_a_to_b(lab, tmp_path, rrc_fixture_pids):
     wait_for_file(zdir / "result", timeout=RESULT_TIMEOUT, pid=pid_b, log=log)
     result = (zdir / "result").read_text()
     assert result == "PASS\n", f"after restore on b: {result}\n{read_text(log)}"
+
+
+# ---------------------------------------------------------------- partitions (issue 15)
+
+def etcd_answers(host: str, endpoint_ip: str) -> bool:
+    """A linearizable read through one member, from host."""
+    p = lab_exec(host, "etcdctl", "--endpoints", f"http://{endpoint_ip}:2379", "--command-timeout=2s", "get", "/probe",
+                 check=False, timeout=30)
+    return p.returncode == 0
+
+
+def proc_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_etcd_runs_on_its_three_hosts_and_survives_one(lab):
+    for h in ("e1", "e2", "e3"):
+        assert etcd_answers("a", REPL[h]), f"etcd member of {h}"
+    st = json.loads(rrc("lab", "status", "--json").stdout)
+    assert {h["name"]: h["processes"] for h in st["hosts"] if h["role"] == "etcd"} == {"e1": 1, "e2": 1, "e3": 1}, st
+    rrc("lab", "kill", "e3")
+    assert etcd_answers("a", REPL["e1"]), "e1 and e2 keep a quorum without e3"
+
+
+def test_cut_heal_freeze(lab):
+    rrc("lab", "cut", "a", "b")
+    assert not reaches("a", REPL["b"], tries=1) and not reaches("a", FRONT["b"], tries=1), "a still hears b"
+    assert not reaches("b", REPL["a"], tries=1), "b still hears a"
+    assert reaches("a", REPL["c"]) and reaches("b", REPL["c"]) and reaches("client", FRONT["a"]), "a cut cuts only a-b"
+    rrc("lab", "heal")
+    assert reaches("a", REPL["b"]), "healed"
+
+    rrc("lab", "cut", "a", "etcd")
+    assert reaches("a", REPL["b"]), "only etcd is cut"
+    assert not any(etcd_answers("a", REPL[e]) for e in ("e1", "e2", "e3")), "a still reaches an etcd member"
+    assert etcd_answers("b", REPL["e1"]), "b still reaches etcd"
+    rrc("lab", "heal")
+    assert etcd_answers("a", REPL["e2"]), "healed"
+
+    rrc("lab", "cut", "b", "all")
+    assert not reaches("client", FRONT["b"], tries=1) and not reaches("c", REPL["b"], tries=1)
+    rrc("lab", "heal")
+
+    sleeper = background_sleep("e1")
+    rrc("lab", "freeze", "e1")
+    try:
+        assert (CGROUP_ROOT / "e1" / "cgroup.events").read_text().count("frozen 1") == 1
+        assert proc_state(sleeper) in ("S", "D"), "a frozen task sleeps in the freezer"
+        assert reaches("b", REPL["e1"]), "the kernel of a frozen host still answers: only its processes stop"
+        assert not etcd_answers("b", REPL["e1"]), "e1's member answers while frozen"
+    finally:
+        rrc("lab", "thaw", "e1")
+    wait_until(lambda: etcd_answers("b", REPL["e1"]), 20, "e1's member thawed")

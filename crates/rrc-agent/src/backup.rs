@@ -124,10 +124,32 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
             return;
         }
     };
+    // With views (issue 15): etcd's view must name this host as the
+    // backup of this primary; the lease runs from here.
+    let view = match &agent.etcd {
+        Some(etcd) => match crate::views::ServiceView::join(etcd, &agent.cfg.name, &name, &session.peer_host) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::error!(service = %name, "backup refused: {e:#}");
+                b.teardown();
+                refuse(&writer, &e);
+                return;
+            }
+        },
+        None => None,
+    };
     if let Err(e) = agent.insert(&name, Service::Backup(b.clone())) {
         b.teardown();
         refuse(&writer, &e);
         return;
+    }
+    if let Some(v) = view {
+        agent.set_view(&name, v.clone());
+        if let Err(e) = v.start(agent) {
+            let _ = agent.stop(&name, "the lease threads did not start");
+            refuse(&writer, &e);
+            return;
+        }
     }
     let my_ip = local_addr.ip();
     let hb = crate::heartbeat::bind(my_ip).and_then(|sock| {
@@ -138,7 +160,7 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
         let fail_after = Duration::from_millis(b.spec.failure_ms);
         let a3 = agent.clone();
         let refused = move |from: std::net::SocketAddr, why: String| a3.security.reject(rrc_wire::Rejection::BadHeartbeat, &from.to_string(), why);
-        let hb = crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &name, session.heartbeat_keys(), refused, move |s| crate::failover::primary_failed(&a2, &b2, s))?;
+        let hb = crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &name, session.heartbeat_keys(), refused, move |s| crate::failover::primary_silent(&a2, &b2, s))?;
         Ok((hb, port))
     });
     let hb_port = match hb {
@@ -404,6 +426,32 @@ impl Backup {
             tracing::warn!(service = %self.spec.name, "closing the gate: {e}");
         }
         self.join_threads();
+    }
+
+    /// Fenced (issue 15): this host holds the service IP and its gate
+    /// releases the replies; while fenced it releases none and nothing
+    /// of the service crosses it.
+    pub fn fence(&self, on: bool) -> Result<()> {
+        if on {
+            self.gate.set_release_enabled(false).context("stopping the gate's releases")?;
+            crate::net::fence_service(&self.route.service_ip, &self.route.front_if, true)
+        } else {
+            crate::net::fence_service(&self.route.service_ip, &self.route.front_if, false)?;
+            self.gate.set_release_enabled(true).context("resuming the gate's releases")?;
+            Ok(())
+        }
+    }
+
+    pub fn silence_heartbeats(&self, on: bool) {
+        if let Some(hb) = lock(&self.hb).as_ref() {
+            hb.silence(on);
+        }
+    }
+
+    /// How many of the primary's heartbeats were heard (None before the
+    /// heartbeat started).
+    pub fn heard(&self) -> Option<Arc<std::sync::atomic::AtomicU64>> {
+        lock(&self.hb).as_ref().map(|h| h.heard())
     }
 
     pub fn set_failed(&self, why: String) {
@@ -795,6 +843,7 @@ impl Backup {
         }
         // Rules first: with the gate gone, queued packets would be dropped.
         self.route.destroy();
+        crate::net::remove_fence(&self.route.service_ip);
         if let Err(e) = self.gate.shutdown() {
             tracing::warn!(service = %self.spec.name, "closing the gate: {e}");
         }

@@ -71,12 +71,19 @@ impl Live {
         }
     }
 
+    /// Fenced (issue 15): this host holds the service IP; nothing of the
+    /// service crosses it while fenced.
+    pub fn fence(&self, on: bool) -> Result<()> {
+        crate::net::fence_service(&self.spec.service_ip, &self.front_if, on)
+    }
+
     pub fn stop(&self, reason: &str) {
         if let Err(e) = rrc_container::kill(&self.ccfg, &self.record) {
             tracing::warn!(service = %self.spec.name, "removing the container: {e}");
         }
         self.net.destroy();
         crate::net::unadvertise(&self.spec.service_ip, &self.front_if);
+        crate::net::remove_fence(&self.spec.service_ip);
         let _ = std::fs::remove_dir_all(&self.dir);
         tracing::info!(service = %self.spec.name, reason, "service stopped");
     }
@@ -636,7 +643,34 @@ fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>, sent_to: Option<u32>
     Ok(())
 }
 
-/// Entry point, on the heartbeat monitor's thread.
+/// The primary fell silent (on the heartbeat monitor's thread). Without
+/// views, it has failed. With views (issue 15), the silence starts a view
+/// change on a thread of its own, the heartbeat listening on: this host
+/// fails over only once the view making it the primary is installed.
+pub fn primary_silent(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) -> crate::heartbeat::Watch {
+    use crate::heartbeat::Watch;
+    let Some(view) = agent.view(&b.spec.name) else {
+        primary_failed(agent, b, s);
+        return Watch::Stop;
+    };
+    if b.is_stopping() {
+        return Watch::Stop;
+    }
+    let Some(heard) = b.heard() else { return Watch::Stop };
+    let (agent, b) = (agent.clone(), b.clone());
+    let name = b.spec.name.clone();
+    let spawned = std::thread::Builder::new().name(format!("suspect-{name}")).spawn(move || match view.suspect(rrc_view::Change::PromoteBackup, &heard) {
+        crate::views::Outcome::Act(_) => primary_failed(&agent, &b, s),
+        crate::views::Outcome::StoodDown(by) => agent.stand_down(&b.spec.name, &crate::views::stand_down_reason(&b.spec.name, &by)),
+        crate::views::Outcome::Cancelled | crate::views::Outcome::Stopped => {}
+    });
+    if let Err(e) = spawned {
+        tracing::error!(service = %name, "no thread for the view change: {e}");
+    }
+    Watch::Continue
+}
+
+/// The primary has failed: fail over to this host.
 pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
     if b.is_stopping() {
         return;
@@ -684,7 +718,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
     // be handing it outputs: the log replayed below must hold every
     // reply released)
     b.gate().set_release_enabled(false).context("stopping the gate's releases")?;
-    b.route().bypass_output().context("letting the service's output past the gate")?;
+    b.route().bypass_output(&agent.cfg.repl_if).context("letting the service's output past the gate")?;
     b.halt();
     step(&mut steps, &b.spec.name, "input held, gate stopped releasing", t0);
 

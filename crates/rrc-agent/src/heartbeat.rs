@@ -46,6 +46,16 @@ fn real_time(on: bool) {
     }
 }
 
+/// What the monitor does after reporting a silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Nothing more to watch (the failover ran, or the service ends).
+    Stop,
+    /// Keep counting the peer's datagrams (a view change is in progress
+    /// elsewhere, and may be cancelled if the peer is heard again).
+    Continue,
+}
+
 /// What the monitor reports when the peer falls silent.
 #[derive(Debug, Clone)]
 pub struct Silence {
@@ -92,6 +102,10 @@ pub struct Heartbeat {
     /// Fault injection: no datagram is sent before this instant, in ms
     /// after `epoch` (0: none muted).
     muted_until_ms: Arc<AtomicU64>,
+    /// Nothing sent while set (fenced).
+    silenced: Arc<AtomicBool>,
+    /// The peer's datagrams accepted.
+    heard: Arc<AtomicU64>,
     epoch: Instant,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -105,10 +119,14 @@ pub fn bind(ip: std::net::IpAddr) -> Result<UdpSocket> {
 }
 
 impl Heartbeat {
-    /// Starts sending to `peer` and watching for it. `on_failure` runs
-    /// once, on the monitor thread, when the peer has been silent for
-    /// `fail_after` after it was heard at least once (or for
-    /// [`STARTUP_GRACE`] if it never was).
+    /// Starts sending to `peer` and watching for it. `on_failure` runs on
+    /// the monitor thread when the peer has been silent for `fail_after`
+    /// after it was heard at least once (or for [`STARTUP_GRACE`] if it
+    /// never was). Returning [`Watch::Stop`] ends the monitor; with
+    /// [`Watch::Continue`] it goes on counting the peer's datagrams
+    /// ([`Heartbeat::heard`]: a suspicion in progress learns from it that
+    /// the peer is alive) and calls `on_failure` again only after the
+    /// peer was heard again and fell silent again.
     /// Datagrams that are not the peer's next heartbeat go to `on_refused`
     /// (sender, why), on the monitor thread.
     #[allow(clippy::too_many_arguments)]
@@ -120,10 +138,10 @@ impl Heartbeat {
         name: &str,
         (mut sealer, mut opener): (HeartbeatSealer, HeartbeatOpener),
         on_refused: R,
-        on_failure: F,
+        mut on_failure: F,
     ) -> Result<Heartbeat>
     where
-        F: FnOnce(Silence) + Send + 'static,
+        F: FnMut(Silence) -> Watch + Send + 'static,
         R: Fn(SocketAddr, String) + Send + 'static,
     {
         let stop = Arc::new(AtomicBool::new(false));
@@ -132,13 +150,17 @@ impl Heartbeat {
         let s1 = stop.clone();
         let (epoch, muted_until_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));
         let muted = muted_until_ms.clone();
+        let silenced = Arc::new(AtomicBool::new(false));
+        let quiet = silenced.clone();
+        let heard = Arc::new(AtomicU64::new(0));
+        let heard_rx = heard.clone();
         let sender = std::thread::Builder::new().name(format!("hb-tx-{name}")).spawn(move || {
             real_time(true);
             let mut next = Instant::now();
             while !s1.load(Ordering::Relaxed) {
                 // A send error (peer's host gone: EHOSTUNREACH...) is
                 // the monitor's business, not the sender's.
-                if epoch.elapsed().as_millis() as u64 >= muted.load(Ordering::Relaxed) {
+                if epoch.elapsed().as_millis() as u64 >= muted.load(Ordering::Relaxed) && !quiet.load(Ordering::Relaxed) {
                     let _ = tx.send_to(&sealer.seal_next(), peer);
                 }
                 next += every;
@@ -155,30 +177,55 @@ impl Heartbeat {
             real_time(true);
             let mut detector = Detector::new(Instant::now(), fail_after);
             let mut buf = [0u8; RECV_BUF];
+            // false after a silence was reported, until the peer is heard
+            let mut armed = true;
             while !s2.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = sock.recv_from(&mut buf) {
                     if from.ip() != peer.ip() {
                         on_refused(from, format!("a datagram on the heartbeat port from {from}, not from the peer {}", peer.ip()));
                     } else {
                         match opener.open(&buf[..n]) {
-                            Ok(_) => detector.heard(Instant::now()),
+                            Ok(_) => {
+                                detector.heard(Instant::now());
+                                heard_rx.fetch_add(1, Ordering::Relaxed);
+                                armed = true;
+                            }
                             Err(e) => on_refused(from, e.to_string()),
                         }
                     }
+                }
+                if !armed {
+                    continue;
                 }
                 if let Some(silence) = detector.check(Instant::now()) {
                     if s2.load(Ordering::Relaxed) {
                         return;
                     }
-                    // the failover that follows runs here, at ordinary
-                    // priority: it must not starve the host's other work
+                    // what follows (a failover) runs at ordinary priority:
+                    // it must not starve the host's other work
                     real_time(false);
-                    on_failure(silence);
-                    return;
+                    match on_failure(silence) {
+                        Watch::Stop => return,
+                        Watch::Continue => {
+                            real_time(true);
+                            armed = false;
+                        }
+                    }
                 }
             }
         })?;
-        Ok(Heartbeat { local, stop, muted_until_ms, epoch, threads: vec![sender, monitor] })
+        Ok(Heartbeat { local, stop, muted_until_ms, silenced, heard, epoch, threads: vec![sender, monitor] })
+    }
+
+    /// How many of the peer's datagrams were accepted so far.
+    pub fn heard(&self) -> Arc<AtomicU64> {
+        self.heard.clone()
+    }
+
+    /// Sends nothing while `on` (a host fenced for a whole lease lets its
+    /// peer take over: docs/failover.md "Fencing").
+    pub fn silence(&self, on: bool) {
+        self.silenced.store(on, Ordering::Relaxed);
     }
 
     /// Fault injection: sends nothing for `d` (this host alive otherwise,

@@ -27,6 +27,7 @@ pub mod security;
 pub mod shadow;
 pub mod shipped_log;
 pub mod staging;
+pub mod views;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -110,6 +111,8 @@ pub struct AgentConfig {
     pub auth: PeerAuth,
     /// Where the key came from (for `rrc status`).
     pub key_file: Option<PathBuf>,
+    /// etcd's client endpoints (`--etcd`); empty: no views, no fencing.
+    pub etcd: Vec<String>,
 }
 
 pub enum Service {
@@ -117,6 +120,16 @@ pub enum Service {
     Backup(Arc<backup::Backup>),
     /// Running here after a failover, with no backup.
     Live(Arc<failover::Live>),
+}
+
+impl Service {
+    fn clone_handle(&self) -> Service {
+        match self {
+            Service::Primary(p) => Service::Primary(p.clone()),
+            Service::Backup(b) => Service::Backup(b.clone()),
+            Service::Live(l) => Service::Live(l.clone()),
+        }
+    }
 }
 
 pub struct Agent {
@@ -128,18 +141,82 @@ pub struct Agent {
     pub security: security::SecurityStats,
     /// Client nonces of recent handshakes (a replayed Hello is named).
     pub seen_nonces: SeenNonces,
+    /// Where views live (None: no --etcd).
+    pub etcd: Option<Arc<rrc_view::Etcd>>,
+    /// Each service's view and this host's lease in it (issue 15).
+    views: Mutex<BTreeMap<String, Arc<views::ServiceView>>>,
 }
 
 impl Agent {
-    pub fn new(cfg: AgentConfig) -> Arc<Agent> {
-        Arc::new(Agent {
+    pub fn new(cfg: AgentConfig) -> Result<Arc<Agent>> {
+        let etcd = match cfg.etcd.is_empty() {
+            true => None,
+            false => Some(Arc::new(rrc_view::Etcd::new(&cfg.etcd, views::ETCD_TIMEOUT)?)),
+        };
+        Ok(Arc::new(Agent {
             cfg,
+            etcd,
+            views: Mutex::new(BTreeMap::new()),
             services: Mutex::new(BTreeMap::new()),
             next_index: AtomicU32::new(0),
             started: Instant::now(),
             security: security::SecurityStats::default(),
             seen_nonces: SeenNonces::new(4096),
-        })
+        }))
+    }
+
+    /// The service's view on this host (None: no etcd, or not yet made).
+    pub fn view(&self, name: &str) -> Option<Arc<views::ServiceView>> {
+        lock(&self.views).get(name).cloned()
+    }
+
+    pub(crate) fn set_view(&self, name: &str, v: Arc<views::ServiceView>) {
+        if let Some(old) = lock(&self.views).insert(name.to_string(), v) {
+            old.stop();
+        }
+    }
+
+    fn take_view(&self, name: &str) -> Option<Arc<views::ServiceView>> {
+        lock(&self.views).remove(name)
+    }
+
+    /// The lease is ending (`on`) or held again: the part of the service
+    /// on this host stops, or resumes, showing anything to clients.
+    pub(crate) fn fence(&self, name: &str, on: bool) {
+        // (the part is taken out of the map first: iptables runs follow)
+        let part = self.lock().get(name).map(Service::clone_handle);
+        let r = match part {
+            Some(Service::Primary(p)) => p.fence(on),
+            Some(Service::Backup(b)) => b.fence(on),
+            Some(Service::Live(l)) => l.fence(on),
+            None => Ok(()),
+        };
+        if let Err(e) = r {
+            tracing::error!(service = name, fence = on, "{e:#}");
+        }
+    }
+
+    pub(crate) fn silence_heartbeats(&self, name: &str, on: bool) {
+        match self.lock().get(name) {
+            Some(Service::Primary(p)) => p.silence_heartbeats(on),
+            Some(Service::Backup(b)) => b.silence_heartbeats(on),
+            _ => {}
+        }
+    }
+
+    /// A later view replaced the one this host acted in: its part of the
+    /// service ends (the view in etcd is left as it is).
+    pub(crate) fn stand_down(&self, name: &str, why: &str) {
+        if let Some(v) = self.take_view(name) {
+            v.stop();
+        }
+        let s = self.remove(name);
+        match s {
+            Some(Service::Primary(p)) => p.stop_fenced(why),
+            Some(Service::Backup(b)) => b.stop(why),
+            Some(Service::Live(l)) => l.stop(why),
+            None => {}
+        }
     }
 
     /// A number unique within this agent's life: interface names, routing
@@ -218,8 +295,15 @@ impl Agent {
                     Service::Backup(b) => b.status(),
                     Service::Live(l) => l.status(),
                 })
-                .collect()
+                .collect::<Vec<_>>()
         };
+        let services = services
+            .into_iter()
+            .map(|mut s| {
+                s.view = self.view(&s.name).map(|v| v.status());
+                s
+            })
+            .collect();
         AgentStatus {
             host: self.cfg.name.clone(),
             agent_pid: std::process::id(),
@@ -239,6 +323,10 @@ impl Agent {
 
     /// Ends this agent's part of a service.
     pub fn stop(&self, name: &str, reason: &str) -> Result<Stopped> {
+        let view = self.take_view(name);
+        if let Some(v) = &view {
+            v.stop();
+        }
         let role = match self.remove(name) {
             Some(Service::Primary(p)) => {
                 p.stop(reason);
@@ -254,6 +342,10 @@ impl Agent {
             }
             None => None,
         };
+        // The primary's stop ends the service: its view goes too.
+        if let (Some(v), Some(Role::Primary)) = (&view, role) {
+            v.remove();
+        }
         Ok(Stopped { host: self.cfg.name.clone(), role, stopped: role.map(|_| name.to_string()) })
     }
 }
@@ -264,7 +356,7 @@ pub fn run(cfg: AgentConfig) -> Result<()> {
     std::fs::create_dir_all(&cfg.log_dir).with_context(|| format!("creating {}", cfg.log_dir.display()))?;
     let cli = cli::bind(&cfg.socket)?;
     let peers = TcpListener::bind(cfg.listen).with_context(|| format!("listening for peers on {}", cfg.listen))?;
-    let agent = Agent::new(cfg);
+    let agent = Agent::new(cfg)?;
     match &agent.cfg.auth {
         PeerAuth::Key(k) => tracing::info!(host = %agent.cfg.name, socket = %agent.cfg.socket.display(), listen = %agent.cfg.listen, key = %k.fingerprint(), "agent started; peers must hold the key"),
         PeerAuth::Unauthenticated => tracing::warn!(host = %agent.cfg.name, socket = %agent.cfg.socket.display(), listen = %agent.cfg.listen, "agent started WITHOUT peer authentication (--insecure-no-auth): anyone who reaches {} is taken for a peer", agent.cfg.listen),

@@ -213,8 +213,14 @@ impl BackupRoute {
     /// clients send is held by the gate meanwhile (`Gate::hold_input`), so
     /// no packet reaches the half-restored service and its kernel never
     /// answers one with a RST (NiLiCon §III), and none is lost either.
-    pub fn bypass_output(&self) -> Result<()> {
+    ///
+    /// Only the restored container's output: what still comes from the old
+    /// primary on the replication interface is dropped from here on. The
+    /// old primary may be alive (a suspicion, not a failure): its replies
+    /// must never reach a client beside those of the service restored here.
+    pub fn bypass_output(&self, repl_if: &str) -> Result<()> {
         iptables(&["-I", &self.chain, "1", "-s", &self.service_ip, "-j", "ACCEPT"])?;
+        iptables(&["-I", &self.chain, "1", "-i", repl_if, "-s", &self.service_ip, "-j", "DROP"])?;
         Ok(())
     }
 
@@ -239,6 +245,33 @@ impl BackupRoute {
         quietly("flush", iptables(&["-F", &self.chain]));
         quietly("chain", iptables(&["-X", &self.chain]));
     }
+}
+
+/// Lease-based fencing (issue 15): with `on`, nothing of the service
+/// crosses this host any more (forwarded packets to and from `svc`
+/// dropped, ahead of the gate's rules) and the host stops answering ARP
+/// for it; with `!on`, both undone and the IP announced again. For the
+/// host that holds the service IP (the backup, or a primary alone).
+pub fn fence_service(svc: &str, front_if: &str, on: bool) -> Result<()> {
+    if on {
+        iptables(&["-I", "FORWARD", "1", "-d", svc, "-j", "DROP"])?;
+        iptables(&["-I", "FORWARD", "1", "-s", svc, "-j", "DROP"])?;
+        unadvertise(svc, front_if);
+    } else {
+        quietly("fence rule", iptables(&["-D", "FORWARD", "-s", svc, "-j", "DROP"]));
+        quietly("fence rule", iptables(&["-D", "FORWARD", "-d", svc, "-j", "DROP"]));
+        advertise(svc, front_if)?;
+        if let Ok(addr) = svc.parse() {
+            gratuitous_arp(front_if, addr)?;
+        }
+    }
+    Ok(())
+}
+
+/// The fence's rules gone, if any (a service ending here).
+pub fn remove_fence(svc: &str) {
+    while iptables(&["-D", "FORWARD", "-s", svc, "-j", "DROP"]).is_ok() {}
+    while iptables(&["-D", "FORWARD", "-d", svc, "-j", "DROP"]).is_ok() {}
 }
 
 /// Answers ARP for `svc` on `front_if` (the host advertises the service).

@@ -97,6 +97,9 @@ pub struct Primary {
     /// a backup failure (`data_dir::copy_held`); removed when the service
     /// stops or is re-protected again.
     pub(crate) data_copy: Mutex<Option<std::path::PathBuf>>,
+    /// Set once this host took the service IP (its backup failed): a
+    /// fence must then stop what crosses this host.
+    holds_ip: AtomicBool,
 }
 
 /// How one epoch's checkpoint ended, short of an error.
@@ -117,16 +120,42 @@ type HeartbeatStart = (std::net::UdpSocket, std::net::SocketAddr, (rrc_wire::dat
 /// `rrc run` arrives here, at the primary's agent.
 pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<ServiceStatus> {
     validate(agent, &spec)?;
+    // The service's first view, before the backup is asked (it checks
+    // that the view names it): refused if the service has one already.
+    let view = match &agent.etcd {
+        Some(etcd) => {
+            let first = rrc_view::View::first(&spec.primary, &spec.backup, &spec.spare.iter().cloned().collect::<Vec<_>>(), crate::views::DEFAULT_LEASE);
+            Some(crate::views::ServiceView::create(etcd, &agent.cfg.name, &spec.name, first)?)
+        }
+        None => None,
+    };
+    let remove_view = || {
+        if let Some(v) = &view {
+            v.remove();
+        }
+    };
     // Reserve the name before anything is built.
-    let p = build(agent, spec.clone())?;
-    let p = Arc::new(p);
+    let p = match build(agent, spec.clone()) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            remove_view();
+            return Err(e);
+        }
+    };
     if let Err(e) = agent.insert(&spec.name, Service::Primary(p.clone())) {
         p.stop("name taken");
+        remove_view();
         return Err(e);
     }
+    if let Some(v) = &view {
+        agent.set_view(&spec.name, v.clone());
+        if let Err(e) = v.start(agent) {
+            let _ = agent.stop(&spec.name, "the lease threads did not start");
+            return Err(e);
+        }
+    }
     if let Err(e) = p.run_threads() {
-        agent.remove(&spec.name);
-        p.stop("the replication threads did not start");
+        let _ = agent.stop(&spec.name, "the replication threads did not start");
         return Err(e);
     }
     tracing::info!(service = %spec.name, pid = p.pid, backup = %spec.backup, "service running, replication started");
@@ -355,6 +384,7 @@ pub(crate) fn assemble(
         threads: Mutex::new(Vec::new()),
         agent: Arc::downgrade(agent),
         data_copy: Mutex::new(None),
+        holds_ip: AtomicBool::new(false),
     })
 }
 
@@ -412,8 +442,70 @@ impl Primary {
                 a.security.reject(rrc_wire::Rejection::BadHeartbeat, &from.to_string(), why);
             }
         };
-        hb.1 = Some(crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &self.spec.name, keys, refused, move |s| me.backup_failed(s))?);
+        hb.1 = Some(crate::heartbeat::Heartbeat::start(sock, peer, every, fail_after, &self.spec.name, keys, refused, move |s| me.backup_silent(s))?);
         Ok(())
+    }
+
+    /// The backup fell silent. Without views, it has failed. With views
+    /// (issue 15), the silence starts a view change, on a thread of its
+    /// own while the heartbeat goes on listening: this host takes the
+    /// service IP only once the view without the backup is installed and
+    /// the backup's lease has run out.
+    fn backup_silent(self: &Arc<Self>, s: crate::heartbeat::Silence) -> crate::heartbeat::Watch {
+        use crate::heartbeat::Watch;
+        let Some(view) = self.agent.upgrade().and_then(|a| a.view(&self.spec.name)) else {
+            self.backup_failed(s);
+            return Watch::Stop;
+        };
+        let Some(heard) = lock(&self.hb).1.as_ref().map(|h| h.heard()) else { return Watch::Stop };
+        let me = self.clone();
+        let spawned = std::thread::Builder::new().name(format!("suspect-{}", self.spec.name)).spawn(move || match view.suspect(rrc_view::Change::DropBackup, &heard) {
+            crate::views::Outcome::Act(_) => {
+                if let Some(hb) = lock(&me.hb).1.as_ref() {
+                    hb.signal_stop();
+                }
+                me.backup_failed(s);
+            }
+            crate::views::Outcome::StoodDown(by) => {
+                if let Some(a) = me.agent.upgrade() {
+                    a.stand_down(&me.spec.name, &crate::views::stand_down_reason(&me.spec.name, &by));
+                }
+            }
+            crate::views::Outcome::Cancelled | crate::views::Outcome::Stopped => {}
+        });
+        if let Err(e) = spawned {
+            tracing::error!(service = %self.spec.name, "no thread for the view change: {e}");
+        }
+        Watch::Continue
+    }
+
+    /// Fenced (issue 15). Replicating, this host shows clients nothing of
+    /// its own: its replies reach them only through the backup's gate,
+    /// released against what the backup holds, so there is nothing to
+    /// stop here. Serving alone, it holds the service IP: nothing of the
+    /// service crosses it while fenced.
+    pub fn fence(&self, on: bool) -> Result<()> {
+        if self.holds_ip.load(Ordering::Relaxed) {
+            crate::net::fence_service(&self.spec.service_ip, &self.front_if, on)?;
+        }
+        Ok(())
+    }
+
+    pub fn silence_heartbeats(&self, on: bool) {
+        if let Some(hb) = lock(&self.hb).1.as_ref() {
+            hb.silence(on);
+        }
+    }
+
+    /// Stood down (another view replaced ours): the service goes from this
+    /// host, without waiting on a backup that may hold the new view.
+    pub fn stop_fenced(&self, why: &str) {
+        let _ = self.conn_ctl.shutdown(std::net::Shutdown::Both);
+        if let Some(c) = &self.log_ctl {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        self.stop(why);
+        crate::net::remove_fence(&self.spec.service_ip);
     }
 
     /// The backup host fell silent (RRC §3): the primary takes the service
@@ -442,6 +534,7 @@ impl Primary {
                 err = Some(format!("{e:#}"));
             }
         }
+        self.holds_ip.store(true, Ordering::Relaxed);
         steps.push(("service IP advertised here", detected.elapsed()));
         // A backup only slow to be heard (its heartbeat thread starved on
         // a loaded host) is alive, holds an older state and still watches
@@ -609,6 +702,9 @@ impl Primary {
         }
         if !lock(&self.shared).failovers.is_empty() {
             crate::net::unadvertise(&self.spec.service_ip, &self.front_if);
+        }
+        if self.holds_ip.load(Ordering::Relaxed) {
+            crate::net::remove_fence(&self.spec.service_ip);
         }
         tracing::info!(service = %self.spec.name, reason, "service stopped");
     }

@@ -37,6 +37,12 @@ pub fn reprotect(
     if spare == agent.cfg.name {
         bail!("the spare {spare} is this host");
     }
+    // With views (issue 15): the view naming the spare as backup is
+    // installed before the spare is asked (it checks that it is).
+    if let Some(v) = agent.view(&old.name) {
+        let view = v.reprotect(&spare)?;
+        tracing::info!(service = %old.name, "view {} installed: backup {spare}", view.number);
+    }
     // The data directory: the spare gets its content as it was at the
     // restore (kept aside by the failover); the first checkpoint carries
     // every change since, which the restored library journalled from its

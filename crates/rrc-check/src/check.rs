@@ -29,18 +29,10 @@ impl KeyId {
     /// shorter than its header). The padding depends on the version so that
     /// two versions differ all along, not only in the header.
     pub fn value(&self, version: u64, size: usize) -> Vec<u8> {
-        let mut v = self.header(version).into_bytes();
-        let mut x = version
+        let seed = version
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(u64::from(self.key) << 32 | u64::from(self.thread));
-        while v.len() < size {
-            // xorshift64: cheap, deterministic, printable after the mapping.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            v.push(b'a' + (x % 26) as u8);
-        }
-        v
+        padded(self.header(version), seed, size)
     }
 
     /// The version a value claims to be of, if it is a value of this key.
@@ -50,6 +42,21 @@ impl KeyId {
         let end = rest.iter().position(|&b| b == b'|')?;
         std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
     }
+}
+
+/// `header` followed by letters derived from `seed` up to `size` bytes (never
+/// shorter than the header).
+pub fn padded(header: String, seed: u64, size: usize) -> Vec<u8> {
+    let mut v = header.into_bytes();
+    let mut x = seed;
+    while v.len() < size {
+        // xorshift64: cheap, deterministic, printable after the mapping.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.push(b'a' + (x % 26) as u8);
+    }
+    v
 }
 
 /// What a read found, judged against what the server may hold.

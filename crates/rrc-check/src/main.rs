@@ -11,10 +11,12 @@ mod check;
 mod conn;
 mod http;
 mod kv;
+mod linear;
 mod memcache;
 mod pace;
 mod resp;
 mod run;
+mod shared;
 mod state;
 mod stats;
 mod web;
@@ -36,13 +38,16 @@ use crate::run::Plan;
     about = "Generate load on a server and check that no acknowledged write is lost and no reply undone",
     long_about = "rrc-check drives a redis, memcached or HTTP server with several threads, each on ONE \
 long-lived connection (never reconnected: a reset is an error), and checks every reply: a read must \
-return the last acknowledged write (kv) or the exact local file (http). It measures per-op latency and \
+return the last acknowledged write (kv) or the exact local file (http); with `shared`, all threads \
+read and write the same keys and their history must be linearizable. It measures per-op latency and \
 the longest client-visible pause (the longest wait for one reply), e.g. across an rrc failover.\n\n\
 Exit status: 0 = no error, 1 = errors found (mismatch, lost_write, connection_reset, timeout, \
-protocol), 2 = could not run. Logs: RRC_LOG (stderr, default warn).",
+protocol, a history not linearizable or not decided), 2 = could not run. Logs: RRC_LOG (stderr, \
+default warn).",
     after_help = "Examples:\n  rrc-check redis --server 198.18.0.1:6379 --duration 30s --rate 20000 --state /tmp/st --progress\n  \
 rrc-check verify redis --server 198.18.0.2:6379 --state /tmp/st\n  \
 rrc-check memcached --server 127.0.0.1:11211 --ops 100000 --json\n  \
+rrc-check shared redis --server 198.18.0.100:6379 --duration 30s --history /tmp/h.jsonl\n  \
 rrc-check http --url http://198.18.0.1/index.html --file /srv/www/index.html --threads 4"
 )]
 struct Cli {
@@ -72,6 +77,39 @@ enum Cmd {
     /// Check a server against the state file a run left (--state): every key
     /// must hold its last acknowledged value or the write in flight.
     Verify(VerifyArgs),
+    /// Several connections read and write the SAME keys; check that the
+    /// history of all their operations is linearizable.
+    ///
+    /// Each thread, on its one connection, picks a random key
+    /// rrc-check:<run-id>:shared:<k> and SETs it to a value unique in the
+    /// run (naming thread and a per-thread sequence number, padded to
+    /// --value-size) or GETs it, recording when the request was sent and
+    /// when the reply was read (CLOCK_MONOTONIC, one clock for all). At the
+    /// end the history must be linearizable as one read/write register per
+    /// key, keys starting absent: every operation can be put at one instant
+    /// inside its interval so that each read returns the latest write before
+    /// it. A stale read after an acknowledged write, a key back to an older
+    /// value or absent, two clients seeing two values in opposite orders:
+    /// not linearizable (exit 1, with the read that cannot be placed, the
+    /// value it saw and the values the key could hold). An operation without
+    /// a reply (timeout, reset) is an error as in the other modes and ends
+    /// its thread; its write may or may not have taken effect, and the check
+    /// allows both. The search is bounded by --check-steps per key: if it
+    /// runs out, the verdict is undecided (exit 1), never a pass.
+    #[command(after_help = "Examples:\n  \
+rrc-check shared redis --server 127.0.0.1:6379 --duration 5s\n  \
+rrc-check shared memcached --server 198.18.0.100:11211 --keys 4 --threads 16 --rate 2000 --duration 30s \
+--history /tmp/h.jsonl --json\n  \
+rrc-check linearizable --history /tmp/h.jsonl")]
+    Shared(SharedArgs),
+    /// Check a history written by `shared --history` (again): exit 0 if it is
+    /// linearizable, 1 if not or undecided, 2 if it cannot be read.
+    ///
+    /// The file has one operation per line: {"client":0,"key":"k","op":"write"
+    /// or "read","value":"..." (null: a read of an absent key),"invoked_ns":N,
+    /// "completed_ns":N (null: no reply)}.
+    #[command(after_help = "Example:\n  rrc-check linearizable --history /tmp/h.jsonl --check-steps 100000000")]
+    Linearizable(LinearizableArgs),
 }
 
 /// How long, how fast, how reported: shared by every load command.
@@ -159,6 +197,45 @@ struct VerifyArgs {
     /// Longest wait for one reply.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     timeout: Duration,
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+struct SharedArgs {
+    /// The protocol.
+    #[arg(value_enum)]
+    kind: KvKind,
+    /// The server, IP:PORT.
+    #[arg(long)]
+    server: String,
+    /// How many keys all threads share.
+    #[arg(long, default_value_t = 8)]
+    keys: u32,
+    /// Bytes per value (at least the ~35-byte header that names the write).
+    #[arg(long, default_value_t = 64)]
+    value_size: usize,
+    /// Write the history there, one operation per line (JSON), whatever
+    /// the verdict: `rrc-check linearizable --history FILE` checks it again.
+    #[arg(long)]
+    history: Option<PathBuf>,
+    /// Search steps per key (about 50 ns each) before the check gives up as
+    /// undecided.
+    #[arg(long, default_value_t = shared::DEFAULT_CHECK_STEPS)]
+    check_steps: u64,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+struct LinearizableArgs {
+    /// The history file (JSON lines) written by `shared --history`.
+    #[arg(long)]
+    history: PathBuf,
+    /// Search steps per key before the check gives up as undecided.
+    #[arg(long, default_value_t = shared::DEFAULT_CHECK_STEPS)]
+    check_steps: u64,
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -254,6 +331,42 @@ fn run_kv(kind: KvKind, a: &KvArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_of(report.ok))
 }
 
+fn run_shared(a: &SharedArgs) -> anyhow::Result<ExitCode> {
+    let plan = plan_of(&a.load, 8)?;
+    if a.keys == 0 {
+        bail!("--keys must be at least 1");
+    }
+    // A history file that cannot be written fails now, not after the run.
+    if let Some(path) = &a.history {
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    }
+    let spec = shared::SharedSpec {
+        kind: a.kind,
+        server: a.server.clone(),
+        addr: conn::resolve(&a.server)?,
+        keys: a.keys,
+        value_size: a.value_size,
+        run: new_run_id(),
+    };
+    let (load, history) = shared::run(&spec, &plan);
+    // Kept before the check, so a check that fails or takes long loses
+    // nothing.
+    if let Some(path) = &a.history {
+        shared::write_history(path, &history)?;
+    }
+    let report = shared::SharedReport::new(load, shared::LinearReport::of(&history, a.check_steps));
+    print(a.load.json, &report, report.summary_line(), &report.load.error_samples);
+    Ok(exit_of(report.load.ok))
+}
+
+fn run_linearizable(a: &LinearizableArgs) -> anyhow::Result<ExitCode> {
+    let history = shared::read_history(&a.history)?;
+    let check = shared::LinearReport::of(&history, a.check_steps);
+    let line = format!("rrc-check linearizable {}: {}", a.history.display(), check.summary());
+    print(a.json, &check, line, &[]);
+    Ok(exit_of(check.ok()))
+}
+
 fn run_http(a: &HttpArgs) -> anyhow::Result<ExitCode> {
     let plan = plan_of(&a.load, 4)?;
     let url = http::Url::parse(&a.url)?;
@@ -292,6 +405,8 @@ fn main() -> ExitCode {
         Cmd::Memcached(a) => run_kv(KvKind::Memcached, a),
         Cmd::Http(a) => run_http(a),
         Cmd::Verify(a) => run_verify(a),
+        Cmd::Shared(a) => run_shared(a),
+        Cmd::Linearizable(a) => run_linearizable(a),
     };
     match result {
         Ok(code) => code,
@@ -328,6 +443,20 @@ mod tests {
         );
         let c = Cli::try_parse_from(["rrc-check", "verify", "memcached", "--server", "x:1", "--state", "f"]).unwrap();
         assert!(matches!(c.cmd, Cmd::Verify(VerifyArgs { kind: KvKind::Memcached, .. })));
+        let c = Cli::try_parse_from(["rrc-check", "shared", "redis", "--server", "x:1"]).unwrap();
+        match c.cmd {
+            Cmd::Shared(a) => {
+                assert_eq!(
+                    (a.kind, a.keys, a.load.threads, a.check_steps),
+                    (KvKind::Redis, 8, None, shared::DEFAULT_CHECK_STEPS)
+                );
+                assert_eq!(plan_of(&a.load, 8).unwrap().threads, 8);
+            }
+            _ => panic!("not shared"),
+        }
+        assert!(Cli::try_parse_from(["rrc-check", "shared", "--server", "x:1"]).is_err());
+        let c = Cli::try_parse_from(["rrc-check", "linearizable", "--history", "h", "--json"]).unwrap();
+        assert!(matches!(c.cmd, Cmd::Linearizable(LinearizableArgs { json: true, .. })));
     }
 
     #[test]

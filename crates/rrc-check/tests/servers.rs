@@ -484,3 +484,116 @@ fn http_server_closing_keep_alive_is_reported() {
     // lighttpd closes after max-keep-alive-requests (+1): the run stops there.
     assert!((5..=6).contains(&r["gets"].as_u64().unwrap()), "{r}");
 }
+
+/// The history file's operations, as JSON values.
+fn history_of(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("reading the history");
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+fn write_history(path: &Path, ops: &[Value]) {
+    let lines: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
+    std::fs::write(path, lines.join("\n") + "\n").expect("writing a history");
+}
+
+#[test]
+fn shared_healthy_runs_are_linearizable_and_a_broken_history_is_not() {
+    let dir = TempDir::new("shared");
+    let hist = dir.0.join("h.jsonl");
+    let h = hist.to_str().unwrap();
+    let r = redis();
+    let m = memcached();
+    for (kind, s) in [("redis", &r), ("memcached", &m)] {
+        let out = check(&["shared", kind, "--server", &s.addr(), "--duration", "2s", "--history", h, "--json"]);
+        let rep = assert_ok(&out);
+        assert_eq!(rep["kind"], format!("shared {kind}"), "{rep}");
+        assert_eq!(rep["threads"], 8, "{rep}");
+        assert_eq!(rep["linearizable"], true, "{rep}");
+        assert!(rep["explanation"].is_null(), "{rep}");
+        assert_eq!(rep["unknown_ops"], 0, "{rep}");
+        assert_eq!(rep["keys"], 8, "{rep}");
+        assert_eq!(rep["history_ops"], rep["ops"], "{rep}");
+        assert!(rep["check_ms"].as_f64().is_some(), "{rep}");
+        let ops = history_of(&hist);
+        assert_eq!(ops.len() as u64, rep["ops"].as_u64().unwrap());
+        // Every thread wrote and read the same keys.
+        let key = ops[0]["key"].as_str().unwrap();
+        assert!(key.starts_with("rrc-check:") && key.contains(":shared:"), "{key}");
+        let clients: std::collections::HashSet<u64> =
+            ops.iter().filter(|o| o["key"] == key).map(|o| o["client"].as_u64().unwrap()).collect();
+        assert_eq!(clients.len(), 8, "{clients:?}");
+    }
+    // The saved history checks again, and fails once a late read is made
+    // to return the key's first value.
+    let ok = check(&["linearizable", "--history", h]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+    let mut ops = history_of(&hist);
+    let first = ops.iter().position(|o| o["op"] == "write").unwrap();
+    let (key, old) = (ops[first]["key"].clone(), ops[first]["value"].clone());
+    let last_read = ops.iter().rposition(|o| o["op"] == "read" && o["key"] == key).unwrap();
+    ops[last_read]["value"] = old;
+    write_history(&hist, &ops);
+    let out = check(&["linearizable", "--history", h, "--json"]);
+    let rep = json_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{rep}");
+    assert_eq!(rep["linearizable"], false, "{rep}");
+    let why = rep["explanation"].as_str().unwrap();
+    assert!(why.contains(key.as_str().unwrap()) && why.contains("could only hold"), "{why}");
+    // Too small a budget: undecided, exit 1, never a pass.
+    let out = check(&["linearizable", "--history", h, "--check-steps", "10", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(json_of(&out)["linearizable"].is_null());
+    // Unreadable: exit 2.
+    std::fs::write(&hist, "not json\n").unwrap();
+    assert_eq!(check(&["linearizable", "--history", h]).status.code(), Some(2));
+}
+
+#[test]
+fn shared_flushall_mid_run_is_not_linearizable() {
+    let s = redis();
+    let addr = s.addr();
+    let run = std::thread::spawn(move || {
+        check(&["shared", "redis", "--server", &addr, "--keys", "8", "--threads", "2", "--duration", "2s", "--json"])
+    });
+    // A FLUSHALL nobody sees is no violation: it goes unseen when every key
+    // is written again before it is read (as likely as a read or a write
+    // coming first on each, about 1/2^7 with one write in flight). Five of
+    // them leave that to chance once in 10^10.
+    std::thread::sleep(Duration::from_millis(700));
+    for _ in 0..5 {
+        assert_eq!(redis_cli(&s, &["FLUSHALL"]), "OK");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = run.join().expect("checker thread");
+    let rep = json_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{rep}");
+    assert_eq!(rep["ok"], false, "{rep}");
+    assert_eq!(rep["linearizable"], false, "{rep}");
+    assert_eq!(rep["errors"]["mismatch"], 0, "no error of the other kinds: {rep}");
+    let why = rep["explanation"].as_str().unwrap();
+    assert!(why.contains("found the key absent"), "{why}");
+    let text = check(&["shared", "redis", "--server", &s.addr(), "--ops", "100"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("linearizable: yes"), "a fresh run passes");
+}
+
+#[test]
+fn shared_stopped_server_leaves_unknown_writes_that_are_not_violations() {
+    let s = redis();
+    let dir = TempDir::new("shared-stop");
+    let hist = dir.0.join("h.jsonl");
+    let (addr, h) = (s.addr(), hist.to_str().unwrap().to_string());
+    let run = std::thread::spawn(move || {
+        check(&["shared", "redis", "--server", &addr, "--threads", "4", "--timeout", "1s", "--history", &h, "--json"])
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    s.signal("-STOP");
+    let out = run.join().expect("checker thread");
+    s.signal("-CONT");
+    let rep = json_of(&out);
+    assert_eq!(out.status.code(), Some(1), "the timeouts are errors: {rep}");
+    assert_eq!(rep["errors"]["timeout"], 4, "{rep}");
+    assert_eq!(rep["unknown_ops"], 4, "{rep}");
+    assert_eq!(rep["linearizable"], true, "{rep}");
+    let unknown = history_of(&hist).into_iter().filter(|o| o["completed_ns"].is_null()).count();
+    assert_eq!(unknown, 4);
+}

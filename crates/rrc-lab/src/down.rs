@@ -1,7 +1,7 @@
 //! `rrc lab down`: removes every process, namespace, link, cgroup and
 //! directory of the lab. It does not trust lab.json: everything is found by
 //! its name (the rrc-lab-* network namespaces, the rrc-lab cgroup tree,
-//! /var/lib/rrc-lab, /run/rrc-lab, the registry's containers in rrc-lab-*
+//! /var/lib/rrc-lab, /run/rrc-lab, the etcd members' /dev/shm/rrc-lab-etcd, the registry's containers in rrc-lab-*
 //! namespaces), so that it also cleans up after a lab, or the `rrc` that
 //! built it, crashed midway. With nothing there it does nothing and
 //! succeeds. Every step is tried even when an earlier one failed; the
@@ -91,7 +91,7 @@ pub fn down() -> Result<DownReport, LabError> {
     }
 
     // 4. Directories.
-    for dir in [STATE_ROOT, RUN_DIR] {
+    for dir in [STATE_ROOT, RUN_DIR, crate::etcd::DATA_ROOT] {
         match std::fs::remove_dir_all(dir) {
             Ok(()) => rep.removed.push(dir.to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -7,6 +7,8 @@
 //! - [`up`] builds it and records the topology in /run/rrc-lab/lab.json;
 //! - [`exec`] runs a command on a host (its netns and cgroup);
 //! - [`kill`] is a fail-stop of a host (links cut, every process killed);
+//! - [`partition`] cuts and heals what one host hears, and freezes hosts;
+//! - [`etcd`] is the lab's etcd cluster (a member on each server host);
 //! - [`status`] reports the topology and what is alive;
 //! - [`down`] removes everything, also after a crash.
 //!
@@ -15,10 +17,12 @@
 pub mod cgroup;
 pub mod down;
 pub mod error;
+pub mod etcd;
 pub mod exec;
 pub mod ip;
 pub mod kill;
 pub mod ns;
+pub mod partition;
 pub mod state;
 pub mod topology;
 pub mod up;

@@ -1,6 +1,7 @@
 //! The lab's fixed topology: which hosts, which networks, which addresses.
 //!
-//! Hosts are network namespaces `rrc-lab-<host>`; the wires are two
+//! Hosts are network namespaces `rrc-lab-<host>` (client, a, b, c, and
+//! e1, e2, e3 for etcd); the wires are two
 //! bridges, `front` (client-facing) and `repl` (replication), in a switch
 //! namespace `rrc-lab-switch`. Every address comes from the benchmarking
 //! range of RFC 2544 (198.18.0.0/15), which no real network routes, and no
@@ -53,17 +54,30 @@ pub const NETWORKS: [NetworkDef; 2] = [FRONT, REPL];
 pub struct HostDef {
     pub name: &'static str,
     pub role: &'static str,
-    pub front: &'static str,
+    /// The etcd hosts are not on the client-facing network.
+    pub front: Option<&'static str>,
     /// The client is not on the replication network.
     pub repl: Option<&'static str>,
 }
 
-pub const HOSTS: [HostDef; 4] = [
-    HostDef { name: "client", role: "client", front: "198.18.0.10", repl: None },
-    HostDef { name: "a", role: "server", front: "198.18.0.1", repl: Some("198.19.0.1") },
-    HostDef { name: "b", role: "server", front: "198.18.0.2", repl: Some("198.19.0.2") },
-    HostDef { name: "c", role: "spare", front: "198.18.0.3", repl: Some("198.19.0.3") },
+/// The hosts. e1, e2 and e3 each run one member of the lab's etcd cluster
+/// (issue 15) and nothing else: the service hosts' failures, one after the
+/// other (a primary, then the backup that replaced it), leave etcd its
+/// quorum, as a deployment whose etcd runs on machines of its own.
+pub const HOSTS: [HostDef; 7] = [
+    HostDef { name: "client", role: "client", front: Some("198.18.0.10"), repl: None },
+    HostDef { name: "a", role: "server", front: Some("198.18.0.1"), repl: Some("198.19.0.1") },
+    HostDef { name: "b", role: "server", front: Some("198.18.0.2"), repl: Some("198.19.0.2") },
+    HostDef { name: "c", role: "spare", front: Some("198.18.0.3"), repl: Some("198.19.0.3") },
+    HostDef { name: "e1", role: "etcd", front: None, repl: Some("198.19.0.11") },
+    HostDef { name: "e2", role: "etcd", front: None, repl: Some("198.19.0.12") },
+    HostDef { name: "e3", role: "etcd", front: None, repl: Some("198.19.0.13") },
 ];
+
+/// Whether a host of this role runs an rrc agent (servers and the spare).
+pub fn runs_agent(role: &str) -> bool {
+    role == "server" || role == "spare"
+}
 
 impl HostDef {
     pub fn netns(&self) -> String {
@@ -72,7 +86,10 @@ impl HostDef {
 
     /// (network, address) for every network the host is on.
     pub fn links(&self) -> Vec<(NetworkDef, &'static str)> {
-        let mut v = vec![(FRONT, self.front)];
+        let mut v = Vec::new();
+        if let Some(f) = self.front {
+            v.push((FRONT, f));
+        }
         if let Some(r) = self.repl {
             v.push((REPL, r));
         }
@@ -107,6 +124,10 @@ pub struct Lab {
     /// (`rrc lab up --insecure-no-auth`).
     #[serde(default)]
     pub key_file: Option<String>,
+    /// Whether `up` started the etcd cluster (a member on each of e1, e2, e3) and
+    /// gave the agents its endpoints; false with `rrc lab up --no-etcd`.
+    #[serde(default)]
+    pub etcd: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -179,6 +200,7 @@ impl Lab {
                 .collect(),
             agents: false,
             key_file: None,
+            etcd: false,
         }
     }
 
@@ -199,7 +221,9 @@ mod tests {
     fn design_is_as_documented() {
         let lab = Lab::design("t".into());
         let names: Vec<_> = lab.hosts.iter().map(|h| h.netns.as_str()).collect();
-        assert_eq!(names, ["rrc-lab-client", "rrc-lab-a", "rrc-lab-b", "rrc-lab-c"]);
+        assert_eq!(names, ["rrc-lab-client", "rrc-lab-a", "rrc-lab-b", "rrc-lab-c", "rrc-lab-e1", "rrc-lab-e2", "rrc-lab-e3"]);
+        let e1 = lab.host("e1").unwrap();
+        assert_eq!((e1.links.len(), e1.links[0].address.as_str()), (1, "198.19.0.11/24"), "etcd hosts: replication network only");
         let client = lab.host("client").unwrap();
         assert_eq!(client.links.len(), 1, "the client is not on the replication network");
         assert_eq!(client.links[0].address, "198.18.0.10/24");

@@ -16,7 +16,7 @@ use crate::topology::{Lab, CGROUP_ROOT, HOSTS, KEY_FILE, LAB_JSON, NETWORKS, RUN
 /// What of a lab exists now (empty when the machine is clean).
 pub fn existing() -> Result<Vec<String>, LabError> {
     let mut found = Vec::new();
-    for p in [LAB_JSON, RUN_DIR, STATE_ROOT, CGROUP_ROOT] {
+    for p in [LAB_JSON, RUN_DIR, STATE_ROOT, CGROUP_ROOT, crate::etcd::DATA_ROOT] {
         if Path::new(p).exists() {
             found.push(p.to_string());
         }
@@ -31,7 +31,10 @@ pub fn existing() -> Result<Vec<String>, LabError> {
 /// `rrc_exe` is the `rrc` binary the agents run as (`rrc agent`). With
 /// `authenticated`, the agents share a key made for this lab
 /// ([`KEY_FILE`]); without, they run `--insecure-no-auth`.
-pub fn up(rrc_exe: &Path, authenticated: bool) -> Result<Lab, LabError> {
+/// With `etcd`, the agents keep their services' views in an etcd cluster
+/// started for the lab ([`crate::etcd`]); without, they run without views
+/// (no fencing, as `rrc status` says).
+pub fn up(rrc_exe: &Path, authenticated: bool, etcd: bool) -> Result<Lab, LabError> {
     let found = existing()?;
     if !found.is_empty() {
         return Err(LabError::AlreadyUp { found: format!("found: {}", found.join(", ")) });
@@ -39,6 +42,7 @@ pub fn up(rrc_exe: &Path, authenticated: bool) -> Result<Lab, LabError> {
     let mut lab = Lab::design(state::now_rfc3339());
     lab.agents = true;
     lab.key_file = authenticated.then(|| KEY_FILE.to_string());
+    lab.etcd = etcd;
     match build(&lab, rrc_exe) {
         Ok(()) => Ok(lab),
         Err(e) => {
@@ -125,11 +129,15 @@ fn build(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
         std::fs::create_dir(&h.cgroup).map_err(io(format!("creating the cgroup {}", h.cgroup)))?;
     }
     state::save(lab)?;
+    if lab.etcd {
+        crate::etcd::start(lab)?;
+    }
     start_agents(lab, rrc_exe)?;
     Ok(())
 }
 
-/// Starts one `rrc agent` per server host (a, b, c) through
+/// Starts one `rrc agent` per server host (a, b, c) (with the lab's etcd
+/// endpoints when the lab has etcd) through
 /// [`crate::exec::command`]: in the host's network namespace and cgroup,
 /// so that `rrc lab kill HOST` ends its agent with everything else of the
 /// host and `rrc lab down` finds it. Each agent listens for its peers on
@@ -137,9 +145,9 @@ fn build(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
 /// [`crate::topology::agent_socket`]; its log is STATE_DIR/agent.log.
 /// Returns once every agent accepts connections on its CLI socket.
 pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
-    use crate::topology::{agent_socket, AGENT_PORT, HOSTS};
+    use crate::topology::{agent_socket, runs_agent, AGENT_PORT, HOSTS};
     use std::ffi::OsString;
-    let servers: Vec<_> = HOSTS.iter().filter(|h| h.repl.is_some()).collect();
+    let servers: Vec<_> = HOSTS.iter().filter(|h| runs_agent(h.role)).collect();
     for h in &servers {
         let host = lab.host(h.name).ok_or_else(|| LabError::Other(format!("host {} missing from lab.json", h.name)))?;
         let sock = agent_socket(h.name);
@@ -169,6 +177,11 @@ pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
         match &lab.key_file {
             Some(k) => argv.extend(["--key-file".into(), k.into()]),
             None => argv.push("--insecure-no-auth".into()),
+        }
+        if lab.etcd {
+            argv.push("--etcd".into());
+            let index = servers.iter().position(|x| x.name == h.name).unwrap_or(0);
+            argv.push(crate::etcd::client_urls(index).join(",").into());
         }
         for p in servers.iter().filter(|p| p.name != h.name) {
             argv.push("--peer".into());

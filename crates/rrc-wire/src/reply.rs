@@ -166,6 +166,40 @@ pub struct ServiceStatus {
     /// Backup: its gate's counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateCounters>,
+    /// The service's view in etcd and this host's lease in it (issue 15);
+    /// None: the agents keep no views, nothing fences a host another
+    /// believes failed.
+    #[serde(default)]
+    pub view: Option<ViewStatus>,
+}
+
+/// A service's view as this host holds it, and its lease (crates/rrc-view).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewStatus {
+    pub number: u64,
+    pub primary: String,
+    pub backup: Option<String>,
+    pub spares: Vec<String>,
+    /// acting (holds the lease), fenced (lease ran out: acts in nothing),
+    /// stood_down (a later view replaced this one).
+    pub standing: String,
+    pub lease_ms: u64,
+    /// Left of this host's lease (0: ended).
+    pub lease_remaining_ms: u64,
+    pub renewals: u64,
+    pub failed_renewals: u64,
+    /// Times this host fenced itself (its lease near its end).
+    #[serde(default)]
+    pub fences: u64,
+    /// Silences of the peer that started a view change.
+    pub suspicions: u64,
+    /// Of those, the ones where the peer was heard again before the
+    /// change was applied (cancelled).
+    pub false_suspicions: u64,
+    /// View changes this host made.
+    pub view_changes: u64,
+    /// The etcd endpoints this agent uses.
+    pub etcd: Vec<String>,
 }
 
 impl ServiceStatus {
@@ -195,6 +229,7 @@ impl ServiceStatus {
             failovers: None,
             stats,
             gate: None,
+            view: None,
         }
     }
 }

@@ -36,7 +36,7 @@ pub fn lab_agents() -> Option<Vec<AgentRef>> {
     Some(
         lab.hosts
             .iter()
-            .filter(|h| h.role != "client")
+            .filter(|h| rrc_lab::topology::runs_agent(&h.role))
             .map(|h| AgentRef { host: h.name.clone(), socket: rrc_lab::agent_socket(&h.name) })
             .collect(),
     )

@@ -55,6 +55,15 @@ pub struct AgentArgs {
     /// closed test network only; `rrc status` says so.
     #[arg(long, conflicts_with = "key_file")]
     pub insecure_no_auth: bool,
+    /// etcd's client endpoints, comma-separated (e.g.
+    /// http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379):
+    /// the services' views and this host's leases live there, so that a
+    /// host another believes failed is fenced before anyone takes its
+    /// place (docs/failover.md "Views and fencing"). Every agent of a
+    /// deployment names the same cluster. Without it, no fencing: `rrc
+    /// status` says so.
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub etcd: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -101,6 +110,7 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         log_dir: a.log_dir,
         auth,
         key_file: a.key_file,
+        etcd: a.etcd.into_iter().filter(|e| !e.trim().is_empty()).collect(),
     };
     rrc_agent::run(cfg)?;
     Ok(ExitCode::SUCCESS)

@@ -16,7 +16,7 @@ pub struct LabArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
-    /// Build the lab: namespaces rrc-lab-{client,a,b,c} and rrc-lab-switch,
+    /// Build the lab: namespaces rrc-lab-{client,a,b,c,e1,e2,e3} and rrc-lab-switch,
     /// the front (198.18.0.0/24) and repl (198.19.0.0/24) networks, a state
     /// directory and a cgroup per host; record it in /run/rrc-lab/lab.json.
     ///
@@ -40,8 +40,36 @@ pub enum LabCmd {
     /// veths deleted in the switch), then every process of it is killed
     /// (cgroup.kill; also anything else in its network namespace).
     Kill(LabKillArgs),
+    /// Cut HOST from FROM: another host (the two no longer hear each
+    /// other, each still hears the rest), `all` (HOST hears no one, and
+    /// keeps running) or `etcd` (HOST reaches no etcd member but its own,
+    /// which has no quorum). Undone by `rrc lab heal`.
+    Cut(LabCutArgs),
+    /// Remove every cut on every host.
+    Heal(JsonFlag),
+    /// Stop every process of HOST (its agent, etcd member and services)
+    /// with the cgroup freezer, as SIGSTOP to all of them would.
+    Freeze(LabHostArg),
+    /// Resume the processes of a frozen HOST.
+    Thaw(LabHostArg),
     /// Show hosts, addresses, link state, alive/killed, process counts.
     Status(JsonFlag),
+}
+
+#[derive(Args, Debug)]
+pub struct LabCutArgs {
+    /// client, a, b or c.
+    pub host: String,
+    /// Another host, `all` or `etcd`.
+    pub from: String,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+#[derive(Args, Debug)]
+pub struct LabHostArg {
+    /// client, a, b or c.
+    pub host: String,
 }
 
 #[derive(Args, Debug)]
@@ -50,6 +78,10 @@ pub struct LabUpArgs {
     /// `rrc status` then says the agents are unauthenticated).
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// Start no etcd cluster: the agents then keep no views and nothing
+    /// fences a host that another believes failed (`rrc status` says so).
+    #[arg(long)]
+    pub no_etcd: bool,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -73,17 +105,45 @@ pub struct LabKillArgs {
 
 pub fn run(a: LabArgs) -> Result<ExitCode> {
     match a.cmd {
-        LabCmd::Up(u) => up(u.json.json, !u.insecure_no_auth),
+        LabCmd::Up(u) => up(u.json.json, !u.insecure_no_auth, !u.no_etcd),
         LabCmd::Down(j) => down(j.json),
         LabCmd::Exec(e) => Ok(exec(e)),
         LabCmd::Kill(k) => kill(k),
+        LabCmd::Cut(c) => {
+            let rep = rrc_lab::partition::cut(&c.host, &rrc_lab::partition::Target::parse(&c.from))?;
+            if c.json.json {
+                println!("{}", serde_json::to_string(&rep)?);
+            } else {
+                println!("host {} cut from {}: {}", rep.host, rep.from, rep.rules.join("; "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCmd::Heal(j) => {
+            let healed = rrc_lab::partition::heal()?;
+            if j.json {
+                println!("{}", serde_json::json!({ "healed": healed }));
+            } else {
+                println!("cuts removed on: {}", if healed.is_empty() { "no host had any".into() } else { healed.join(", ") });
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCmd::Freeze(h) => {
+            rrc_lab::partition::freeze(&h.host, true)?;
+            println!("host {} frozen", h.host);
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCmd::Thaw(h) => {
+            rrc_lab::partition::freeze(&h.host, false)?;
+            println!("host {} thawed", h.host);
+            Ok(ExitCode::SUCCESS)
+        }
         LabCmd::Status(j) => status(j.json),
     }
 }
 
-fn up(json: bool, authenticated: bool) -> Result<ExitCode> {
+fn up(json: bool, authenticated: bool, etcd: bool) -> Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the rrc binary for the agents")?;
-    let lab = rrc_lab::up(&exe, authenticated)?;
+    let lab = rrc_lab::up(&exe, authenticated, etcd)?;
     if json {
         println!("{}", serde_json::to_string(&lab)?);
     } else {
@@ -91,6 +151,11 @@ fn up(json: bool, authenticated: bool) -> Result<ExitCode> {
         match &lab.key_file {
             Some(k) => println!("agents authenticate each other with the key {k}"),
             None => println!("agents run WITHOUT peer authentication (--insecure-no-auth)"),
+        }
+        if lab.etcd {
+            println!("etcd: a member on each of e1, e2, e3 ({}); the agents keep their services' views there", rrc_lab::etcd::client_urls(0).join(","));
+        } else {
+            println!("no etcd (--no-etcd): the agents keep no views, and nothing fences a host another believes failed");
         }
         for h in &lab.hosts {
             let addrs: Vec<String> = h.links.iter().map(|l| format!("{} {}", l.network, l.address)).collect();

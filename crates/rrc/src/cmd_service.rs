@@ -428,6 +428,7 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 p.precopy_us,
             );
         }
+        print_fencing(s);
         if let Some(g) = s.backup_view.as_ref().and_then(|b| b.gate.as_ref()) {
             println!(
                 "    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded",
@@ -639,4 +640,34 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
         println!("committed state of {} (epoch {}) written to {}", a.name, v.epoch, v.image);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The view and each host's lease (issue 15), or that there is none.
+fn print_fencing(s: &ServiceView) {
+    let parts: Vec<&ServiceStatus> = [s.primary_view.as_ref(), s.backup_view.as_ref()].into_iter().flatten().collect();
+    if parts.iter().all(|p| p.view.is_none()) {
+        println!("    NO FENCING: the agents keep no views (started without --etcd); a host believed failed is not stopped, and two could serve at once");
+        return;
+    }
+    for p in parts {
+        match &p.view {
+            Some(v) => println!(
+                "    view {} (primary {}, backup {}): host {} {}, lease {} ms, {} ms left ({} renewals, {} failed, {} fences); suspicions {} ({} false), view changes {}",
+                v.number,
+                v.primary,
+                v.backup.as_deref().unwrap_or("none"),
+                p.host,
+                v.standing.to_uppercase(),
+                v.lease_ms,
+                v.lease_remaining_ms,
+                v.renewals,
+                v.failed_renewals,
+                v.fences,
+                v.suspicions,
+                v.false_suspicions,
+                v.view_changes,
+            ),
+            None => println!("    host {}: no view (its agent runs without --etcd): NOT FENCED", p.host),
+        }
+    }
 }

@@ -78,7 +78,7 @@ enum Cmd {
     /// Remove containers: kill every process in the cgroup, remove the
     /// cgroup and the registry entry.
     Kill(cmd_ps::KillArgs),
-    /// The lab: hosts client, a, b, c on this machine as network namespaces.
+    /// The lab: hosts client, a, b, c (and e1, e2, e3 for etcd) on this machine as network namespaces.
     ///
     /// `up`, `down`, `exec HOST -- CMD`, `kill HOST`, `status`. `up` starts
     /// an agent on a, b and c, sharing a key it makes. See docs/lab.md.

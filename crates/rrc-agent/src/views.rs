@@ -1,0 +1,389 @@
+//! The agent's side of views and leases (issue 15; Tardigrade §3.2): the
+//! I/O and the acting around rrc-view's decisions.
+//!
+//! One [`ServiceView`] per service this host has a part in, kept by the
+//! agent apart from the role objects so that it outlives a change of role
+//! (backup -> live -> re-protected primary). Two threads per service:
+//! - the renewer: a linearizable read of the view key every `lease / 4`;
+//!   what it finds goes to the [`Keeper`];
+//! - the watch: every 10 ms, fences the role before its lease ends (the
+//!   renewer may be stuck in a request that etcd does not answer), and
+//!   silences the heartbeats of a host fenced for a whole lease, so that
+//!   its peer, if it can reach etcd, takes over.
+//!
+//! A peer's silence runs [`ServiceView::suspect`]: a compare-and-swap to
+//! the next view, retried while etcd cannot be reached and cancelled if
+//! the peer is heard again first; the caller acts only on `Act`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rrc_view::{Action, Answer, Change, Etcd, Found, Keeper, Keys, Next, Request, Standing, Suspicion, Swap, View};
+use rrc_wire::reply::ViewStatus;
+
+use crate::{lock, Agent};
+
+/// Each etcd request, to one endpoint. Short against the lease (1 s by
+/// default): a renewal stuck longer than this is a failed one.
+pub const ETCD_TIMEOUT: Duration = Duration::from_millis(200);
+/// Between two attempts of a view change that etcd did not answer.
+const RETRY_EVERY: Duration = Duration::from_millis(100);
+/// How often the watch thread looks at the lease.
+const WATCH_EVERY: Duration = Duration::from_millis(10);
+/// The default lease of a service's views.
+pub const DEFAULT_LEASE: Duration = Duration::from_millis(1000);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    suspicions: u64,
+    false_suspicions: u64,
+    view_changes: u64,
+}
+
+/// What a suspicion came to.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The proposed view is installed: act in it now (its wait is done).
+    Act(View),
+    /// Another view (or none) replaced ours: the service must go here.
+    StoodDown(Found),
+    /// The peer was heard again; the old view stands.
+    Cancelled,
+    /// The service is stopping.
+    Stopped,
+}
+
+pub struct ServiceView {
+    service: String,
+    me: String,
+    etcd: Arc<Etcd>,
+    key: String,
+    keeper: Mutex<Keeper>,
+    stop: AtomicBool,
+    suspecting: AtomicBool,
+    counts: Mutex<Counts>,
+    fenced_since: Mutex<Option<Instant>>,
+    silenced: AtomicBool,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl ServiceView {
+    /// The service's first view, made by its primary before anything else
+    /// (`rrc run`): refused if the service has a view already.
+    pub fn create(etcd: &Arc<Etcd>, me: &str, service: &str, first: View) -> Result<Arc<ServiceView>> {
+        let key = Keys::of(service)?.view();
+        let sent = Instant::now();
+        match etcd.swap_view(&key, 0, &first).with_context(|| format!("creating service {service}'s view in etcd"))? {
+            Swap::Done { rev } => Ok(Self::new(etcd, me, service, key, Keeper::new(me, first, rev, sent))),
+            Swap::Refused(Found::At { view, .. }) => bail!(
+                "service {service} already has a view in etcd (view {}, primary {}, backup {}): it runs, or ran and was not stopped; `rrc stop {service}` where it runs first",
+                view.number,
+                view.primary,
+                view.backup.as_deref().unwrap_or("none")
+            ),
+            Swap::Refused(Found::Absent) => bail!("etcd refused to create service {service}'s view, yet holds none"),
+        }
+    }
+
+    /// A backup joining: the view must name this host as the backup of
+    /// `primary`.
+    pub fn join(etcd: &Arc<Etcd>, me: &str, service: &str, primary: &str) -> Result<Arc<ServiceView>> {
+        let key = Keys::of(service)?.view();
+        let sent = Instant::now();
+        match etcd.read_view(&key).with_context(|| format!("reading service {service}'s view in etcd"))? {
+            Found::At { view, rev } if view.backup.as_deref() == Some(me) && view.primary == primary => Ok(Self::new(etcd, me, service, key, Keeper::new(me, view, rev, sent))),
+            Found::At { view, .. } => bail!(
+                "etcd's view {} of service {service} has primary {} and backup {}, not {primary} and {me}",
+                view.number,
+                view.primary,
+                view.backup.as_deref().unwrap_or("none")
+            ),
+            Found::Absent => bail!("service {service} has no view in etcd: its primary {primary} must make one first (is it running with --etcd?)"),
+        }
+    }
+
+    fn new(etcd: &Arc<Etcd>, me: &str, service: &str, key: String, keeper: Keeper) -> Arc<ServiceView> {
+        Arc::new(ServiceView {
+            service: service.into(),
+            me: me.into(),
+            etcd: etcd.clone(),
+            key,
+            keeper: Mutex::new(keeper),
+            stop: AtomicBool::new(false),
+            suspecting: AtomicBool::new(false),
+            counts: Mutex::new(Counts::default()),
+            fenced_since: Mutex::new(None),
+            silenced: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn view(&self) -> View {
+        lock(&self.keeper).view().clone()
+    }
+
+    /// Whether this host may act at this moment.
+    pub fn holds(&self) -> bool {
+        lock(&self.keeper).holds(Instant::now())
+    }
+
+    /// Starts the renewer and the watch; their actions go to `agent`.
+    pub fn start(self: &Arc<Self>, agent: &Arc<Agent>) -> Result<()> {
+        let (me, a) = (self.clone(), Arc::downgrade(agent));
+        let renewer = std::thread::Builder::new().name(format!("lease-{}", self.service)).spawn(move || me.renew_loop(&a))?;
+        let (me, a) = (self.clone(), Arc::downgrade(agent));
+        let watch = std::thread::Builder::new().name(format!("fence-{}", self.service)).spawn(move || me.watch_loop(&a))?;
+        lock(&self.threads).extend([renewer, watch]);
+        Ok(())
+    }
+
+    fn renew_loop(self: &Arc<Self>, agent: &Weak<Agent>) {
+        while !self.stop.load(Ordering::Relaxed) {
+            let every = lock(&self.keeper).timing().renew_every;
+            let sent = Instant::now();
+            let r = self.etcd.read_view(&self.key);
+            let now = Instant::now();
+            let action = {
+                let mut k = lock(&self.keeper);
+                match r {
+                    Ok(found) => k.renewed(sent, found, now),
+                    Err(e) => {
+                        tracing::warn!(service = %self.service, "lease renewal failed: {e}");
+                        k.renewal_failed(now)
+                    }
+                }
+            };
+            if let Some(a) = action {
+                self.apply(agent, a);
+            }
+            if lock(&self.keeper).standing() == Standing::StoodDown {
+                return;
+            }
+            std::thread::sleep(every.saturating_sub(sent.elapsed()));
+        }
+    }
+
+    fn watch_loop(self: &Arc<Self>, agent: &Weak<Agent>) {
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let (action, standing, lease) = {
+                let mut k = lock(&self.keeper);
+                let a = k.tick(now);
+                (a, k.standing(), k.timing().lease)
+            };
+            if let Some(a) = action {
+                self.apply(agent, a);
+            }
+            match standing {
+                Standing::StoodDown => return,
+                Standing::Fenced => {
+                    let since = *lock(&self.fenced_since);
+                    if since.is_some_and(|s| now.duration_since(s) >= lease) && !self.silenced.swap(true, Ordering::Relaxed) {
+                        tracing::error!(service = %self.service, "fenced for a whole lease: heartbeats stop, so that the peer takes over if it can reach etcd");
+                        if let Some(a) = agent.upgrade() {
+                            a.silence_heartbeats(&self.service, true);
+                        }
+                    }
+                }
+                Standing::Acting => {}
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+    }
+
+    fn apply(self: &Arc<Self>, agent: &Weak<Agent>, action: Action) {
+        let Some(agent) = agent.upgrade() else { return };
+        match action {
+            Action::Fence => {
+                *lock(&self.fenced_since) = Some(Instant::now());
+                tracing::error!(service = %self.service, "lease about to end (etcd unreachable): FENCED, this host releases nothing for the service");
+                agent.fence(&self.service, true);
+            }
+            Action::Unfence => {
+                *lock(&self.fenced_since) = None;
+                tracing::warn!(service = %self.service, "lease renewed in the same view: acting again");
+                agent.fence(&self.service, false);
+                if self.silenced.swap(false, Ordering::Relaxed) {
+                    agent.silence_heartbeats(&self.service, false);
+                }
+            }
+            Action::StandDown { by } => {
+                let why = stand_down_reason(&self.service, &by);
+                tracing::error!(service = %self.service, "{why}");
+                // not on this thread: standing down joins it
+                let service = self.service.clone();
+                let _ = std::thread::Builder::new().name(format!("down-{service}")).spawn(move || agent.stand_down(&service, &why));
+            }
+        }
+    }
+
+    /// The peer was found silent: propose `change` and see it through.
+    /// `heard` counts the peer's datagrams (it moves: the peer is alive).
+    /// Blocks until the outcome; a suspicion already running makes this
+    /// one return `Cancelled` at once.
+    pub fn suspect(&self, change: Change, heard: &AtomicU64) -> Outcome {
+        if self.suspecting.swap(true, Ordering::AcqRel) {
+            return Outcome::Cancelled;
+        }
+        let out = self.run_suspicion(change, heard);
+        self.suspecting.store(false, Ordering::Release);
+        out
+    }
+
+    fn run_suspicion(&self, change: Change, heard: &AtomicU64) -> Outcome {
+        let heard_at_start = heard.load(Ordering::Relaxed);
+        let (old, rev) = {
+            let k = lock(&self.keeper);
+            (k.view().clone(), k.rev())
+        };
+        lock(&self.counts).suspicions += 1;
+        let now = Instant::now();
+        let (mut s, mut request) = match Suspicion::start(&self.me, &old, rev, &change, now, RETRY_EVERY) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::error!(service = %self.service, "no view change: {e}");
+                return Outcome::Cancelled;
+            }
+        };
+        tracing::warn!(service = %self.service, view = old.number, "peer silent: proposing view {} (primary {}, backup {})", s.proposed().number, s.proposed().primary, s.proposed().backup.as_deref().unwrap_or("none"));
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Outcome::Stopped;
+            }
+            if heard.load(Ordering::Relaxed) != heard_at_start {
+                s.peer_heard();
+            }
+            if let Request::Swap { next, .. } = &request {
+                lock(&self.keeper).propose(next.clone());
+            }
+            let sent = Instant::now();
+            let answer = match &request {
+                Request::Swap { rev, next } => match self.etcd.swap_view(&self.key, *rev, next) {
+                    Ok(Swap::Done { rev }) => Answer::Swapped { rev },
+                    Ok(Swap::Refused(found)) => Answer::Found(found),
+                    Err(e) => Answer::Unreachable(e.to_string()),
+                },
+                Request::Read => match self.etcd.read_view(&self.key) {
+                    Ok(found) => Answer::Found(found),
+                    Err(e) => Answer::Unreachable(e.to_string()),
+                },
+            };
+            if let Answer::Unreachable(e) = &answer {
+                tracing::warn!(service = %self.service, attempt = s.attempts, "view change: {e}; this host stays as it is");
+            }
+            match s.answered(answer, Instant::now()) {
+                Next::Act { view, rev, not_before } => {
+                    lock(&self.keeper).installed(view.clone(), rev, sent);
+                    lock(&self.counts).view_changes += 1;
+                    let wait = not_before.saturating_duration_since(Instant::now());
+                    tracing::warn!(service = %self.service, "view {} installed (primary {}, backup {}); acting in it in {} ms", view.number, view.primary, view.backup.as_deref().unwrap_or("none"), wait.as_millis());
+                    std::thread::sleep(wait);
+                    return Outcome::Act(view);
+                }
+                Next::StandDown { by } => {
+                    lock(&self.keeper).withdraw();
+                    return Outcome::StoodDown(by);
+                }
+                Next::Retry { request: r, at } => {
+                    request = r;
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                }
+                Next::Cancel => {
+                    lock(&self.keeper).withdraw();
+                    lock(&self.counts).false_suspicions += 1;
+                    tracing::warn!(service = %self.service, "the peer was heard again before the view changed: a false suspicion, view {} stands", old.number);
+                    return Outcome::Cancelled;
+                }
+            }
+        }
+    }
+
+    /// Re-protection: this host (the primary, alone) takes `spare` as its
+    /// backup, by compare-and-swap, before the spare is asked.
+    pub fn reprotect(&self, spare: &str) -> Result<View> {
+        let (old, rev) = {
+            let k = lock(&self.keeper);
+            (k.view().clone(), k.rev())
+        };
+        let next = old.successor(&self.me, &Change::Reprotect { spare: spare.into() })?;
+        let sent = Instant::now();
+        lock(&self.keeper).propose(next.clone());
+        match self.etcd.swap_view(&self.key, rev, &next) {
+            Ok(Swap::Done { rev }) => {
+                lock(&self.keeper).installed(next.clone(), rev, sent);
+                lock(&self.counts).view_changes += 1;
+                Ok(next)
+            }
+            Ok(Swap::Refused(found)) => {
+                lock(&self.keeper).withdraw();
+                bail!("{}", stand_down_reason(&self.service, &found))
+            }
+            // (left proposed: if it was applied, the renewer installs it)
+            Err(e) => Err(anyhow::Error::new(e).context("installing the re-protected view")),
+        }
+    }
+
+    /// `rrc stop` on the primary: the view goes (by compare-and-swap: a
+    /// view another host installed meanwhile stays).
+    pub fn remove(&self) {
+        let rev = lock(&self.keeper).rev();
+        match self.etcd.delete_view(&self.key, rev) {
+            Ok(Swap::Done { .. }) => tracing::info!(service = %self.service, "view removed from etcd"),
+            Ok(Swap::Refused(found)) => tracing::warn!(service = %self.service, "view left in etcd: {}", stand_down_reason(&self.service, &found)),
+            Err(e) => tracing::warn!(service = %self.service, "the view could not be removed from etcd: {e}"),
+        }
+    }
+
+    /// Ends both threads (waits for them unless called from one).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let me = std::thread::current().id();
+        for t in lock(&self.threads).drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+    }
+
+    pub fn status(&self) -> ViewStatus {
+        let k = lock(&self.keeper);
+        let st = k.status(Instant::now());
+        let v = k.view();
+        let c = *lock(&self.counts);
+        ViewStatus {
+            number: v.number,
+            primary: v.primary.clone(),
+            backup: v.backup.clone(),
+            spares: v.spares.clone(),
+            standing: match st.standing {
+                Standing::Acting => "acting",
+                Standing::Fenced => "fenced",
+                Standing::StoodDown => "stood_down",
+            }
+            .into(),
+            lease_ms: st.lease_ms,
+            lease_remaining_ms: st.remaining_ms,
+            renewals: st.renewals,
+            failed_renewals: st.failed_renewals,
+            fences: st.fences,
+            suspicions: c.suspicions,
+            false_suspicions: c.false_suspicions,
+            view_changes: c.view_changes,
+            etcd: self.etcd.endpoints().to_vec(),
+        }
+    }
+}
+
+pub(crate) fn stand_down_reason(service: &str, by: &Found) -> String {
+    match by {
+        Found::Absent => format!("service {service}'s view is gone from etcd (stopped elsewhere): standing down"),
+        Found::At { view, .. } => format!(
+            "service {service}: view {} (primary {}, backup {}) replaced the one this host acted in: standing down",
+            view.number,
+            view.primary,
+            view.backup.as_deref().unwrap_or("none")
+        ),
+    }
+}
