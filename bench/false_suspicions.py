@@ -70,7 +70,7 @@ def one_condition(cond, a):
                               capture_output=True, text=True, timeout=seconds + 120)
         rep = json.loads(load.stdout) if load.stdout.strip() else {"error": load.stderr[-2000:]}
         counts = views(name)
-        log(f"{cond}: {counts}; client ops {rep.get('ops')}, errors {rep.get('errors', {}).get('total')}")
+        log(f"{cond}: {counts}; client ops {rep.get('ops')}, errors {sum((rep.get('errors') or {}).values())}")
         return {"condition": cond, "seconds": seconds, "views": counts,
                 "client": {k: rep.get(k) for k in ("ops", "throughput_ops_s", "errors", "max_pause_ms", "ok")}}
     finally:
@@ -85,16 +85,25 @@ def plot(path, data):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = data["results"]
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     keys = ("suspicions", "false_suspicions", "view_changes", "fences")
     w = 0.2
+    top = 1.0
     for i, k in enumerate(keys):
-        vals = [sum(h.get(k, 0) for h in r["views"].values()) / (r["seconds"] / 3600) for r in rows]
-        ax.bar([x + i * w for x in range(len(rows))], vals, w, label=k.replace("_", " "))
-    ax.set_xticks([x + 1.5 * w for x in range(len(rows))], [r["condition"] for r in rows])
-    ax.set_ylabel("per hour (both hosts)")
-    ax.set_title(f"False suspicions with views in etcd, redis rr, {data['config']['rate']} ops/s\n{data['machine']['date_utc']}", fontsize=9)
+        counts = [sum(h.get(k, 0) for h in r["views"].values()) for r in rows]
+        rates = [c / (r["seconds"] / 3600) for c, r in zip(counts, rows)]
+        top = max(top, *rates)
+        xs = [x + i * w for x in range(len(rows))]
+        ax.bar(xs, rates, w, label=k.replace("_", " "))
+        for x, c, v in zip(xs, counts, rates):
+            ax.text(x, v, str(c), ha="center", va="bottom", fontsize=7)
+    ax.set_ylim(0, top * 1.2)
+    ax.set_xticks([x + 1.5 * w for x in range(len(rows))], [f"{r['condition']}\n{r['seconds'] / 60:.0f} min" for r in rows])
+    ax.set_ylabel("per hour, both hosts (labels: counts)")
     ax.legend(fontsize=8)
+    ax2.bar([r["condition"] for r in rows], [r["client"].get("max_pause_ms") or 0 for r in rows], color="0.5")
+    ax2.set_ylabel("client's longest wait for a reply, ms")
+    fig.suptitle(f"False suspicions, views in etcd, redis rr at {data['config']['rate']} ops/s, nothing killed; {data['machine']['date_utc']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
