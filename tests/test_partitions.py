@@ -76,8 +76,8 @@ def diagnosis(name, lines=40) -> str:
     return f"parts: {parts(name)}\n" + lab_diagnosis(lines)
 
 
-def start_service(name):
-    out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--mode", "rr", "--json", "--", *REDIS).stdout
+def start_service(name, extra=()):
+    out = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--mode", "rr", "--json", *extra, "--", *REDIS).stdout
     ip = json.loads(out)["service_ip"]
     wait_until(lambda: parts(name).get("a", (None, None))[1] == "acting" and parts(name).get("b", (None, None))[1] == "acting",
                30, "both hosts acting in view 1", diag=lambda: diagnosis(name))
@@ -136,9 +136,11 @@ def test_without_etcd_status_says_there_is_no_fencing():
 
 def test_views_in_etcd_and_a_second_run_of_the_service_is_refused(lab):
     name = "kv"
-    start_service(name)
+    p = cli("run", "--name", "short", "--primary", "a", "--backup", "b", "--lease", "100ms", "--", *REDIS, check=False)
+    assert p.returncode != 0 and "lease of 100 ms" in p.stderr, p.stderr
+    start_service(name, extra=("--lease", "1500ms"))
     st = cli("status", name).stdout
-    assert "view 1 (primary a, backup b)" in st and "ACTING" in st, st
+    assert "view 1 (primary a, backup b)" in st and "ACTING" in st and "lease 1500 ms" in st, st
     # the view is etcd's: the same service started from c (which holds no
     # part of it) is refused there
     p = cli("run", "--name", name, "--primary", "c", "--backup", "a", "--", *REDIS, check=False)

@@ -124,7 +124,8 @@ pub fn start(agent: &Arc<Agent>, spec: ServiceSpec) -> Result<ServiceStatus> {
     // that the view names it): refused if the service has one already.
     let view = match &agent.etcd {
         Some(etcd) => {
-            let first = rrc_view::View::first(&spec.primary, &spec.backup, &spec.spare.iter().cloned().collect::<Vec<_>>(), crate::views::DEFAULT_LEASE);
+            let lease = Duration::from_millis(spec.lease_ms);
+            let first = rrc_view::View::first(&spec.primary, &spec.backup, &spec.spare.iter().cloned().collect::<Vec<_>>(), lease);
             Some(crate::views::ServiceView::create(etcd, &agent.cfg.name, &spec.name, first)?)
         }
         None => None,

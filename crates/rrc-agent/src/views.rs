@@ -32,8 +32,6 @@ pub const ETCD_TIMEOUT: Duration = Duration::from_millis(200);
 const RETRY_EVERY: Duration = Duration::from_millis(100);
 /// How often the watch thread looks at the lease.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
-/// The default lease of a service's views.
-pub const DEFAULT_LEASE: Duration = Duration::from_millis(1000);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Counts {
@@ -67,6 +65,8 @@ pub struct ServiceView {
     fenced_since: Mutex<Option<Instant>>,
     silenced: AtomicBool,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Where actions go (set by `start`).
+    agent: std::sync::OnceLock<Weak<Agent>>,
 }
 
 impl ServiceView {
@@ -117,6 +117,7 @@ impl ServiceView {
             fenced_since: Mutex::new(None),
             silenced: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
+            agent: std::sync::OnceLock::new(),
         })
     }
 
@@ -131,6 +132,7 @@ impl ServiceView {
 
     /// Starts the renewer and the watch; their actions go to `agent`.
     pub fn start(self: &Arc<Self>, agent: &Arc<Agent>) -> Result<()> {
+        let _ = self.agent.set(Arc::downgrade(agent));
         let (me, a) = (self.clone(), Arc::downgrade(agent));
         let renewer = std::thread::Builder::new().name(format!("lease-{}", self.service)).spawn(move || me.renew_loop(&a))?;
         let (me, a) = (self.clone(), Arc::downgrade(agent));
@@ -223,7 +225,7 @@ impl ServiceView {
     /// `heard` counts the peer's datagrams (it moves: the peer is alive).
     /// Blocks until the outcome; a suspicion already running makes this
     /// one return `Cancelled` at once.
-    pub fn suspect(&self, change: Change, heard: &AtomicU64) -> Outcome {
+    pub fn suspect(self: &Arc<Self>, change: Change, heard: &AtomicU64) -> Outcome {
         if self.suspecting.swap(true, Ordering::AcqRel) {
             return Outcome::Cancelled;
         }
@@ -232,7 +234,7 @@ impl ServiceView {
         out
     }
 
-    fn run_suspicion(&self, change: Change, heard: &AtomicU64) -> Outcome {
+    fn run_suspicion(self: &Arc<Self>, change: Change, heard: &AtomicU64) -> Outcome {
         let heard_at_start = heard.load(Ordering::Relaxed);
         let (old, rev) = {
             let k = lock(&self.keeper);
@@ -275,7 +277,7 @@ impl ServiceView {
             }
             match s.answered(answer, Instant::now()) {
                 Next::Act { view, rev, not_before } => {
-                    lock(&self.keeper).installed(view.clone(), rev, sent);
+                    self.install(view.clone(), rev, sent);
                     lock(&self.counts).view_changes += 1;
                     let wait = not_before.saturating_duration_since(Instant::now());
                     tracing::warn!(service = %self.service, "view {} installed (primary {}, backup {}); acting in it in {} ms", view.number, view.primary, view.backup.as_deref().unwrap_or("none"), wait.as_millis());
@@ -300,9 +302,18 @@ impl ServiceView {
         }
     }
 
+    /// This host's swap installed `view`: the keeper moves to it (and a
+    /// fence of the old view's lease is lifted).
+    fn install(self: &Arc<Self>, view: View, rev: i64, sent: Instant) {
+        let action = lock(&self.keeper).installed(view, rev, sent);
+        if let (Some(a), Some(agent)) = (action, self.agent.get()) {
+            self.apply(agent, a);
+        }
+    }
+
     /// Re-protection: this host (the primary, alone) takes `spare` as its
     /// backup, by compare-and-swap, before the spare is asked.
-    pub fn reprotect(&self, spare: &str) -> Result<View> {
+    pub fn reprotect(self: &Arc<Self>, spare: &str) -> Result<View> {
         let (old, rev) = {
             let k = lock(&self.keeper);
             (k.view().clone(), k.rev())
@@ -312,7 +323,7 @@ impl ServiceView {
         lock(&self.keeper).propose(next.clone());
         match self.etcd.swap_view(&self.key, rev, &next) {
             Ok(Swap::Done { rev }) => {
-                lock(&self.keeper).installed(next.clone(), rev, sent);
+                self.install(next.clone(), rev, sent);
                 lock(&self.counts).view_changes += 1;
                 Ok(next)
             }

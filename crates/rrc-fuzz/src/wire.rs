@@ -208,6 +208,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         spare: Some("c".into()),
         snapshot: rrc_wire::msg::Snapshot::Copy,
         verify_replay: false,
+        lease_ms: 1000,
     };
     let replicate = Replicate { spec: spec.clone(), primary_addr: "198.19.0.1".into(), primary_hb_port: 40000, seeds: vec![rrc_wire::msg::ConnSeed {
             stream: rrc_gate::StreamSeed { client: "198.18.0.10:4000".parse().expect("an address"), server: "198.18.0.100:6379".parse().expect("an address"), client_isn: 1, server_isn: 2, client_syn: None, server_syn: None },

@@ -169,13 +169,21 @@ impl Keeper {
         self.proposed = None;
     }
 
-    /// This host's own compare-and-swap installed `view` at `rev`.
-    pub fn installed(&mut self, view: View, rev: i64, sent_at: Instant) {
+    /// This host's own compare-and-swap, sent at `sent_at`, installed
+    /// `view` at `rev`: the new view's lease runs from that send. A host
+    /// fenced meanwhile (etcd unreachable until the swap went through)
+    /// acts again: `Unfence`.
+    pub fn installed(&mut self, view: View, rev: i64, sent_at: Instant) -> Option<Action> {
         self.timing = LeaseTiming::of(&view);
         self.view = view;
         self.rev = rev;
         self.proposed = None;
         self.valid_until = self.valid_until.max(sent_at + self.timing.lease);
+        if self.standing == Standing::Fenced {
+            self.standing = Standing::Acting;
+            return Some(Action::Unfence);
+        }
+        None
     }
 
     /// A renewal sent at `sent_at` was answered at `now` with `found`.
@@ -195,9 +203,8 @@ impl Keeper {
             }
             // this host's own swap, seen applied before its answer came
             Found::At { view, rev } if self.proposed.as_ref() == Some(&view) => {
-                self.installed(view, rev, sent_at);
                 self.renewals += 1;
-                None
+                self.installed(view, rev, sent_at)
             }
             other => {
                 self.standing = Standing::StoodDown;
@@ -340,13 +347,24 @@ mod tests {
         assert_eq!(k.renewed(t0 + MS(10), Found::At { view: next.clone(), rev: 9 }, t0 + MS(12)), None);
         assert_eq!((k.standing(), k.rev(), k.role()), (Standing::Acting, 9, Some(Role::Primary)));
         // then the swap's answer
-        k.installed(next, 9, t0 + MS(5));
+        assert_eq!(k.installed(next, 9, t0 + MS(5)), None);
         assert!(k.holds(t0 + MS(500)));
         // another host's view is still a stand-down, proposal or not
         let mut k = Keeper::new("a", view(), 7, t0);
         k.propose(view().successor("a", &Change::DropBackup).unwrap());
         let theirs = Found::At { view: view().successor("b", &Change::PromoteBackup).unwrap(), rev: 8 };
         assert!(matches!(k.renewed(t0, theirs, t0), Some(Action::StandDown { .. })));
+    }
+
+    #[test]
+    fn a_fenced_host_whose_swap_goes_through_acts_in_the_new_view() {
+        let t0 = Instant::now();
+        let mut k = Keeper::new("b", view(), 7, t0);
+        assert_eq!(k.tick(t0 + MS(900)), Some(Action::Fence));
+        let next = view().successor("b", &Change::PromoteBackup).unwrap();
+        assert_eq!(k.installed(next, 9, t0 + MS(3000)), Some(Action::Unfence));
+        assert!(k.holds(t0 + MS(3500)));
+        assert_eq!(k.role(), Some(Role::Primary));
     }
 
     #[test]

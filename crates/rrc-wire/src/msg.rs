@@ -70,6 +70,11 @@ pub struct ServiceSpec {
     /// crates/rrc-agent/src/shadow.rs).
     #[serde(default)]
     pub verify_replay: bool,
+    /// With views in etcd (issue 15): the lease each host of the service's
+    /// views acts under; what a view change that moves the service IP
+    /// waits (rrc-view's lease.rs).
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
 }
 
 /// How an epoch's checkpoint is taken (docs/architecture.md, "The snapshot
@@ -131,6 +136,9 @@ impl ServiceSpec {
         if self.heartbeat_ms == 0 || self.heartbeat_ms > 60_000 || self.failure_ms <= self.heartbeat_ms || self.failure_ms > 600_000 {
             return bad(format!("heartbeat {} ms, failure after {} ms: use 1..=60000 ms and a longer failure time (at most 600000 ms)", self.heartbeat_ms, self.failure_ms));
         }
+        if !(500..=60_000).contains(&self.lease_ms) {
+            return bad(format!("lease of {} ms: use 500..=60000 (renewed every quarter, each renewal may take 200 ms)", self.lease_ms));
+        }
         if self.argv.is_empty() {
             return bad("no command given".into());
         }
@@ -152,6 +160,10 @@ fn default_heartbeat_ms() -> u64 {
 
 fn default_failure_ms() -> u64 {
     90
+}
+
+fn default_lease_ms() -> u64 {
+    1000
 }
 
 /// Fault injection, for tests and demos (`rrc fault`).
@@ -345,6 +357,7 @@ pub(crate) mod tests {
             spare: None,
             snapshot: Snapshot::Copy,
             verify_replay: false,
+            lease_ms: 1000,
         }
     }
 

@@ -80,9 +80,16 @@ pub struct RunArgs {
     /// Heartbeat period between the primary's and the backup's agents.
     #[arg(long, value_name = "DURATION", default_value = "30ms", value_parser = parse_duration)]
     pub heartbeat: Duration,
-    /// Silence after which an agent declares its peer failed and fails over.
+    /// Silence after which an agent suspects its peer: without views it
+    /// fails over at once; with views (agents run with --etcd) it starts a
+    /// view change.
     #[arg(long, value_name = "DURATION", default_value = "90ms", value_parser = parse_duration)]
     pub failure_timeout: Duration,
+    /// With views in etcd: the lease each host acts under (500ms..60s). A
+    /// host that cannot renew it stops releasing before it ends; a view
+    /// change that moves the service IP (the backup dropped) waits it out.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub lease: Duration,
     /// The service's IPv4 address (default in the lab: the first free one
     /// of 198.18.0.100-199).
     #[arg(long, value_name = "IP")]
@@ -347,6 +354,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             SnapshotArg::Copy => Snapshot::Copy,
         },
         verify_replay: a.verify_replay,
+        lease_ms: a.lease.as_millis() as u64,
     };
     if spec.failure_ms <= spec.heartbeat_ms {
         bail!("--failure-timeout ({} ms) must be longer than --heartbeat ({} ms)", spec.failure_ms, spec.heartbeat_ms);
