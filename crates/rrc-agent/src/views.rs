@@ -67,6 +67,11 @@ pub struct ServiceView {
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Where actions go (set by `start`).
     agent: std::sync::OnceLock<Weak<Agent>>,
+    /// Whether the fence is in place on this host, as last applied. Held
+    /// while applying: the watch fences and the renewer unfences, and the
+    /// network must end as the keeper's last word, not as the slower
+    /// thread's.
+    fence_applied: Mutex<bool>,
 }
 
 impl ServiceView {
@@ -118,6 +123,7 @@ impl ServiceView {
             silenced: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             agent: std::sync::OnceLock::new(),
+            fence_applied: Mutex::new(false),
         })
     }
 
@@ -201,12 +207,12 @@ impl ServiceView {
             Action::Fence => {
                 *lock(&self.fenced_since) = Some(Instant::now());
                 tracing::error!(service = %self.service, "lease about to end (etcd unreachable): FENCED, this host releases nothing for the service");
-                agent.fence(&self.service, true);
+                self.sync_fence(&agent);
             }
             Action::Unfence => {
                 *lock(&self.fenced_since) = None;
-                tracing::warn!(service = %self.service, "lease renewed in the same view: acting again");
-                agent.fence(&self.service, false);
+                tracing::warn!(service = %self.service, "lease held again: acting again");
+                self.sync_fence(&agent);
                 if self.silenced.swap(false, Ordering::Relaxed) {
                     agent.silence_heartbeats(&self.service, false);
                 }
@@ -218,6 +224,16 @@ impl ServiceView {
                 let service = self.service.clone();
                 let _ = std::thread::Builder::new().name(format!("down-{service}")).spawn(move || agent.stand_down(&service, &why));
             }
+        }
+    }
+
+    /// Puts the fence in place, or lifts it, as the keeper stands now.
+    fn sync_fence(&self, agent: &Agent) {
+        let mut applied = lock(&self.fence_applied);
+        let want = lock(&self.keeper).standing() == Standing::Fenced;
+        if *applied != want {
+            agent.fence(&self.service, want);
+            *applied = want;
         }
     }
 
