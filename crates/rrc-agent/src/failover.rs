@@ -658,16 +658,7 @@ pub fn primary_silent(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) -> crate:
     }
     let Some(heard) = b.heard() else { return Watch::Stop };
     let (agent, b) = (agent.clone(), b.clone());
-    let name = b.spec.name.clone();
-    let spawned = std::thread::Builder::new().name(format!("suspect-{name}")).spawn(move || match view.suspect(rrc_view::Change::PromoteBackup, &heard) {
-        crate::views::Outcome::Act(_) => primary_failed(&agent, &b, s),
-        crate::views::Outcome::StoodDown(by) => agent.stand_down(&b.spec.name, &crate::views::stand_down_reason(&b.spec.name, &by)),
-        crate::views::Outcome::Cancelled | crate::views::Outcome::Stopped => {}
-    });
-    if let Err(e) = spawned {
-        tracing::error!(service = %name, "no thread for the view change: {e}");
-    }
-    Watch::Continue
+    view.suspect_apart(rrc_view::Change::PromoteBackup, heard, move || primary_failed(&agent, &b, s))
 }
 
 /// The primary has failed: fail over to this host.

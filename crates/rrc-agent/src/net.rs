@@ -258,8 +258,7 @@ pub fn fence_service(svc: &str, front_if: &str, on: bool) -> Result<()> {
         iptables(&["-I", "FORWARD", "1", "-s", svc, "-j", "DROP"])?;
         unadvertise(svc, front_if);
     } else {
-        quietly("fence rule", iptables(&["-D", "FORWARD", "-s", svc, "-j", "DROP"]));
-        quietly("fence rule", iptables(&["-D", "FORWARD", "-d", svc, "-j", "DROP"]));
+        remove_fence(svc);
         advertise(svc, front_if)?;
         if let Ok(addr) = svc.parse() {
             gratuitous_arp(front_if, addr)?;

@@ -460,24 +460,12 @@ impl Primary {
         };
         let Some(heard) = lock(&self.hb).1.as_ref().map(|h| h.heard()) else { return Watch::Stop };
         let me = self.clone();
-        let spawned = std::thread::Builder::new().name(format!("suspect-{}", self.spec.name)).spawn(move || match view.suspect(rrc_view::Change::DropBackup, &heard) {
-            crate::views::Outcome::Act(_) => {
-                if let Some(hb) = lock(&me.hb).1.as_ref() {
-                    hb.signal_stop();
-                }
-                me.backup_failed(s);
+        view.suspect_apart(rrc_view::Change::DropBackup, heard, move || {
+            if let Some(hb) = lock(&me.hb).1.as_ref() {
+                hb.signal_stop();
             }
-            crate::views::Outcome::StoodDown(by) => {
-                if let Some(a) = me.agent.upgrade() {
-                    a.stand_down(&me.spec.name, &crate::views::stand_down_reason(&me.spec.name, &by));
-                }
-            }
-            crate::views::Outcome::Cancelled | crate::views::Outcome::Stopped => {}
-        });
-        if let Err(e) = spawned {
-            tracing::error!(service = %self.spec.name, "no thread for the view change: {e}");
-        }
-        Watch::Continue
+            me.backup_failed(s);
+        })
     }
 
     /// Fenced (issue 15). Replicating, this host shows clients nothing of
@@ -506,7 +494,6 @@ impl Primary {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
         self.stop(why);
-        crate::net::remove_fence(&self.spec.service_ip);
     }
 
     /// The backup host fell silent (RRC §3): the primary takes the service

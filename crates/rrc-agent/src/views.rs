@@ -11,9 +11,9 @@
 //!   silences the heartbeats of a host fenced for a whole lease, so that
 //!   its peer, if it can reach etcd, takes over.
 //!
-//! A peer's silence runs [`ServiceView::suspect`]: a compare-and-swap to
-//! the next view, retried while etcd cannot be reached and cancelled if
-//! the peer is heard again first; the caller acts only on `Act`.
+//! A peer's silence runs [`ServiceView::suspect_apart`]: a compare-and-swap
+//! to the next view, retried while etcd cannot be reached and cancelled if
+//! the peer is heard again first; the role acts only once it is applied.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -44,7 +44,7 @@ struct Counts {
 #[derive(Debug)]
 pub enum Outcome {
     /// The proposed view is installed: act in it now (its wait is done).
-    Act(View),
+    Act,
     /// Another view (or none) replaced ours: the service must go here.
     StoodDown(Found),
     /// The peer was heard again; the old view stands.
@@ -62,7 +62,6 @@ pub struct ServiceView {
     stop: AtomicBool,
     suspecting: AtomicBool,
     counts: Mutex<Counts>,
-    fenced_since: Mutex<Option<Instant>>,
     silenced: AtomicBool,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Where actions go (set by `start`).
@@ -82,12 +81,9 @@ impl ServiceView {
         let sent = Instant::now();
         match etcd.swap_view(&key, 0, &first).with_context(|| format!("creating service {service}'s view in etcd"))? {
             Swap::Done { rev } => Ok(Self::new(etcd, me, service, key, Keeper::new(me, first, rev, sent))),
-            Swap::Refused(Found::At { view, .. }) => bail!(
-                "service {service} already has a view in etcd (view {}, primary {}, backup {}): it runs, or ran and was not stopped; `rrc stop {service}` where it runs first",
-                view.number,
-                view.primary,
-                view.backup.as_deref().unwrap_or("none")
-            ),
+            Swap::Refused(Found::At { view, .. }) => {
+                bail!("service {service} already has a view in etcd ({view}): it runs, or ran and was not stopped; `rrc stop {service}` where it runs first")
+            }
             Swap::Refused(Found::Absent) => bail!("etcd refused to create service {service}'s view, yet holds none"),
         }
     }
@@ -99,12 +95,7 @@ impl ServiceView {
         let sent = Instant::now();
         match etcd.read_view(&key).with_context(|| format!("reading service {service}'s view in etcd"))? {
             Found::At { view, rev } if view.backup.as_deref() == Some(me) && view.primary == primary => Ok(Self::new(etcd, me, service, key, Keeper::new(me, view, rev, sent))),
-            Found::At { view, .. } => bail!(
-                "etcd's view {} of service {service} has primary {} and backup {}, not {primary} and {me}",
-                view.number,
-                view.primary,
-                view.backup.as_deref().unwrap_or("none")
-            ),
+            Found::At { view, .. } => bail!("etcd holds service {service}'s {view}, not primary {primary} and backup {me}"),
             Found::Absent => bail!("service {service} has no view in etcd: its primary {primary} must make one first (is it running with --etcd?)"),
         }
     }
@@ -119,7 +110,6 @@ impl ServiceView {
             stop: AtomicBool::new(false),
             suspecting: AtomicBool::new(false),
             counts: Mutex::new(Counts::default()),
-            fenced_since: Mutex::new(None),
             silenced: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             agent: std::sync::OnceLock::new(),
@@ -127,27 +117,18 @@ impl ServiceView {
         })
     }
 
-    pub fn view(&self) -> View {
-        lock(&self.keeper).view().clone()
-    }
-
-    /// Whether this host may act at this moment.
-    pub fn holds(&self) -> bool {
-        lock(&self.keeper).holds(Instant::now())
-    }
-
     /// Starts the renewer and the watch; their actions go to `agent`.
     pub fn start(self: &Arc<Self>, agent: &Arc<Agent>) -> Result<()> {
         let _ = self.agent.set(Arc::downgrade(agent));
-        let (me, a) = (self.clone(), Arc::downgrade(agent));
-        let renewer = std::thread::Builder::new().name(format!("lease-{}", self.service)).spawn(move || me.renew_loop(&a))?;
-        let (me, a) = (self.clone(), Arc::downgrade(agent));
-        let watch = std::thread::Builder::new().name(format!("fence-{}", self.service)).spawn(move || me.watch_loop(&a))?;
+        let me = self.clone();
+        let renewer = std::thread::Builder::new().name(format!("lease-{}", self.service)).spawn(move || me.renew_loop())?;
+        let me = self.clone();
+        let watch = std::thread::Builder::new().name(format!("fence-{}", self.service)).spawn(move || me.watch_loop())?;
         lock(&self.threads).extend([renewer, watch]);
         Ok(())
     }
 
-    fn renew_loop(self: &Arc<Self>, agent: &Weak<Agent>) {
+    fn renew_loop(self: &Arc<Self>) {
         while !self.stop.load(Ordering::Relaxed) {
             let every = lock(&self.keeper).timing().renew_every;
             let sent = Instant::now();
@@ -164,7 +145,7 @@ impl ServiceView {
                 }
             };
             if let Some(a) = action {
-                self.apply(agent, a);
+                self.apply(a);
             }
             if lock(&self.keeper).standing() == Standing::StoodDown {
                 return;
@@ -173,44 +154,42 @@ impl ServiceView {
         }
     }
 
-    fn watch_loop(self: &Arc<Self>, agent: &Weak<Agent>) {
+    fn watch_loop(self: &Arc<Self>) {
         while !self.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            let (action, standing, lease) = {
+            let (action, standing, fenced_a_lease) = {
                 let mut k = lock(&self.keeper);
                 let a = k.tick(now);
-                (a, k.standing(), k.timing().lease)
+                (a, k.standing(), k.fenced_for(now).is_some_and(|d| d >= k.timing().lease))
             };
             if let Some(a) = action {
-                self.apply(agent, a);
+                self.apply(a);
             }
-            match standing {
-                Standing::StoodDown => return,
-                Standing::Fenced => {
-                    let since = *lock(&self.fenced_since);
-                    if since.is_some_and(|s| now.duration_since(s) >= lease) && !self.silenced.swap(true, Ordering::Relaxed) {
-                        tracing::error!(service = %self.service, "fenced for a whole lease: heartbeats stop, so that the peer takes over if it can reach etcd");
-                        if let Some(a) = agent.upgrade() {
-                            a.silence_heartbeats(&self.service, true);
-                        }
-                    }
+            if standing == Standing::StoodDown {
+                return;
+            }
+            if fenced_a_lease && !self.silenced.swap(true, Ordering::Relaxed) {
+                tracing::error!(service = %self.service, "fenced for a whole lease: heartbeats stop, so that the peer takes over if it can reach etcd");
+                if let Some(a) = self.agent() {
+                    a.silence_heartbeats(&self.service, true);
                 }
-                Standing::Acting => {}
             }
             std::thread::sleep(WATCH_EVERY);
         }
     }
 
-    fn apply(self: &Arc<Self>, agent: &Weak<Agent>, action: Action) {
-        let Some(agent) = agent.upgrade() else { return };
+    fn agent(&self) -> Option<Arc<Agent>> {
+        self.agent.get().and_then(Weak::upgrade)
+    }
+
+    fn apply(self: &Arc<Self>, action: Action) {
+        let Some(agent) = self.agent() else { return };
         match action {
             Action::Fence => {
-                *lock(&self.fenced_since) = Some(Instant::now());
                 tracing::error!(service = %self.service, "lease about to end (etcd unreachable): FENCED, this host releases nothing for the service");
                 self.sync_fence(&agent);
             }
             Action::Unfence => {
-                *lock(&self.fenced_since) = None;
                 tracing::warn!(service = %self.service, "lease held again: acting again");
                 self.sync_fence(&agent);
                 if self.silenced.swap(false, Ordering::Relaxed) {
@@ -237,11 +216,36 @@ impl ServiceView {
         }
     }
 
+    /// The peer was found silent (on the heartbeat's monitor thread): the
+    /// suspicion runs on a thread of its own while the heartbeat goes on
+    /// counting the peer's datagrams (`heard`); `act` runs there once the
+    /// view of `change` is installed (and the removed host's lease waited
+    /// out), and a lost race stands this host down.
+    pub fn suspect_apart<F>(self: &Arc<Self>, change: Change, heard: Arc<AtomicU64>, act: F) -> crate::heartbeat::Watch
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let me = self.clone();
+        let spawned = std::thread::Builder::new().name(format!("suspect-{}", self.service)).spawn(move || match me.suspect(change, &heard) {
+            Outcome::Act => act(),
+            Outcome::StoodDown(by) => {
+                if let Some(a) = me.agent() {
+                    a.stand_down(&me.service, &stand_down_reason(&me.service, &by));
+                }
+            }
+            Outcome::Cancelled | Outcome::Stopped => {}
+        });
+        if let Err(e) = spawned {
+            tracing::error!(service = %self.service, "no thread for the view change: {e}");
+        }
+        crate::heartbeat::Watch::Continue
+    }
+
     /// The peer was found silent: propose `change` and see it through.
     /// `heard` counts the peer's datagrams (it moves: the peer is alive).
     /// Blocks until the outcome; a suspicion already running makes this
     /// one return `Cancelled` at once.
-    pub fn suspect(self: &Arc<Self>, change: Change, heard: &AtomicU64) -> Outcome {
+    fn suspect(self: &Arc<Self>, change: Change, heard: &AtomicU64) -> Outcome {
         if self.suspecting.swap(true, Ordering::AcqRel) {
             return Outcome::Cancelled;
         }
@@ -257,15 +261,14 @@ impl ServiceView {
             (k.view().clone(), k.rev())
         };
         lock(&self.counts).suspicions += 1;
-        let now = Instant::now();
-        let (mut s, mut request) = match Suspicion::start(&self.me, &old, rev, &change, now, RETRY_EVERY) {
+        let (mut s, mut request) = match Suspicion::start(&self.me, &old, rev, &change, RETRY_EVERY) {
             Ok(x) => x,
             Err(e) => {
                 tracing::error!(service = %self.service, "no view change: {e}");
                 return Outcome::Cancelled;
             }
         };
-        tracing::warn!(service = %self.service, view = old.number, "peer silent: proposing view {} (primary {}, backup {})", s.proposed().number, s.proposed().primary, s.proposed().backup.as_deref().unwrap_or("none"));
+        tracing::warn!(service = %self.service, view = old.number, "peer silent: proposing {}", s.proposed());
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Outcome::Stopped;
@@ -293,12 +296,11 @@ impl ServiceView {
             }
             match s.answered(answer, Instant::now()) {
                 Next::Act { view, rev, not_before } => {
-                    self.install(view.clone(), rev, sent);
+                    tracing::warn!(service = %self.service, "{view} installed; acting in it in {} ms", not_before.saturating_duration_since(Instant::now()).as_millis());
+                    self.install(view, rev, sent);
                     lock(&self.counts).view_changes += 1;
-                    let wait = not_before.saturating_duration_since(Instant::now());
-                    tracing::warn!(service = %self.service, "view {} installed (primary {}, backup {}); acting in it in {} ms", view.number, view.primary, view.backup.as_deref().unwrap_or("none"), wait.as_millis());
-                    std::thread::sleep(wait);
-                    return Outcome::Act(view);
+                    std::thread::sleep(not_before.saturating_duration_since(Instant::now()));
+                    return Outcome::Act;
                 }
                 Next::StandDown { by } => {
                     lock(&self.keeper).withdraw();
@@ -321,9 +323,8 @@ impl ServiceView {
     /// This host's swap installed `view`: the keeper moves to it (and a
     /// fence of the old view's lease is lifted).
     fn install(self: &Arc<Self>, view: View, rev: i64, sent: Instant) {
-        let action = lock(&self.keeper).installed(view, rev, sent);
-        if let (Some(a), Some(agent)) = (action, self.agent.get()) {
-            self.apply(agent, a);
+        if let Some(a) = lock(&self.keeper).installed(view, rev, sent) {
+            self.apply(a);
         }
     }
 
@@ -403,14 +404,9 @@ impl ServiceView {
     }
 }
 
-pub(crate) fn stand_down_reason(service: &str, by: &Found) -> String {
+fn stand_down_reason(service: &str, by: &Found) -> String {
     match by {
         Found::Absent => format!("service {service}'s view is gone from etcd (stopped elsewhere): standing down"),
-        Found::At { view, .. } => format!(
-            "service {service}: view {} (primary {}, backup {}) replaced the one this host acted in: standing down",
-            view.number,
-            view.primary,
-            view.backup.as_deref().unwrap_or("none")
-        ),
+        Found::At { view, .. } => format!("service {service}: {view} replaced the one this host acted in: standing down"),
     }
 }

@@ -13,15 +13,12 @@ use std::process::Command;
 
 use crate::error::{io, LabError};
 use crate::ns;
-use crate::topology::{host_names, Lab};
+use crate::topology::Lab;
 
 /// A Command that, once spawned (or exec'd), runs in `host`: the child
 /// joins the host's cgroup and network namespace between fork and exec.
 pub fn command(lab: &Lab, host: &str, argv: &[OsString]) -> Result<Command, LabError> {
-    let h = lab.host(host).ok_or_else(|| LabError::UnknownHost { host: host.into(), known: host_names() })?;
-    if h.killed_at.is_some() {
-        return Err(LabError::HostKilled { host: host.into() });
-    }
+    let h = lab.live_host(host)?;
     let (program, args) = argv.split_first().ok_or_else(|| LabError::Other("lab exec: no command given".into()))?;
     let path = ns::netns_path(&h.netns);
     if ns::ns_id(&path).is_none() {

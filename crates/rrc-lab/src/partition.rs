@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::error::{io, LabError};
 use crate::ip::{ip, ip_json};
 use crate::state;
-use crate::topology::{host_names, Host, Lab, SWITCH_NS};
+use crate::topology::{Host, SWITCH_NS};
 
 /// Frames arriving (raw PREROUTING: a MAC match is valid only there).
 const CHAIN: &str = "RRC-LAB-CUT";
@@ -56,14 +56,6 @@ pub struct CutReport {
     pub from: String,
     /// Rules added, per host namespace.
     pub rules: Vec<String>,
-}
-
-fn host<'a>(lab: &'a Lab, name: &str) -> Result<&'a Host, LabError> {
-    let h = lab.host(name).ok_or_else(|| LabError::UnknownHost { host: name.into(), known: host_names() })?;
-    if h.killed_at.is_some() {
-        return Err(LabError::HostKilled { host: name.into() });
-    }
-    Ok(h)
 }
 
 fn iptables_in(netns: &str, step: &str, args: &[&str]) -> Result<String, LabError> {
@@ -107,14 +99,14 @@ fn drop_from(at: &Host, from: &Host, rules: &mut Vec<String>) -> Result<(), LabE
 
 pub fn cut(name: &str, target: &Target) -> Result<CutReport, LabError> {
     let lab = state::load()?;
-    let x = host(&lab, name)?;
+    let x = lab.live_host(name)?;
     let mut rules = Vec::new();
     match target {
         Target::Host(other) => {
             if other == name {
                 return Err(LabError::Other(format!("cannot cut host {name} from itself")));
             }
-            let y = host(&lab, other)?;
+            let y = lab.live_host(other)?;
             drop_from(x, y, &mut rules)?;
             drop_from(y, x, &mut rules)?;
         }
@@ -132,7 +124,7 @@ pub fn cut(name: &str, target: &Target) -> Result<CutReport, LabError> {
                 return Err(LabError::Other("this lab runs no etcd (`rrc lab up --no-etcd`)".into()));
             }
             for (member, _) in crate::etcd::members() {
-                let y = host(&lab, member)?;
+                let y = lab.live_host(member)?;
                 drop_from(x, y, &mut rules)?;
                 drop_from(y, x, &mut rules)?;
             }
@@ -169,7 +161,7 @@ pub fn heal() -> Result<Vec<String>, LabError> {
 /// kernel reports the cgroup frozen (or thawed), at most 10 s.
 pub fn freeze(name: &str, on: bool) -> Result<(), LabError> {
     let lab = state::load()?;
-    let h = host(&lab, name)?;
+    let h = lab.live_host(name)?;
     let file = format!("{}/cgroup.freeze", h.cgroup);
     std::fs::write(&file, if on { "1" } else { "0" }).map_err(io(format!("writing {file}")))?;
     let events = format!("{}/cgroup.events", h.cgroup);

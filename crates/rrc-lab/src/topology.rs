@@ -208,6 +208,15 @@ impl Lab {
         self.hosts.iter().find(|h| h.name == name)
     }
 
+    /// A host to run something on or act on: known, and not killed.
+    pub fn live_host(&self, name: &str) -> Result<&Host, crate::LabError> {
+        let h = self.host(name).ok_or_else(|| crate::LabError::UnknownHost { host: name.into(), known: host_names() })?;
+        if h.killed_at.is_some() {
+            return Err(crate::LabError::HostKilled { host: name.into() });
+        }
+        Ok(h)
+    }
+
     pub fn host_mut(&mut self, name: &str) -> Option<&mut Host> {
         self.hosts.iter_mut().find(|h| h.name == name)
     }

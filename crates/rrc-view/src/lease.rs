@@ -115,6 +115,8 @@ pub struct Keeper {
     renewals: u64,
     failed_renewals: u64,
     fences: u64,
+    /// Since when the host is fenced (None: not fenced).
+    fenced_at: Option<Instant>,
     /// The view this host is installing by compare-and-swap, if any: a
     /// renewal may see it applied before the swap's own answer is in.
     proposed: Option<View>,
@@ -126,7 +128,7 @@ impl Keeper {
     /// found it: the lease runs from there.
     pub fn new(me: &str, view: View, rev: i64, sent_at: Instant) -> Keeper {
         let timing = LeaseTiming::of(&view);
-        Keeper { me: me.into(), view, rev, timing, valid_until: sent_at + timing.lease, standing: Standing::Acting, renewals: 0, failed_renewals: 0, fences: 0, proposed: None }
+        Keeper { me: me.into(), view, rev, timing, valid_until: sent_at + timing.lease, standing: Standing::Acting, renewals: 0, failed_renewals: 0, fences: 0, fenced_at: None, proposed: None }
     }
 
     pub fn view(&self) -> &View {
@@ -154,11 +156,6 @@ impl Keeper {
         self.standing == Standing::Acting && now + self.timing.guard < self.valid_until
     }
 
-    /// When the lease ends (the host stops acting `guard` before).
-    pub fn valid_until(&self) -> Instant {
-        self.valid_until
-    }
-
     /// This host is about to swap the view to `view`.
     pub fn propose(&mut self, view: View) {
         self.proposed = Some(view);
@@ -179,11 +176,22 @@ impl Keeper {
         self.rev = rev;
         self.proposed = None;
         self.valid_until = self.valid_until.max(sent_at + self.timing.lease);
-        if self.standing == Standing::Fenced {
-            self.standing = Standing::Acting;
-            return Some(Action::Unfence);
+        self.unfence()
+    }
+
+    /// A fenced host acts again (its lease is held once more).
+    fn unfence(&mut self) -> Option<Action> {
+        if self.standing != Standing::Fenced {
+            return None;
         }
-        None
+        self.standing = Standing::Acting;
+        self.fenced_at = None;
+        Some(Action::Unfence)
+    }
+
+    /// How long the host has been fenced, at `now` (None: it is not).
+    pub fn fenced_for(&self, now: Instant) -> Option<Duration> {
+        self.fenced_at.filter(|_| self.standing == Standing::Fenced).map(|at| now.saturating_duration_since(at))
     }
 
     /// A renewal sent at `sent_at` was answered at `now` with `found`.
@@ -195,9 +203,8 @@ impl Keeper {
             Found::At { rev, .. } if rev == self.rev => {
                 self.renewals += 1;
                 self.valid_until = self.valid_until.max(sent_at + self.timing.lease);
-                if self.standing == Standing::Fenced && self.holds_if_acting(now) {
-                    self.standing = Standing::Acting;
-                    return Some(Action::Unfence);
+                if self.holds_if_acting(now) {
+                    return self.unfence();
                 }
                 None
             }
@@ -223,6 +230,7 @@ impl Keeper {
     pub fn tick(&mut self, now: Instant) -> Option<Action> {
         if self.standing == Standing::Acting && !self.holds(now) {
             self.standing = Standing::Fenced;
+            self.fenced_at = Some(now);
             self.fences += 1;
             return Some(Action::Fence);
         }
@@ -302,12 +310,14 @@ mod tests {
         assert_eq!(k.renewal_failed(t0 + MS(500)), None);
         assert_eq!(k.renewal_failed(t0 + MS(800)), Some(Action::Fence));
         assert_eq!(k.standing(), Standing::Fenced);
+        assert_eq!(k.fenced_for(t0 + MS(1800)), Some(MS(1000)));
         assert_eq!(k.status(t0 + MS(801)).fences, 1);
         assert!(!k.holds(t0 + MS(801)));
         assert_eq!(k.tick(t0 + MS(2000)), None, "fenced once");
         // etcd back, the view unchanged
         assert_eq!(k.renewed(t0 + MS(3000), Found::At { view: view(), rev: 7 }, t0 + MS(3010)), Some(Action::Unfence));
         assert!(k.holds(t0 + MS(3010)));
+        assert_eq!(k.fenced_for(t0 + MS(3010)), None);
     }
 
     #[test]

@@ -61,15 +61,14 @@ pub struct Suspicion {
     retry_every: Duration,
     peer_heard: bool,
     pub attempts: u32,
-    pub started: Instant,
 }
 
 impl Suspicion {
     /// `me` suspects its peer in `old` (at `rev`) and proposes `change`.
     /// Returns the suspicion and the first request to send.
-    pub fn start(me: &str, old: &View, rev: i64, change: &Change, now: Instant, retry_every: Duration) -> Result<(Suspicion, Request), ViewError> {
+    pub fn start(me: &str, old: &View, rev: i64, change: &Change, retry_every: Duration) -> Result<(Suspicion, Request), ViewError> {
         let proposed = old.successor(me, change)?;
-        let s = Suspicion { old: old.clone(), old_rev: rev, proposed: proposed.clone(), retry_every, peer_heard: false, attempts: 1, started: now };
+        let s = Suspicion { old: old.clone(), old_rev: rev, proposed: proposed.clone(), retry_every, peer_heard: false, attempts: 1 };
         Ok((s, Request::Swap { rev, next: proposed }))
     }
 
@@ -124,7 +123,7 @@ mod tests {
     #[test]
     fn a_backup_that_wins_acts_at_once() {
         let t0 = Instant::now();
-        let (mut s, req) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut s, req) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         assert!(matches!(&req, Request::Swap { rev: 7, next } if next.primary == "b"));
         match s.answered(Answer::Swapped { rev: 9 }, t0 + MS(5)) {
             Next::Act { view, rev, not_before } => {
@@ -138,7 +137,7 @@ mod tests {
     #[test]
     fn a_primary_that_wins_waits_for_the_backups_lease() {
         let t0 = Instant::now();
-        let (mut s, _) = Suspicion::start("a", &view(), 7, &Change::DropBackup, t0, MS(100)).unwrap();
+        let (mut s, _) = Suspicion::start("a", &view(), 7, &Change::DropBackup, MS(100)).unwrap();
         match s.answered(Answer::Swapped { rev: 9 }, t0 + MS(5)) {
             Next::Act { not_before, .. } => assert!(not_before >= t0 + MS(1015), "the backup held the IP"),
             n => panic!("{n:?}"),
@@ -148,8 +147,8 @@ mod tests {
     #[test]
     fn both_suspect_one_wins_the_other_stands_down() {
         let t0 = Instant::now();
-        let (mut a, _) = Suspicion::start("a", &view(), 7, &Change::DropBackup, t0, MS(100)).unwrap();
-        let (mut b, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut a, _) = Suspicion::start("a", &view(), 7, &Change::DropBackup, MS(100)).unwrap();
+        let (mut b, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         // b's swap applied first; a's compare fails and finds b's view
         assert!(matches!(b.answered(Answer::Swapped { rev: 8 }, t0), Next::Act { .. }));
         let found = Found::At { view: b.proposed().clone(), rev: 8 };
@@ -159,7 +158,7 @@ mod tests {
     #[test]
     fn unreachable_etcd_never_promotes_it_retries() {
         let t0 = Instant::now();
-        let (mut s, first) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut s, first) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         for i in 1..=5 {
             match s.answered(Answer::Unreachable("timed out".into()), t0 + MS(i * 100)) {
                 Next::Retry { request, at } => {
@@ -175,7 +174,7 @@ mod tests {
     #[test]
     fn a_peer_heard_again_is_checked_by_a_read_then_cancelled() {
         let t0 = Instant::now();
-        let (mut s, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut s, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         assert!(matches!(s.answered(Answer::Unreachable("x".into()), t0), Next::Retry { request: Request::Swap { .. }, .. }));
         s.peer_heard();
         // the swap sent blind may have been applied: read, do not swap
@@ -186,7 +185,7 @@ mod tests {
     #[test]
     fn a_swap_whose_answer_was_lost_is_recognised_as_ours() {
         let t0 = Instant::now();
-        let (mut s, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut s, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         s.answered(Answer::Unreachable("answer lost".into()), t0);
         s.peer_heard();
         let ours = Found::At { view: s.proposed().clone(), rev: 8 };
@@ -196,19 +195,19 @@ mod tests {
     #[test]
     fn a_read_that_finds_the_old_view_while_the_peer_is_still_silent_swaps_again() {
         let t0 = Instant::now();
-        let (mut s, first) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut s, first) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         assert!(matches!(s.answered(Answer::Found(Found::At { view: view(), rev: 7 }), t0), Next::Retry { request, .. } if request == first));
     }
 
     #[test]
     fn the_service_stopped_meanwhile() {
         let t0 = Instant::now();
-        let (mut s, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, t0, MS(100)).unwrap();
+        let (mut s, _) = Suspicion::start("b", &view(), 7, &Change::PromoteBackup, MS(100)).unwrap();
         assert_eq!(s.answered(Answer::Found(Found::Absent), t0), Next::StandDown { by: Found::Absent });
     }
 
     #[test]
     fn a_host_without_the_right_cannot_start() {
-        assert!(Suspicion::start("c", &view(), 7, &Change::PromoteBackup, Instant::now(), MS(100)).is_err());
+        assert!(Suspicion::start("c", &view(), 7, &Change::PromoteBackup, MS(100)).is_err());
     }
 }

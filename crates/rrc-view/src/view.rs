@@ -44,6 +44,13 @@ pub enum Change {
     Reprotect { spare: String },
 }
 
+/// "view 2 (primary b, backup none)": how logs and messages name a view.
+impl std::fmt::Display for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "view {} (primary {}, backup {})", self.number, self.primary, self.backup.as_deref().unwrap_or("none"))
+    }
+}
+
 impl View {
     /// The first view of a service.
     pub fn first(primary: &str, backup: &str, spares: &[String], lease: Duration) -> View {
@@ -180,6 +187,12 @@ mod tests {
         assert_eq!((r.number, r.primary.as_str(), r.backup.as_deref(), r.spares.len()), (3, "b", Some("c"), 0));
         assert!(matches!(alone.successor("b", &Change::Reprotect { spare: "d".into() }), Err(ViewError::NotAllowed { .. })));
         assert!(matches!(v().successor("a", &Change::Reprotect { spare: "c".into() }), Err(ViewError::NotAllowed { .. })));
+    }
+
+    #[test]
+    fn named_as_status_names_it() {
+        assert_eq!(v().to_string(), "view 1 (primary a, backup b)");
+        assert_eq!(v().successor("a", &Change::DropBackup).unwrap().to_string(), "view 2 (primary a, backup none)");
     }
 
     #[test]
