@@ -23,7 +23,7 @@ APT_PACKAGES=(
 	memcached libmemcached-tools
 	lighttpd apache2-utils wrk curl
 	iproute2 iptables procps
-	etcd-server etcd-client
+	etcd-server etcd-client openssl
 )
 # Services the packages above would start; they must not run outside the tests
 # (they would hold the ports and the memory the tests and the demo use).

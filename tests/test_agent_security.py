@@ -1,6 +1,7 @@
 """The agent's own doors (issue 12), without the lab: it refuses to start
 without a key unless told it runs unauthenticated, with a key file others
-can read, or with a CLI socket in a directory others can write to; its
+can read, or with a CLI socket in a directory others can write to, nor with TLS
+settings for etcd that cannot work; its
 socket is 0600; a CLI client that is not root is refused by its
 credentials (SO_PEERCRED) even when the socket's mode lets it connect;
 `rrc keygen` makes private keys and never overwrites one."""
@@ -82,6 +83,39 @@ def test_a_key_others_can_read_is_refused(tmp_path, private_dir, key):
     bad.chmod(0o600)
     err = start_refused(tmp_path, private_dir / "a.sock", "--key-file", str(bad))
     assert "does not hold a key" in err, err
+
+
+def self_signed(tmp: Path, name: str) -> tuple:
+    crt, key = tmp / f"{name}.crt", tmp / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-days", "1", "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(crt)],
+                   check=True, capture_output=True, timeout=30)
+    key.chmod(0o600)
+    return crt, key
+
+
+def test_etcd_tls_settings_that_cannot_work_are_refused(tmp_path, private_dir, key):
+    """TLS to etcd (issue 15): all of CA, certificate and key or none; an
+    https endpoint without them; a client key others can read; a CA file
+    with no certificate in it. Each refused at start, naming the cause."""
+    crt, ckey = self_signed(tmp_path, "client")
+    sock = private_dir / "a.sock"
+    auth = ("--key-file", str(key))
+    err = start_refused(tmp_path, sock, *auth, "--etcd", "https://127.0.0.1:1")
+    assert "--etcd-cacert" in err, err
+    err = start_refused(tmp_path, sock, *auth, "--etcd", "127.0.0.1:1", "--etcd-cacert", str(crt))
+    assert "--etcd-cert" in err and "--etcd-key" in err, err
+    tls = ("--etcd-cacert", str(crt), "--etcd-cert", str(crt), "--etcd-key", str(ckey))
+    err = start_refused(tmp_path, sock, *auth, "--etcd", "http://127.0.0.1:1", *tls)
+    assert "plain http" in err, err
+    ckey.chmod(0o644)
+    err = start_refused(tmp_path, sock, *auth, "--etcd", "127.0.0.1:1", *tls)
+    assert "--etcd-key" in err and "chmod 600" in err, err
+    ckey.chmod(0o600)
+    empty = tmp_path / "empty.pem"
+    empty.write_text("nothing here\n")
+    err = start_refused(tmp_path, sock, *auth, "--etcd", "127.0.0.1:1", "--etcd-cacert", str(empty), "--etcd-cert", str(crt), "--etcd-key", str(ckey))
+    assert str(empty) in err and "no PEM certificate" in err, err
 
 
 def test_a_socket_directory_others_can_write_is_refused(tmp_path, key):

@@ -480,11 +480,35 @@ def test_protected_process_moves_from_a_to_b(lab, tmp_path, rrc_fixture_pids):
 
 # ---------------------------------------------------------------- partitions (issue 15)
 
-def etcd_answers(host: str, endpoint_ip: str) -> bool:
+LAB_PKI = Path("/run/rrc-lab/etcd-pki")
+# the agents' identity towards etcd (crates/rrc-lab/src/etcd_pki.rs)
+AGENT_TLS = (f"--cacert={LAB_PKI}/ca.crt", f"--cert={LAB_PKI}/rrc-agent.crt", f"--key={LAB_PKI}/rrc-agent.key")
+
+
+def etcd_answers(host: str, endpoint_ip: str, tls=AGENT_TLS, scheme="https") -> bool:
     """A linearizable read through one member, from host."""
-    p = lab_exec(host, "etcdctl", "--endpoints", f"http://{endpoint_ip}:2379", "--command-timeout=2s", "get", "/probe",
+    p = lab_exec(host, "etcdctl", "--endpoints", f"{scheme}://{endpoint_ip}:2379", *tls, "--command-timeout=2s", "get", "/probe",
                  check=False, timeout=30)
     return p.returncode == 0
+
+
+def test_etcd_answers_only_the_deployments_certificates(lab, tmp_path):
+    """The members take TLS clients with a certificate of the lab's CA and
+    no one else: not plain http, not TLS without a client certificate, not
+    a certificate of another CA (a forged agent)."""
+    assert etcd_answers("c", REPL["e1"]), "the agents' certificate"
+    assert not etcd_answers("c", REPL["e1"], tls=(), scheme="http"), "plain http"
+    assert not etcd_answers("c", REPL["e1"], tls=(f"--cacert={LAB_PKI}/ca.crt",)), "TLS without a client certificate"
+    rogue = tmp_path / "rogue"
+    rogue.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-days", "1", "-subj", "/CN=rrc-agent", "-addext", "extendedKeyUsage=clientAuth",
+                    "-keyout", str(rogue / "k"), "-out", str(rogue / "c")], check=True, capture_output=True, timeout=30)
+    assert not etcd_answers("c", REPL["e1"], tls=(f"--cacert={LAB_PKI}/ca.crt", f"--cert={rogue}/c", f"--key={rogue}/k")), \
+        "a certificate of another CA, with the agents' name"
+    # the keys are private
+    for k in LAB_PKI.glob("*.key"):
+        assert k.stat().st_mode & 0o077 == 0, k
 
 
 def proc_state(pid: int) -> str:

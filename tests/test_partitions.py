@@ -24,7 +24,7 @@ import time
 import pytest
 
 from conftest import REPO, RRC_BIN, need, wait_until
-from test_lab import lab_locked
+from test_lab import AGENT_TLS, lab_locked
 from test_lab import rrc as cli
 
 CHECK_BIN = REPO / "target" / "release" / "rrc-check"
@@ -147,8 +147,39 @@ def test_views_in_etcd_and_a_second_run_of_the_service_is_refused(lab):
     assert p.returncode != 0 and "already has a view in etcd" in (p.stdout + p.stderr), p.stdout + p.stderr
     cli("stop", name)
     # stopped: the view is gone, the name is free again
-    got = cli("lab", "exec", "a", "--", "etcdctl", "--endpoints", "http://198.19.0.11:2379", "get", "--prefix", "/rrc/v1/services/", timeout=30).stdout
+    got = cli("lab", "exec", "a", "--", "etcdctl", "--endpoints", "https://198.19.0.11:2379", *AGENT_TLS, "get", "--prefix", "/rrc/v1/services/", timeout=30).stdout
     assert got.strip() == "", got
+
+
+def test_a_view_left_behind_is_shown_and_removed_by_its_revision(lab):
+    """`rrc stop` while the primary cannot reach etcd leaves the view
+    behind; `rrc run` of the name is then refused, naming the way out;
+    `rrc view show` gives the revision, and `rrc view remove` removes the
+    view only at that revision and only when no agent runs the service."""
+    name = "left"
+    start_service(name)
+    shown = json.loads(cli("view", "show", name, "--json").stdout)
+    [v] = shown["views"]
+    assert (v["number"], v["primary"], v["backup"]) == (1, "a", "b"), shown
+    assert all(e.startswith("https://") for e in shown["etcd"]), shown
+    p = cli("view", "remove", name, "--revision", str(v["revision"]), check=False)
+    assert p.returncode != 0 and "still runs on" in p.stderr, p.stderr
+    assert name in cli("view", "list").stdout
+    cli("lab", "cut", "a", "etcd")
+    cli("stop", name)
+    cli("lab", "heal")
+    [left] = json.loads(cli("view", "show", name, "--json").stdout)["views"]
+    assert left["revision"] >= v["revision"], left
+    p = cli("run", "--name", name, "--primary", "a", "--backup", "b", "--", *REDIS, check=False)
+    err = p.stdout + p.stderr
+    assert p.returncode != 0 and f"rrc view remove {name} --revision {left['revision']}" in err, err
+    p = cli("view", "remove", name, "--revision", str(left["revision"] - 1), check=False)
+    assert p.returncode != 0 and f"is at revision {left['revision']}" in p.stderr, p.stderr
+    assert "removed" in cli("view", "remove", name, "--revision", str(left["revision"])).stdout
+    p = cli("view", "show", name, check=False)
+    assert p.returncode != 0 and "has no view" in p.stdout, p.stdout
+    start_service(name)
+    cli("stop", name)
 
 
 def test_replication_link_cut_one_host_goes_on_the_other_stands_down(lab, tmp_path):

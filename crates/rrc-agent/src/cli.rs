@@ -147,6 +147,8 @@ fn handle(agent: &Arc<Agent>, req: Request) -> Result<Reply> {
             Some(b) => Reply::Exported(b.export(Path::new(&dir))?),
             None => bail!("host {} is not the backup of a service named {name:?}", agent.cfg.name),
         },
+        Request::Views { name } => Reply::Views(crate::views::stored_views(agent, name.as_deref())?),
+        Request::RemoveView { name, revision } => Reply::ViewRemoved(crate::views::remove_stored_view(agent, &name, revision)?),
     })
 }
 

@@ -113,6 +113,8 @@ pub struct AgentConfig {
     pub key_file: Option<PathBuf>,
     /// etcd's client endpoints (`--etcd`); empty: no views, no fencing.
     pub etcd: Vec<String>,
+    /// TLS to etcd with a client certificate (None: plain http).
+    pub etcd_tls: Option<rrc_view::EtcdTls>,
 }
 
 pub enum Service {
@@ -151,7 +153,7 @@ impl Agent {
     pub fn new(cfg: AgentConfig) -> Result<Arc<Agent>> {
         let etcd = match cfg.etcd.is_empty() {
             true => None,
-            false => Some(Arc::new(rrc_view::Etcd::new(&cfg.etcd, views::ETCD_TIMEOUT)?)),
+            false => Some(Arc::new(rrc_view::Etcd::new(&cfg.etcd, views::ETCD_TIMEOUT, cfg.etcd_tls.as_ref())?)),
         };
         Ok(Arc::new(Agent {
             cfg,

@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use rrc_view::view::KEY_PREFIX;
 use rrc_view::{Action, Answer, Change, Etcd, Found, Keeper, Keys, Next, Request, Standing, Suspicion, Swap, View};
-use rrc_wire::reply::ViewStatus;
+use rrc_wire::reply::{StoredView, StoredViews, ViewStatus};
 
 use crate::{lock, Agent};
 
@@ -81,8 +82,8 @@ impl ServiceView {
         let sent = Instant::now();
         match etcd.swap_view(&key, 0, &first).with_context(|| format!("creating service {service}'s view in etcd"))? {
             Swap::Done { rev } => Ok(Self::new(etcd, me, service, key, Keeper::new(me, first, rev, sent))),
-            Swap::Refused(Found::At { view, .. }) => {
-                bail!("service {service} already has a view in etcd ({view}): it runs, or ran and was not stopped; `rrc stop {service}` where it runs first")
+            Swap::Refused(Found::At { view, rev }) => {
+                bail!("service {service} already has a view in etcd ({view}, revision {rev}): it runs (`rrc stop {service}` first), or its stop could not reach etcd (`rrc view remove {service} --revision {rev}`)")
             }
             Swap::Refused(Found::Absent) => bail!("etcd refused to create service {service}'s view, yet holds none"),
         }
@@ -400,6 +401,7 @@ impl ServiceView {
             false_suspicions: c.false_suspicions,
             view_changes: c.view_changes,
             etcd: self.etcd.endpoints().to_vec(),
+            etcd_tls: self.etcd.tls(),
         }
     }
 }
@@ -408,5 +410,73 @@ fn stand_down_reason(service: &str, by: &Found) -> String {
     match by {
         Found::Absent => format!("service {service}'s view is gone from etcd (stopped elsewhere): standing down"),
         Found::At { view, .. } => format!("service {service}: {view} replaced the one this host acted in: standing down"),
+    }
+}
+
+fn stored(service: &str, key: &str, view: &View, revision: i64) -> StoredView {
+    StoredView {
+        service: service.into(),
+        key: key.into(),
+        revision,
+        number: view.number,
+        primary: view.primary.clone(),
+        backup: view.backup.clone(),
+        spares: view.spares.clone(),
+        lease_ms: view.lease_ms,
+    }
+}
+
+fn etcd_of(agent: &Agent) -> Result<&Arc<Etcd>> {
+    agent.etcd.as_ref().with_context(|| format!("the agent of {} keeps no views (started without --etcd)", agent.cfg.name))
+}
+
+/// `rrc view list|show`: the views etcd holds, one service's or all.
+pub fn stored_views(agent: &Agent, name: Option<&str>) -> Result<StoredViews> {
+    let etcd = etcd_of(agent)?;
+    let mut out = StoredViews { etcd: etcd.endpoints().to_vec(), views: Vec::new(), unreadable: Vec::new() };
+    if let Some(n) = name {
+        let key = Keys::of(n)?.view();
+        if let Found::At { view, rev } = etcd.read_view(&key)? {
+            out.views.push(stored(n, &key, &view, rev));
+        }
+        return Ok(out);
+    }
+    for (key, found) in etcd.list_views(KEY_PREFIX)? {
+        let service = key.strip_prefix(KEY_PREFIX).and_then(|r| r.strip_suffix("/view")).map(str::to_string);
+        match (service, found) {
+            (Some(s), Ok(Found::At { view, rev })) => out.views.push(stored(&s, &key, &view, rev)),
+            (Some(_), Ok(Found::Absent)) => {}
+            (Some(_), Err(e)) => out.unreadable.push((key, e.to_string())),
+            (None, _) => out.unreadable.push((key, "not a key rrc writes".into())),
+        }
+    }
+    Ok(out)
+}
+
+/// `rrc view remove`: a view left behind (its service gone, its `rrc stop`
+/// unable to reach etcd) removed by hand, if it is still at `revision`
+/// (the one the operator saw) and this host has no part in it. A host
+/// that still acts under a removed view stands down at its next renewal:
+/// the CLI asks every agent it reaches first.
+pub fn remove_stored_view(agent: &Agent, name: &str, revision: i64) -> Result<StoredView> {
+    let etcd = etcd_of(agent)?;
+    if agent.names().iter().any(|n| n == name) {
+        bail!("host {} has a part in service {name}: `rrc stop {name}` ends it and removes its view", agent.cfg.name);
+    }
+    let key = Keys::of(name)?.view();
+    let (view, rev) = match etcd.read_view(&key)? {
+        Found::Absent => bail!("service {name} has no view in etcd"),
+        Found::At { view, rev } => (view, rev),
+    };
+    if rev != revision {
+        bail!("service {name}'s {view} is at revision {rev}, not {revision}: not removed (see `rrc view show {name}`)");
+    }
+    match etcd.delete_view(&key, revision)? {
+        Swap::Done { .. } => {
+            tracing::warn!(service = name, "{view} (revision {revision}) removed from etcd by `rrc view remove`");
+            Ok(stored(name, &key, &view, revision))
+        }
+        Swap::Refused(Found::At { view, rev }) => bail!("service {name}'s view changed meanwhile ({view}, revision {rev}): not removed"),
+        Swap::Refused(Found::Absent) => bail!("service {name}'s view was removed meanwhile"),
     }
 }

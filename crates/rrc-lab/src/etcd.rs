@@ -16,6 +16,10 @@
 //! with the checkpoints the agents write, that fsync is what a lease
 //! renewal would wait on. The lab's hosts are gone with the lab anyway.
 //!
+//! TLS everywhere (`etcd_pki`): clients and peers alike show a
+//! certificate of the lab's CA, so that no one else on the network can
+//! change a view, read one, or join the cluster.
+//!
 //! Raft timing: heartbeats every 50 ms, elections after 500 ms (etcd's
 //! defaults are 100 / 1000 ms, for machines of their own): a lost leader
 //! is replaced within the lease the views give their hosts (1 s). With
@@ -26,6 +30,7 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use crate::error::{io, LabError};
+use crate::etcd_pki::{Pki, AGENT_CN};
 use crate::topology::{Lab, HOSTS, STATE_ROOT};
 
 /// Where the members' data lives (tmpfs).
@@ -46,19 +51,23 @@ pub fn client_urls(start: usize) -> Vec<String> {
     let mut m = members();
     let n = m.len().max(1);
     m.rotate_left(start % n);
-    m.iter().map(|(_, addr)| format!("http://{addr}:{CLIENT_PORT}")).collect()
+    m.iter().map(|(_, addr)| format!("https://{addr}:{CLIENT_PORT}")).collect()
 }
 
-/// Starts the members and waits (20 s at most) until the cluster answers
+/// Makes the cluster's certificates (`etcd_pki`), starts the members and waits (20 s at most) until the cluster answers
 /// a health check through every member.
 pub fn start(lab: &Lab) -> Result<(), LabError> {
-    let cluster: Vec<String> = members().iter().map(|(n, a)| format!("{n}=http://{a}:{PEER_PORT}")).collect();
+    let pki = Pki::lab();
+    pki.make(&members(), &[AGENT_CN])?;
+    let cluster: Vec<String> = members().iter().map(|(n, a)| format!("{n}=https://{a}:{PEER_PORT}")).collect();
     let cluster = cluster.join(",");
+    let ca = pki.ca().display().to_string();
     for (name, addr) in members() {
+        let (cert, key) = (pki.cert(name).display().to_string(), pki.key(name).display().to_string());
         let data = format!("{DATA_ROOT}/{name}");
         std::fs::create_dir_all(&data).map_err(io(format!("creating {data}")))?;
-        let client = format!("http://{addr}:{CLIENT_PORT}");
-        let peer = format!("http://{addr}:{PEER_PORT}");
+        let client = format!("https://{addr}:{CLIENT_PORT}");
+        let peer = format!("https://{addr}:{PEER_PORT}");
         let argv: Vec<OsString> = [
             "etcd",
             "--name",
@@ -86,6 +95,21 @@ pub fn start(lab: &Lab) -> Result<(), LabError> {
             // a member cut off and back must not depose the leader it
             // could not hear (etcd 3.4's default is without pre-vote)
             "--pre-vote",
+            // clients and peers: TLS both ways, certificates of the lab's CA
+            "--cert-file",
+            &cert,
+            "--key-file",
+            &key,
+            "--client-cert-auth",
+            "--trusted-ca-file",
+            &ca,
+            "--peer-cert-file",
+            &cert,
+            "--peer-key-file",
+            &key,
+            "--peer-client-cert-auth",
+            "--peer-trusted-ca-file",
+            &ca,
         ]
         .iter()
         .map(OsString::from)
@@ -111,7 +135,9 @@ pub fn start(lab: &Lab) -> Result<(), LabError> {
 fn wait_healthy(lab: &Lab, within: Duration) -> Result<(), LabError> {
     let deadline = Instant::now() + within;
     let endpoints = client_urls(0).join(",");
-    let argv: Vec<OsString> = ["etcdctl", "--endpoints", &endpoints, "--command-timeout=1s", "endpoint", "health"].iter().map(OsString::from).collect();
+    let mut argv: Vec<OsString> = ["etcdctl", "--endpoints", &endpoints, "--command-timeout=1s"].iter().map(OsString::from).collect();
+    argv.extend(Pki::lab().etcdctl_args(AGENT_CN).into_iter().map(OsString::from));
+    argv.extend(["endpoint", "health"].map(OsString::from));
     let mut last = String::new();
     while Instant::now() < deadline {
         let mut cmd = crate::exec::command(lab, "e1", &argv)?;

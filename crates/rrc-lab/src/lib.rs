@@ -18,6 +18,7 @@ pub mod cgroup;
 pub mod down;
 pub mod error;
 pub mod etcd;
+pub mod etcd_pki;
 pub mod exec;
 pub mod ip;
 pub mod kill;

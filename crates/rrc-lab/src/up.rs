@@ -182,6 +182,9 @@ pub fn start_agents(lab: &Lab, rrc_exe: &Path) -> Result<(), LabError> {
             argv.push("--etcd".into());
             let index = servers.iter().position(|x| x.name == h.name).unwrap_or(0);
             argv.push(crate::etcd::client_urls(index).join(",").into());
+            let pki = crate::etcd_pki::Pki::lab();
+            let agent = crate::etcd_pki::AGENT_CN;
+            argv.extend(["--etcd-cacert".into(), pki.ca().into(), "--etcd-cert".into(), pki.cert(agent).into(), "--etcd-key".into(), pki.key(agent).into()]);
         }
         for p in servers.iter().filter(|p| p.name != h.name) {
             argv.push("--peer".into());

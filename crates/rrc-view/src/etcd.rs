@@ -3,11 +3,18 @@
 //! what views need: a linearizable read of one key, compare-and-swap by
 //! mod_revision, delete by mod_revision, the cluster's health.
 //!
+//! With [`EtcdTls`] the client speaks TLS only (`https://`), checks each
+//! member's certificate against the deployment's CA and shows its own
+//! client certificate: a member run with `--client-cert-auth` answers no
+//! one else, so that only the deployment's hosts can read or change a
+//! view (the views' counterpart of the agents' shared key).
+//!
 //! Requests go to the endpoints in turn: the first that answers is used
 //! until it fails, then the next; a request that none answers within the
 //! timeout is `Unreachable` (etcd with no quorum does not answer a
 //! linearizable read or a write at all: that is the same case).
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -24,7 +31,46 @@ pub struct Etcd {
     agent: ureq::Agent,
     /// The endpoint that answered last.
     current: AtomicUsize,
+    tls: bool,
 }
+
+/// TLS to etcd, as etcdctl's `--cacert`, `--cert`, `--key`: the CA that
+/// signed the members' certificates, and this host's client certificate
+/// (chain) and its private key, all PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl EtcdTls {
+    fn config(&self) -> Result<ureq::tls::TlsConfig, ViewError> {
+        use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
+        let items = |path: &Path| -> Result<Vec<PemItem<'static>>, ViewError> {
+            let bad = |why: String| ViewError::Config(format!("{}: {why}", path.display()));
+            let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+            ureq::tls::parse_pem(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| bad(format!("not PEM: {e}")))
+        };
+        let certs = |path: &Path| -> Result<Vec<ureq::tls::Certificate<'static>>, ViewError> {
+            let c: Vec<_> = items(path)?.into_iter().filter_map(|i| if let PemItem::Certificate(c) = i { Some(c) } else { None }).collect();
+            match c.is_empty() {
+                true => Err(ViewError::Config(format!("{}: holds no PEM certificate", path.display()))),
+                false => Ok(c),
+            }
+        };
+        let ca = certs(&self.ca)?;
+        let chain = certs(&self.cert)?;
+        let key = items(&self.key)?
+            .into_iter()
+            .find_map(|i| if let PemItem::PrivateKey(k) = i { Some(k) } else { None })
+            .ok_or_else(|| ViewError::Config(format!("{}: holds no PEM private key", self.key.display())))?;
+        Ok(TlsConfig::builder().root_certs(RootCerts::new_with_certs(&ca)).client_cert(Some(ClientCert::new_with_certs(&chain, key))).build())
+    }
+}
+
+/// A key found below a prefix, and what it holds.
+pub type Listed = (String, Result<Found, ViewError>);
 
 /// The answer to a compare-and-swap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,23 +82,40 @@ pub enum Swap {
 }
 
 impl Etcd {
-    /// `endpoints`: `http://HOST:PORT` each (a bare `HOST:PORT` gets
-    /// `http://`). `timeout`: for one request to one endpoint.
-    pub fn new(endpoints: &[String], timeout: Duration) -> Result<Etcd, ViewError> {
+    /// `endpoints`: `http://HOST:PORT` each, or `https://` with `tls` (a
+    /// bare `HOST:PORT` gets the scheme `tls` calls for). `timeout`: for
+    /// one request to one endpoint.
+    pub fn new(endpoints: &[String], timeout: Duration, tls: Option<&EtcdTls>) -> Result<Etcd, ViewError> {
         if endpoints.is_empty() {
             return Err(ViewError::Config("no etcd endpoint given".into()));
         }
+        let scheme = if tls.is_some() { "https://" } else { "http://" };
         let mut eps = Vec::new();
         for e in endpoints {
             let e = e.trim().trim_end_matches('/');
-            if e.starts_with("https://") {
-                return Err(ViewError::Config(format!("{e}: TLS to etcd is not supported yet (use http:// on a private network)")));
-            }
-            let e = if e.starts_with("http://") { e.to_string() } else { format!("http://{e}") };
+            let e = match (e.split_once("://"), tls) {
+                (None, _) => format!("{scheme}{e}"),
+                (Some(("http", _)), None) | (Some(("https", _)), Some(_)) => e.to_string(),
+                (Some(("https", _)), None) => {
+                    return Err(ViewError::Config(format!("{e}: TLS to etcd needs the CA, a client certificate and its key (--etcd-cacert, --etcd-cert, --etcd-key)")))
+                }
+                (Some(("http", _)), Some(_)) => {
+                    return Err(ViewError::Config(format!("{e}: plain http, but TLS to etcd was asked for: every endpoint must be https://")))
+                }
+                (Some((other, _)), _) => return Err(ViewError::Config(format!("{e}: unknown scheme {other:?} (http:// or https://)"))),
+            };
             eps.push(e);
         }
-        let config = ureq::Agent::config_builder().timeout_global(Some(timeout)).http_status_as_error(false).build();
-        Ok(Etcd { endpoints: eps, agent: config.into(), current: AtomicUsize::new(0) })
+        let mut config = ureq::Agent::config_builder().timeout_global(Some(timeout)).http_status_as_error(false);
+        if let Some(t) = tls {
+            config = config.tls_config(t.config()?);
+        }
+        Ok(Etcd { endpoints: eps, agent: config.build().into(), current: AtomicUsize::new(0), tls: tls.is_some() })
+    }
+
+    /// Whether requests go over TLS with a client certificate.
+    pub fn tls(&self) -> bool {
+        self.tls
     }
 
     pub fn endpoints(&self) -> &[String] {
@@ -77,16 +140,42 @@ impl Etcd {
                     let text = r.body_mut().read_to_string().unwrap_or_default();
                     errors.push(format!("{url}: HTTP {status}: {}", text.trim()));
                 }
-                Err(e) => errors.push(format!("{url}: {e}")),
+                Err(e) => errors.push(format!("{url}: {e}{}", self.hint(&e))),
             }
         }
         Err(ViewError::Unreachable(errors.join("; ")))
     }
 
+    /// What an error may mean that its text does not say.
+    fn hint(&self, e: &ureq::Error) -> &'static str {
+        match e {
+            ureq::Error::Io(io) if self.tls && matches!(io.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => {
+                // TLS 1.3: the client's certificate is checked after the
+                // client's side of the handshake is done; a refusal arrives
+                // as a closed connection
+                " (an etcd member closes the connection so when it refuses this host's client certificate: is --etcd-cert signed by the CA the members trust?)"
+            }
+            _ => "",
+        }
+    }
+
     /// Linearizable read of `key`'s view.
     pub fn read_view(&self, key: &str) -> Result<Found, ViewError> {
-        let r: RangeResponse = self.call("/v3/kv/range", &RangeRequest { key: B64.encode(key) })?;
+        let r: RangeResponse = self.call("/v3/kv/range", &RangeRequest::one(B64.encode(key)))?;
         found(key, r.kvs.into_iter().next())
+    }
+
+    /// Every view below `prefix` (a linearizable range read), with its key
+    /// in order; a key that holds no readable view comes with its error.
+    pub fn list_views(&self, prefix: &str) -> Result<Vec<Listed>, ViewError> {
+        let r: RangeResponse = self.call("/v3/kv/range", &RangeRequest { key: B64.encode(prefix), range_end: Some(B64.encode(prefix_end(prefix))) })?;
+        let mut out = Vec::new();
+        for kv in r.kvs {
+            let key = B64.decode(kv.key.as_bytes()).ok().and_then(|k| String::from_utf8(k).ok()).unwrap_or_else(|| format!("(key not UTF-8: {})", kv.key));
+            let f = found(&key, Some(kv));
+            out.push((key, f));
+        }
+        Ok(out)
     }
 
     /// Puts `next` at `key` if the key's mod_revision is `rev` (0: if the
@@ -97,7 +186,7 @@ impl Etcd {
         let req = TxnRequest {
             compare: vec![compare_mod(&k, rev)],
             success: vec![Op::Put(PutRequest { key: k.clone(), value: B64.encode(value) })],
-            failure: vec![Op::Range(RangeRequest { key: k })],
+            failure: vec![Op::Range(RangeRequest::one(k))],
         };
         let r: TxnResponse = self.call("/v3/kv/txn", &req)?;
         if r.succeeded {
@@ -113,8 +202,8 @@ impl Etcd {
         let k = B64.encode(key);
         let req = TxnRequest {
             compare: vec![compare_mod(&k, rev)],
-            success: vec![Op::DeleteRange(RangeRequest { key: k.clone() })],
-            failure: vec![Op::Range(RangeRequest { key: k })],
+            success: vec![Op::DeleteRange(RangeRequest::one(k.clone()))],
+            failure: vec![Op::Range(RangeRequest::one(k))],
         };
         let r: TxnResponse = self.call("/v3/kv/txn", &req)?;
         if r.succeeded {
@@ -164,6 +253,28 @@ fn found(key: &str, kv: Option<KeyValue>) -> Result<Found, ViewError> {
 #[derive(Serialize)]
 struct RangeRequest {
     key: String,
+    /// Every key from `key` to this one (excluded); none: `key` alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range_end: Option<String>,
+}
+
+impl RangeRequest {
+    fn one(key: String) -> RangeRequest {
+        RangeRequest { key, range_end: None }
+    }
+}
+
+/// The first key after every key that starts with `prefix` (etcd's way to
+/// ask for a prefix: its last byte plus one).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
 }
 
 #[derive(Serialize)]
@@ -206,6 +317,8 @@ struct Header {
 #[derive(Deserialize)]
 struct KeyValue {
     #[serde(default)]
+    key: String,
+    #[serde(default)]
     mod_revision: String,
     #[serde(default)]
     value: String,
@@ -246,11 +359,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_get_a_scheme_and_tls_is_refused_by_name() {
-        let e = Etcd::new(&["198.19.0.1:2379".into(), "http://198.19.0.2:2379/".into()], Duration::from_millis(100)).unwrap();
+    fn endpoints_get_a_scheme_and_tls_is_all_or_nothing() {
+        let ms = Duration::from_millis(100);
+        let e = Etcd::new(&["198.19.0.1:2379".into(), "http://198.19.0.2:2379/".into()], ms, None).unwrap();
         assert_eq!(e.endpoints(), &["http://198.19.0.1:2379".to_string(), "http://198.19.0.2:2379".to_string()]);
-        assert!(matches!(Etcd::new(&["https://x:2379".into()], Duration::from_millis(1)), Err(ViewError::Config(m)) if m.contains("TLS")));
-        assert!(Etcd::new(&[], Duration::from_millis(1)).is_err());
+        assert!(!e.tls());
+        assert!(matches!(Etcd::new(&["https://x:2379".into()], ms, None), Err(ViewError::Config(m)) if m.contains("--etcd-cacert")));
+        assert!(matches!(Etcd::new(&["ftp://x:2379".into()], ms, None), Err(ViewError::Config(m)) if m.contains("unknown scheme")));
+        assert!(Etcd::new(&[], ms, None).is_err());
+        let tls = EtcdTls { ca: "/nonexistent/ca.crt".into(), cert: "/nonexistent/c.crt".into(), key: "/nonexistent/c.key".into() };
+        assert!(matches!(Etcd::new(&["http://x:2379".into()], ms, Some(&tls)), Err(ViewError::Config(m)) if m.contains("plain http")));
+        // the files are read at once: a missing one is named
+        assert!(matches!(Etcd::new(&["x:2379".into()], ms, Some(&tls)), Err(ViewError::Config(m)) if m.contains("/nonexistent/ca.crt")));
     }
 
     #[test]
@@ -259,7 +379,7 @@ mod tests {
         let req = TxnRequest {
             compare: vec![compare_mod(&k, 0)],
             success: vec![Op::Put(PutRequest { key: k.clone(), value: B64.encode("v") })],
-            failure: vec![Op::Range(RangeRequest { key: k })],
+            failure: vec![Op::Range(RangeRequest::one(k))],
         };
         let j = serde_json::to_value(&req).unwrap();
         assert_eq!(j["compare"][0]["target"], "MOD");
@@ -269,16 +389,24 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_ends_at_its_last_byte_plus_one() {
+        assert_eq!(prefix_end("/rrc/v1/services/"), b"/rrc/v1/services0".to_vec());
+        assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
+        let j = serde_json::to_value(RangeRequest::one("x".into())).unwrap();
+        assert!(j.get("range_end").is_none(), "one key: no range_end");
+    }
+
+    #[test]
     fn answers_with_fields_left_out_are_read() {
         // a refused txn: "succeeded" false is left out by proto3's JSON
         let r: TxnResponse = serde_json::from_str(r#"{"header":{"revision":"5"},"responses":[{"response_range":{"header":{}}}]}"#).unwrap();
         assert!(!r.succeeded);
         assert!(r.responses[0].response_range.as_ref().unwrap().kvs.is_empty());
         let v = View::first("a", "b", &[], Duration::from_millis(1000));
-        let kv = KeyValue { mod_revision: "12".into(), value: B64.encode(serde_json::to_vec(&v).unwrap()) };
+        let kv = KeyValue { key: B64.encode("/k"), mod_revision: "12".into(), value: B64.encode(serde_json::to_vec(&v).unwrap()) };
         assert_eq!(found("/k", Some(kv)).unwrap(), Found::At { view: v, rev: 12 });
         assert_eq!(found("/k", None).unwrap(), Found::Absent);
-        let bad = KeyValue { mod_revision: "1".into(), value: B64.encode("not json") };
+        let bad = KeyValue { key: B64.encode("/k"), mod_revision: "1".into(), value: B64.encode("not json") };
         assert!(matches!(found("/k", Some(bad)), Err(ViewError::BadRecord { .. })));
     }
 }

@@ -20,7 +20,7 @@ pub mod suspicion;
 pub mod view;
 
 pub use error::ViewError;
-pub use etcd::{Etcd, Swap};
+pub use etcd::{Etcd, EtcdTls, Swap};
 pub use lease::{takeover_delay, Action, Found, Keeper, LeaseStatus, LeaseTiming, Standing};
 pub use suspicion::{Answer, Next, Request, Suspicion};
 pub use view::{Change, Keys, Role, View};

@@ -154,21 +154,7 @@ impl Key {
     /// (whitespace around them allowed).
     pub fn load(path: &Path) -> Result<Key, KeyFileError> {
         let p = path.display().to_string();
-        let io = |source| KeyFileError::Io { path: p.clone(), source };
-        let mut f = std::fs::File::open(path).map_err(io)?;
-        let md = f.metadata().map_err(io)?;
-        if !md.is_file() {
-            return Err(KeyFileError::NotAFile { path: p });
-        }
-        // SAFETY: geteuid has no failure mode.
-        let me = unsafe { libc::geteuid() };
-        if md.uid() != me {
-            return Err(KeyFileError::Owner { path: p, owner: md.uid(), me });
-        }
-        let mode = md.permissions().mode() & 0o7777;
-        if mode & 0o077 != 0 {
-            return Err(KeyFileError::Mode { path: p, mode });
-        }
+        let mut f = open_private_file(path)?;
         let mut text = String::new();
         // A key file is 65 bytes; read a little more to see a longer one.
         (&mut f).take(256).read_to_string(&mut text).map_err(|_| KeyFileError::Format { path: p.clone() })?;
@@ -190,6 +176,29 @@ impl Key {
         f.write_all(format!("{}\n", hex(&key.0)).as_bytes()).and_then(|_| f.sync_all()).map_err(|source| KeyFileError::Io { path: p, source })?;
         Ok(key)
     }
+}
+
+/// Opens a file that holds a secret (the agents' key, etcd's client key):
+/// a regular file of this user that no one else may read or write, as ssh
+/// wants of a private key; refused, naming which of these it is not.
+pub fn open_private_file(path: &Path) -> Result<std::fs::File, KeyFileError> {
+    let p = path.display().to_string();
+    let io = |source| KeyFileError::Io { path: p.clone(), source };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let md = f.metadata().map_err(io)?;
+    if !md.is_file() {
+        return Err(KeyFileError::NotAFile { path: p });
+    }
+    // SAFETY: geteuid has no failure mode.
+    let me = unsafe { libc::geteuid() };
+    if md.uid() != me {
+        return Err(KeyFileError::Owner { path: p, owner: md.uid(), me });
+    }
+    let mode = md.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(KeyFileError::Mode { path: p, mode });
+    }
+    Ok(f)
 }
 
 fn parse_hex_key(s: &str) -> Option<[u8; KEY_LEN]> {

@@ -213,6 +213,12 @@ pub enum Request {
     /// Backup: write the committed state as an image `rrc restore` accepts
     /// (DIR/checkpoint.rrc) and the data directory as DIR/data.
     Export { name: String, dir: String },
+    /// The views etcd holds (one service's, or every one), read through
+    /// this agent's etcd client (`rrc view list|show`).
+    Views { name: Option<String> },
+    /// Removes a service's view from etcd if it is still at `revision`
+    /// (`rrc view remove`): refused while this agent has a part in it.
+    RemoveView { name: String, revision: i64 },
 }
 
 /// Agent -> CLI: the answer to one [`Request`], whose reply type

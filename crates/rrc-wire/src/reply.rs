@@ -31,6 +31,9 @@ pub enum Reply {
     Stopped(Stopped),
     Fault(FaultSet),
     Exported(Exported),
+    Views(StoredViews),
+    /// The view that was removed.
+    ViewRemoved(StoredView),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +203,34 @@ pub struct ViewStatus {
     pub view_changes: u64,
     /// The etcd endpoints this agent uses.
     pub etcd: Vec<String>,
+    /// Whether it reaches them over TLS with a client certificate (false:
+    /// plain http, where anyone who reaches etcd could change a view).
+    #[serde(default)]
+    pub etcd_tls: bool,
+}
+
+/// A service's view as etcd holds it (`rrc view`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredView {
+    pub service: String,
+    pub key: String,
+    /// The key's mod_revision: what `rrc view remove --revision` names.
+    pub revision: i64,
+    pub number: u64,
+    pub primary: String,
+    pub backup: Option<String>,
+    pub spares: Vec<String>,
+    pub lease_ms: u64,
+}
+
+/// The views found, and where (`rrc view list|show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredViews {
+    pub etcd: Vec<String>,
+    pub views: Vec<StoredView>,
+    /// Keys below rrc's prefix that hold no view rrc can read, with why.
+    #[serde(default)]
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl ServiceStatus {

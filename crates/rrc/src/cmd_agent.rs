@@ -64,6 +64,18 @@ pub struct AgentArgs {
     /// status` says so.
     #[arg(long, value_name = "URL,...", value_delimiter = ',')]
     pub etcd: Vec<String>,
+    /// TLS to etcd (`https://` endpoints): the CA that signed the
+    /// members' certificates (PEM), as etcdctl's --cacert. Run the members
+    /// with --client-cert-auth and this CA as --trusted-ca-file: they
+    /// then answer only hosts that hold a certificate it signed.
+    #[arg(long, value_name = "FILE", requires_all = ["etcd", "etcd_cert", "etcd_key"])]
+    pub etcd_cacert: Option<PathBuf>,
+    /// This host's client certificate for etcd (PEM), as etcdctl's --cert.
+    #[arg(long, value_name = "FILE", requires_all = ["etcd_cacert", "etcd_key"])]
+    pub etcd_cert: Option<PathBuf>,
+    /// Its private key (PEM; root's, mode 0600), as etcdctl's --key.
+    #[arg(long, value_name = "FILE", requires_all = ["etcd_cacert", "etcd_cert"])]
+    pub etcd_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -95,6 +107,14 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         (None, true) => PeerAuth::Unauthenticated,
         (None, false) => bail!("no --key-file: an agent authenticates its peers with a shared key (make one with `rrc keygen FILE`), or runs without only when told so (--insecure-no-auth)"),
     };
+    let etcd_tls = match (a.etcd_cacert, a.etcd_cert, a.etcd_key) {
+        (Some(ca), Some(cert), Some(key)) => {
+            // the client key is a secret as the agents' key is
+            rrc_wire::auth::open_private_file(&key).context("--etcd-key")?;
+            Some(rrc_view::EtcdTls { ca, cert, key })
+        }
+        _ => None,
+    };
     let cfg = AgentConfig {
         name: a.name,
         state_dir: a.state_dir,
@@ -111,6 +131,7 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         auth,
         key_file: a.key_file,
         etcd: a.etcd.into_iter().filter(|e| !e.trim().is_empty()).collect(),
+        etcd_tls,
     };
     rrc_agent::run(cfg)?;
     Ok(ExitCode::SUCCESS)

@@ -572,7 +572,7 @@ fn security_line(host: &str, sec: &SecurityStatus) -> String {
 }
 
 /// The agents that have a part in `name`, with their role.
-fn parts(agents: &[AgentRef], name: &str) -> Vec<(AgentRef, Role)> {
+pub(crate) fn parts(agents: &[AgentRef], name: &str) -> Vec<(AgentRef, Role)> {
     let mut v = Vec::new();
     for a in agents {
         if let Ok(r) = request::<AgentStatus>(a, &Request::Status { name: Some(name.into()) }) {
@@ -660,7 +660,7 @@ fn print_fencing(s: &ServiceView) {
     for p in parts {
         match &p.view {
             Some(v) => println!(
-                "    view {} (primary {}, backup {}): host {} {}, lease {} ms, {} ms left ({} renewals, {} failed, {} fences); suspicions {} ({} false), view changes {}",
+                "    view {} (primary {}, backup {}): host {} {}, lease {} ms, {} ms left ({} renewals, {} failed, {} fences); suspicions {} ({} false), view changes {}; etcd {}",
                 v.number,
                 v.primary,
                 v.backup.as_deref().unwrap_or("none"),
@@ -674,6 +674,10 @@ fn print_fencing(s: &ServiceView) {
                 v.suspicions,
                 v.false_suspicions,
                 v.view_changes,
+                match v.etcd_tls {
+                    true => "over TLS with a client certificate",
+                    false => "over plain http (UNAUTHENTICATED: anyone who reaches etcd can change this view)",
+                },
             ),
             None => println!("    host {}: no view (its agent runs without --etcd): NOT FENCED", p.host),
         }

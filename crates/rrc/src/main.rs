@@ -14,6 +14,7 @@ mod cmd_lab;
 mod cmd_ps;
 mod cmd_restore;
 mod cmd_service;
+mod cmd_view;
 mod locate;
 mod record_scan;
 mod replay;
@@ -112,6 +113,13 @@ enum Cmd {
     /// Write a service's committed state at the backup as an image that
     /// `rrc restore` accepts.
     Export(cmd_service::ExportArgs),
+    /// Show or remove the services' views in etcd (agents run with --etcd).
+    ///
+    /// `list` and `show NAME` print each view with its etcd revision;
+    /// `remove NAME --revision R` removes a view left behind by a service
+    /// whose `rrc stop` could not reach etcd (the next `rrc run` of that
+    /// name is refused while it is there).
+    View(cmd_view::ViewArgs),
 }
 
 fn init_logging() {
@@ -154,6 +162,7 @@ fn main() -> ExitCode {
         Cmd::Stop(a) => cmd_service::stop(a),
         Cmd::Fault(a) => cmd_service::fault(a),
         Cmd::Export(a) => cmd_service::export(a),
+        Cmd::View(a) => cmd_view::run(a),
     };
     match r {
         Ok(code) => code,
