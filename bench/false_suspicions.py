@@ -15,10 +15,14 @@ renewals. Conditions:
 - perturb: RRC §5's perturb program on the primary (busy 20-80 ms, sleep
   20-120 ms, one per CPU; bench/failover_campaign.py's);
 - hog: two processes spinning at ordinary priority outside the lab,
-  hogging both CPUs (agents, etcd, server and client compete with them).
+  hogging both CPUs (agents, etcd, server and client compete with them);
+- big: redis holding ~100 MB (DEBUG POPULATE 100000 keys of 1000 bytes
+  before the load), so that every epoch's copy snapshot and the first
+  full checkpoint to the backup are large (what starved the heartbeats
+  before they ran at a real-time priority).
 
 Reproduce: `python3 bench/false_suspicions.py [--minutes 2] [--conditions
-quiet,perturb,hog] [--rate 2000] [--out bench/results/false_suspicions]`
+quiet,perturb,hog,big] [--rate 2000] [--out bench/results/false_suspicions]`
 (root; builds nothing: `make` first). Takes the lab lock for the run.
 Writes OUT.json and OUT.png.
 """
@@ -36,6 +40,8 @@ from failover_campaign import PERTURB_RRC, PERTURB_SPIN
 
 CHECK = REPO / "target" / "release" / "rrc-check"
 REDIS = ["redis-server", "--save", "", "--appendonly", "no", "--port", "6379", "--protected-mode", "no"]
+BIG_KEYS, BIG_VALUE = 100_000, 1000
+CONDITIONS = ("quiet", "perturb", "hog", "big")
 COUNTERS = ("suspicions", "false_suspicions", "view_changes", "fences", "failed_renewals", "renewals")
 
 
@@ -51,13 +57,18 @@ def one_condition(cond, a):
     try:
         cli("lab", "up")
         name = "fs"
-        ip = json.loads(cli("run", "--name", name, "--primary", "a", "--backup", "b", "--mode", "rr", "--json", "--", *REDIS))["service_ip"]
+        server = REDIS + (["--enable-debug-command", "yes"] if cond == "big" else [])
+        ip = json.loads(cli("run", "--name", name, "--primary", "a", "--backup", "b", "--mode", "rr", "--json", "--", *server))["service_ip"]
         deadline = time.monotonic() + 30
         while json.loads(cli("status", name, "--json")).get("checkpoints_committed", 0) < 3:
             if time.monotonic() > deadline:
                 raise BenchError("the service was not protected within 30 s")
             time.sleep(0.2)
         ncpu = os.cpu_count() or 1
+        if cond == "big":
+            cli("lab", "exec", "client", "--", "redis-cli", "-h", ip, "DEBUG", "POPULATE", str(BIG_KEYS), "fill", str(BIG_VALUE), timeout=300)
+            used = cli("lab", "exec", "client", "--", "redis-cli", "-h", ip, "INFO", "memory")
+            log("big: " + next((ln for ln in used.splitlines() if ln.startswith("used_memory_human")), "?").strip())
         if cond == "perturb":
             for i in range(ncpu):
                 procs.append(subprocess.Popen([str(RRC), "lab", "exec", "a", "--", sys.executable, "-c", PERTURB_RRC, str(i), str(1000 + i)]))
@@ -111,7 +122,7 @@ def plot(path, data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=2.0, help="per condition")
-    ap.add_argument("--conditions", default="quiet,perturb,hog")
+    ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--rate", type=int, default=2000, help="rrc-check ops/s (8 connections)")
     ap.add_argument("--lock-wait", type=float, default=600)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "false_suspicions"))
@@ -120,7 +131,7 @@ def main():
         if not Path(b).exists():
             raise BenchError(f"{b} is missing: `make` first")
     conds = [c for c in a.conditions.split(",") if c]
-    bad = [c for c in conds if c not in ("quiet", "perturb", "hog")]
+    bad = [c for c in conds if c not in CONDITIONS]
     if bad:
         raise BenchError(f"unknown conditions {bad}")
     machine = machine_description()

@@ -208,6 +208,11 @@ def test_primary_cut_from_etcd_only_hands_over_to_the_backup(lab, tmp_path):
     cli("lab", "heal")
     wait_until(lambda: "a" not in parts(name), 30, "a stood down after the heal", interval=0.2, diag=lambda: diagnosis(name))
     judge(p, name, hist)
+    # b's failover came after its view change, with no lease to wait out:
+    # the service IP was b's all along
+    fo = json.loads(cli("status", name, "--json").stdout)["primary_view"]["failovers"]
+    vc = fo[-1].get("view_change") if fo else None
+    assert vc and vc["view"] >= 2 and vc["lease_wait_ms"] < 1, fo
 
 
 def test_backup_isolated_the_primary_takes_the_ip_after_its_lease(lab, tmp_path):
@@ -221,6 +226,11 @@ def test_backup_isolated_the_primary_takes_the_ip_after_its_lease(lab, tmp_path)
     judge(p, name, hist)
     fo = json.loads(cli("status", name, "--json").stdout)["primary_view"]["failovers"]
     assert fo and fo[-1]["kind"] == "backup failure", fo
+    # the timeline shows the view change and the wait for b's lease (1 s,
+    # plus the drift bound) before a took the service IP
+    vc = fo[-1].get("view_change")
+    assert vc and vc["view"] >= 2 and vc["lease_wait_ms"] >= 1000, fo[-1]
+    assert f"view {vc['view']} installed in etcd" in cli("status", name).stdout
 
 
 def test_flapping_replication_link(lab, tmp_path):
@@ -256,6 +266,15 @@ def test_frozen_primary_past_its_lease_is_replaced_and_stands_down_when_thawed(l
     FROZEN.add("a")
     try:
         one_serves(name, expect_primary="b", view_at_least=2)
+        # `rrc status` asks every agent at once: the frozen one costs its
+        # timeout (10 s), is named, and the others are shown
+        t = time.monotonic()
+        st = json.loads(cli("status", "--json", timeout=40).stdout)
+        took = time.monotonic() - t
+        down = {h["host"]: h for h in st["agents"] if not h["reachable"]}
+        assert set(down) == {"a"} and "did not answer within" in down["a"]["error"], st["agents"]
+        assert took < 25, f"rrc status took {took:.1f} s with one agent frozen"
+        assert any(s["name"] == name for s in st["services"]), st
         time.sleep(1.5)
     finally:
         FROZEN.discard("a")

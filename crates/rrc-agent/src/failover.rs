@@ -650,7 +650,7 @@ fn reset_conn(netns: &str, d: Option<rrc_gate::StreamData>, sent_to: Option<u32>
 pub fn primary_silent(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) -> crate::heartbeat::Watch {
     use crate::heartbeat::Watch;
     let Some(view) = agent.view(&b.spec.name) else {
-        primary_failed(agent, b, s);
+        primary_failed(agent, b, s, None);
         return Watch::Stop;
     };
     if b.is_stopping() {
@@ -658,17 +658,18 @@ pub fn primary_silent(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) -> crate:
     }
     let Some(heard) = b.heard() else { return Watch::Stop };
     let (agent, b) = (agent.clone(), b.clone());
-    view.suspect_apart(rrc_view::Change::PromoteBackup, heard, move || primary_failed(&agent, &b, s))
+    view.suspect_apart(rrc_view::Change::PromoteBackup, heard, move |changed| primary_failed(&agent, &b, s, Some(changed)))
 }
 
-/// The primary has failed: fail over to this host.
-pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
+/// The primary has failed: fail over to this host (with views, after
+/// `changed` made it the primary).
+pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence, changed: Option<crate::views::ViewChanged>) {
     if b.is_stopping() {
         return;
     }
     let name = b.spec.name.clone();
     tracing::error!(service = %name, silent_ms = s.silent_for.as_millis() as u64, "primary {} silent: failing over to this host", b.spec.primary);
-    match fail_over(agent, b, &s) {
+    match fail_over(agent, b, &s, changed) {
         Ok(live) => {
             if live.spec.spare.is_some() {
                 let r = crate::reprotect::reprotect(
@@ -700,7 +701,7 @@ pub fn primary_failed(agent: &Arc<Agent>, b: &Arc<Backup>, s: Silence) {
     }
 }
 
-fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
+fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence, changed: Option<crate::views::ViewChanged>) -> Result<Live> {
     let t0 = s.declared_at;
     let mut steps: Vec<(&str, f64)> = Vec::new();
     // 2. Block, and stop replication.
@@ -946,6 +947,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence) -> Result<Live> {
         reprotected: None,
         replay,
         syns_resent: Some(syns_resent),
+        view_change: changed.map(|c| c.report(t0)),
     };
     Ok(Live {
         spec: b.spec.clone(),

@@ -455,16 +455,16 @@ impl Primary {
     fn backup_silent(self: &Arc<Self>, s: crate::heartbeat::Silence) -> crate::heartbeat::Watch {
         use crate::heartbeat::Watch;
         let Some(view) = self.agent.upgrade().and_then(|a| a.view(&self.spec.name)) else {
-            self.backup_failed(s);
+            self.backup_failed(s, None);
             return Watch::Stop;
         };
         let Some(heard) = lock(&self.hb).1.as_ref().map(|h| h.heard()) else { return Watch::Stop };
         let me = self.clone();
-        view.suspect_apart(rrc_view::Change::DropBackup, heard, move || {
+        view.suspect_apart(rrc_view::Change::DropBackup, heard, move |changed| {
             if let Some(hb) = lock(&me.hb).1.as_ref() {
                 hb.signal_stop();
             }
-            me.backup_failed(s);
+            me.backup_failed(s, Some(changed));
         })
     }
 
@@ -500,7 +500,9 @@ impl Primary {
     /// IP on its own client-facing side and serves clients directly, with
     /// no output held any more. Established connections carry on: their
     /// packets now reach this host directly, and replies leave it directly.
-    fn backup_failed(&self, s: crate::heartbeat::Silence) {
+    /// With views, `changed` is the view change that made this host the
+    /// primary alone (its times go into the timeline).
+    fn backup_failed(&self, s: crate::heartbeat::Silence, changed: Option<crate::views::ViewChanged>) {
         if self.stopping() {
             return;
         }
@@ -548,6 +550,7 @@ impl Primary {
             reprotected: None,
             replay: None,
             syns_resent: None,
+            view_change: changed.map(|c| c.report(detected)),
         };
         tracing::info!(service = %self.spec.name, timeline = ?timeline, "serving clients directly, UNPROTECTED");
         let mut sh = lock(&self.shared);

@@ -41,11 +41,33 @@ struct Counts {
     view_changes: u64,
 }
 
+/// A view change this host made and is to act on.
+#[derive(Debug, Clone, Copy)]
+pub struct ViewChanged {
+    pub number: u64,
+    /// When the swap was known applied.
+    pub installed: Instant,
+    /// When the wait for the old holder's lease ended.
+    pub acting: Instant,
+}
+
+impl ViewChanged {
+    /// For a failover's timeline, whose times count from `declared`.
+    pub fn report(&self, declared: Instant) -> rrc_wire::reply::FailoverViewChange {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        rrc_wire::reply::FailoverViewChange {
+            view: self.number,
+            installed_ms: ms(self.installed.saturating_duration_since(declared)),
+            lease_wait_ms: ms(self.acting.saturating_duration_since(self.installed)),
+        }
+    }
+}
+
 /// What a suspicion came to.
 #[derive(Debug)]
 pub enum Outcome {
     /// The proposed view is installed: act in it now (its wait is done).
-    Act,
+    Act(ViewChanged),
     /// Another view (or none) replaced ours: the service must go here.
     StoodDown(Found),
     /// The peer was heard again; the old view stands.
@@ -224,11 +246,11 @@ impl ServiceView {
     /// out), and a lost race stands this host down.
     pub fn suspect_apart<F>(self: &Arc<Self>, change: Change, heard: Arc<AtomicU64>, act: F) -> crate::heartbeat::Watch
     where
-        F: FnOnce() + Send + 'static,
+        F: FnOnce(ViewChanged) + Send + 'static,
     {
         let me = self.clone();
         let spawned = std::thread::Builder::new().name(format!("suspect-{}", self.service)).spawn(move || match me.suspect(change, &heard) {
-            Outcome::Act => act(),
+            Outcome::Act(changed) => act(changed),
             Outcome::StoodDown(by) => {
                 if let Some(a) = me.agent() {
                     a.stand_down(&me.service, &stand_down_reason(&me.service, &by));
@@ -298,10 +320,11 @@ impl ServiceView {
             match s.answered(answer, Instant::now()) {
                 Next::Act { view, rev, not_before } => {
                     tracing::warn!(service = %self.service, "{view} installed; acting in it in {} ms", not_before.saturating_duration_since(Instant::now()).as_millis());
+                    let (number, installed) = (view.number, Instant::now());
                     self.install(view, rev, sent);
                     lock(&self.counts).view_changes += 1;
                     std::thread::sleep(not_before.saturating_duration_since(Instant::now()));
-                    return Outcome::Act;
+                    return Outcome::Act(ViewChanged { number, installed, acting: Instant::now() });
                 }
                 Next::StandDown { by } => {
                     lock(&self.keeper).withdraw();

@@ -471,6 +471,22 @@ pub struct FailoverReport {
     /// "Handshakes").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syns_resent: Option<usize>,
+    /// With views (issue 15): the view change the failover waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view_change: Option<FailoverViewChange>,
+}
+
+/// The view change before a failover's steps (its times count from the
+/// moment the failure was declared, as the steps' do).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailoverViewChange {
+    /// The view installed.
+    pub view: u64,
+    /// When this host's compare-and-swap was known applied.
+    pub installed_ms: f64,
+    /// Then the wait for the old holder's lease to run out (0: the service
+    /// IP stayed where it was).
+    pub lease_wait_ms: f64,
 }
 
 /// What a failover's replay did (rr mode; runtime/lib/rr-conns.h).
@@ -616,6 +632,7 @@ mod tests {
             error: None,
             replay: None,
             syns_resent: Some(2),
+            view_change: Some(FailoverViewChange { view: 2, installed_ms: 12.0, lease_wait_ms: 1011.0 }),
             reprotected: Some(Reprotection {
                 new_backup: Some("c".into()),
                 at: "later".into(),

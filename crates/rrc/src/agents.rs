@@ -73,10 +73,17 @@ pub fn for_host(explicit: Option<&Path>, host: &str) -> AgentRef {
 /// Sends one request and returns the data of a successful response, as
 /// the reply type of that request (rrc_wire::reply).
 pub fn request<T: serde::de::DeserializeOwned>(a: &AgentRef, req: &Request) -> Result<T> {
+    request_within(a, req, TIMEOUT)
+}
+
+/// [`request`], waiting at most `timeout` for the answer: for questions
+/// every agent is asked at once (`rrc status`), where one stopped agent
+/// (SIGSTOP, a frozen cgroup) must not hold up the answer about the others.
+pub fn request_within<T: serde::de::DeserializeOwned>(a: &AgentRef, req: &Request, timeout: Duration) -> Result<T> {
     let mut c = UnixStream::connect(&a.socket).with_context(|| {
         format!("connecting to the agent of {} at {} (is `rrc agent` running there? in the lab: `rrc lab up`)", a.host, a.socket.display())
     })?;
-    c.set_read_timeout(Some(TIMEOUT))?;
+    c.set_read_timeout(Some(timeout))?;
     // An agent that refuses this client (not root) answers at once and
     // closes: the request may then meet a closed socket, but the answer,
     // which names the cause, is still there to read.
@@ -84,6 +91,9 @@ pub fn request<T: serde::de::DeserializeOwned>(a: &AgentRef, req: &Request) -> R
     let f = match (sent, read_frame(&mut c)) {
         (_, Ok(f)) => f,
         (Err(e), Err(_)) => return Err(anyhow::Error::new(e).context("sending the request")),
+        (Ok(()), Err(rrc_wire::WireError::TimedOut)) => {
+            bail!("the agent of {} did not answer within {} s (stopped, frozen, or overloaded)", a.host, timeout.as_secs_f64())
+        }
         (Ok(()), Err(e)) => return Err(anyhow::Error::new(e).context(format!("reading the answer of the agent of {}", a.host))),
     };
     let r: Response<T> = f.expect(FrameKind::Response)?.parse().with_context(|| format!("the answer of the agent of {}", a.host))?;

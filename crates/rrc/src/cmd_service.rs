@@ -14,7 +14,7 @@ use rrc_wire::reply::{AgentStatus, Exported, FaultSet, Role, RoleStats, Security
 use serde::Serialize;
 use serde_json::json;
 
-use crate::agents::{for_host, request, resolve, AgentRef};
+use crate::agents::{for_host, request, request_within, resolve, AgentRef};
 use crate::JsonFlag;
 
 #[derive(Args, Debug, Clone)]
@@ -214,8 +214,8 @@ struct HostView {
 fn gather(agents: &[AgentRef], name: Option<&str>) -> (Vec<AgentStatus>, Vec<HostView>) {
     let mut reports = Vec::new();
     let mut hosts = Vec::new();
-    for a in agents {
-        match request::<AgentStatus>(a, &Request::Status { name: name.map(String::from) }) {
+    for (a, r) in agents.iter().zip(ask_all(agents, name)) {
+        match r {
             Ok(v) => {
                 hosts.push(HostView {
                     host: v.host.clone(),
@@ -240,6 +240,20 @@ fn gather(agents: &[AgentRef], name: Option<&str>) -> (Vec<AgentStatus>, Vec<Hos
         }
     }
     (reports, hosts)
+}
+
+/// How long `rrc status` (and the verbs that first ask who runs what)
+/// waits for each agent: they are asked at once, so a stopped agent
+/// costs this, not the sum.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every agent's status, asked at once; in the agents' order.
+fn ask_all(agents: &[AgentRef], name: Option<&str>) -> Vec<Result<AgentStatus>> {
+    let req = Request::Status { name: name.map(String::from) };
+    std::thread::scope(|s| {
+        let asks: Vec<_> = agents.iter().map(|a| s.spawn(|| request_within::<AgentStatus>(a, &req, STATUS_TIMEOUT))).collect();
+        asks.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the thread asking an agent panicked")))).collect()
+    })
 }
 
 /// One service as `rrc status` shows it: the primary's view, with the
@@ -506,6 +520,12 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 f.detection_ms,
                 f.total_ms
             );
+            if let Some(v) = &f.view_change {
+                println!("        +{:>7.1} ms  view {} installed in etcd", v.installed_ms, v.view);
+                if v.lease_wait_ms > 0.5 {
+                    println!("        +{:>7.1} ms  the old holder's lease waited out ({:.0} ms)", v.installed_ms + v.lease_wait_ms, v.lease_wait_ms);
+                }
+            }
             for st in &f.steps {
                 println!("        +{:>7.1} ms  {}", st.at_ms, st.step);
             }
@@ -572,11 +592,14 @@ fn security_line(host: &str, sec: &SecurityStatus) -> String {
 }
 
 /// The agents that have a part in `name`, with their role.
+/// An agent that did not answer is named on stderr: a part it may hold
+/// is not in the list.
 pub(crate) fn parts(agents: &[AgentRef], name: &str) -> Vec<(AgentRef, Role)> {
     let mut v = Vec::new();
-    for a in agents {
-        if let Ok(r) = request::<AgentStatus>(a, &Request::Status { name: Some(name.into()) }) {
-            v.extend(r.services.iter().map(|s| (a.clone(), s.role)));
+    for (a, r) in agents.iter().zip(ask_all(agents, Some(name))) {
+        match r {
+            Ok(r) => v.extend(r.services.iter().map(|s| (a.clone(), s.role))),
+            Err(e) => eprintln!("warning: host {}: {e:#}; a part of {name} it may hold is left out", a.host),
         }
     }
     v
