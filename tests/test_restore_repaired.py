@@ -74,6 +74,10 @@ def in_netns(name: str):
         os.close(target)
 
 
+KEPT_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+                (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 42), (socket.SOL_SOCKET, socket.SO_PRIORITY, 3))
+
+
 def steal_fd(pid: int, fd: int) -> int:
     """A duplicate of fd `fd` of process `pid` (pidfd_getfd)."""
     pidfd = os.pidfd_open(pid)
@@ -186,6 +190,10 @@ class Served:
         self.server_end = socks.pop(self.conn_fd)
         for s in socks.values():
             s.close()
+        # options on mtkv's end (the same socket): the image carries them,
+        # the restorer sets them on the socket rebuilt for it
+        for level, name, value in KEPT_OPTIONS:
+            self.server_end.setsockopt(level, name, value)
         wait_until(lambda: armed_in_epoll(self.pid, self.conn_fd), 10, "mtkv to re-arm the connection")
         self.images = tmp_path / "img"
         rrc.dump(self.pid, self.images, leave_running=True)
@@ -278,8 +286,12 @@ def test_connection_continues_after_restore(served, leave_repair):
     assert request(served.client, "SET after restore") == "OK"
     assert request(served.client, "GET after") == "VALUE restore"
     assert served.restored_containers(), "the restored container is not registered"
-    # the restored process has the connection at the image's number
+    # the restored process has the connection at the image's number, with
+    # the options it had (the rebuilt socket had none of them)
     assert os.readlink(f"/proc/{rpid}/fd/{served.conn_fd}").startswith("socket:")
+    with socket.socket(fileno=steal_fd(rpid, served.conn_fd)) as s:
+        got = [(lvl, name, s.getsockopt(lvl, name)) for lvl, name, _ in KEPT_OPTIONS]
+    assert got == list(KEPT_OPTIONS), f"options of the repaired connection after the restore: {got}"
     # and its listener shares the port with it
     with in_netns(served.netns):
         other = socket.create_connection(("127.0.0.1", PORT), timeout=10)

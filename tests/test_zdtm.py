@@ -44,6 +44,7 @@ PROGRAMS = {
     "procstate": [],
     "recorded": [],
     "sockets": [],
+    "sockopts": [],
     "threads": ["4"],
     "vmachurn": [],
     "waits": [],
@@ -102,6 +103,17 @@ class Cycle:
         final = self.dump(leave_running=False)
         wait_until(lambda: not pid_alive(self.pid), 15, f"pid {self.pid} to end after the final dump")
         return final
+
+    def run_steps(self, steps: int):
+        """A dump after each step of a stepped program (fdreuse.c,
+        sockopts.c: $ZDTM_DIR/next asks for the next, $ZDTM_DIR/step
+        answers), the last one ending it."""
+        for step in range(steps):
+            if step:
+                (self.zdir / "next").touch()
+                wait_until(lambda: read_text(self.zdir / "step").strip() == str(step), 10, f"{self.prog} step {step}")
+            self.dump(leave_running=step < steps - 1)
+        wait_until(lambda: not pid_alive(self.pid), 15, f"pid {self.pid} to end after the final dump")
 
     def inspect(self):
         info = self.rrc.inspect(self.images[-1])
@@ -240,13 +252,7 @@ def test_fd_numbers_reused_between_dumps(rrc, tmp_path, netns, snapshot):
     env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
     c = Cycle(rrc, tmp_path, netns, "fdreuse", env=env, snapshot=snapshot.removesuffix("-no-helper")).start()
     port_a, port_b = map(int, (c.zdir / "ports").read_text().split())
-    steps = 7
-    for step in range(steps):
-        if step:
-            (c.zdir / "next").touch()
-            wait_until(lambda: read_text(c.zdir / "step").strip() == str(step), 10, f"fdreuse step {step}")
-        c.dump(leave_running=step < steps - 1)
-    wait_until(lambda: not pid_alive(c.pid), 15, f"pid {c.pid} to end after the final dump")
+    c.run_steps(7)
     for step, image in enumerate(c.images):
         records = {r["fd"]: r for r in rrc.inspect(image)["images"][-1]["fd_records"]}
         rec, kept = records.get(slot), records.get(keep)
@@ -269,6 +275,27 @@ def test_fd_numbers_reused_between_dumps(rrc, tmp_path, netns, snapshot):
                 f"image of step {step}: fd {late} is not the listener of backlog 33 made at step 1: {lrec}"
         else:
             assert lrec is None, f"image of step 0: fd {late} {lrec}"
+    c.restore_and_verify()
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])
+def test_socket_options_changed_between_dumps(rrc, tmp_path, netns, snapshot):
+    """Socket options come back (sockopts.c), read again at a dump after a
+    setsockopt and carried over from the last dump when none was made: the
+    program changes its options at odd steps only, a dump follows every
+    step, and each image's records show the options of its step; the
+    restored process finds the last step's. copy-no-helper: the control
+    thread lists the fds itself."""
+    env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
+    c = Cycle(rrc, tmp_path, netns, "sockopts", env=env, snapshot=snapshot.removesuffix("-no-helper")).start()
+    c.run_steps(5)
+    for step, image in enumerate(c.images):
+        k = (step + 1) // 2
+        conns = [r for r in rrc.inspect(image)["images"][-1]["fd_records"] if r["kind"] == "inet_conn"]
+        opts = [r["detail"]["socket"]["options"] for r in conns]
+        # the client end has the phase's keepidle; its accepted peer the default
+        assert any(o and o["keepidle"] == 30 + k and o["nodelay"] == k % 2 for o in opts), \
+            f"image of step {step} ({image}): no connection with phase {k}'s options: {opts}"
     c.restore_and_verify()
 
 

@@ -244,9 +244,12 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 
 	switch (kind) {
 	case 0:
-		if (is_socket)
-			r = rrc_capture_socket(f, fd, prev_record(w, fd));
-		else
+		if (is_socket) {
+			const struct rrc_fd *prev = prev_record(w, fd);
+			r = rrc_capture_socket(f, fd, prev);
+			if (r == 0)
+				r = rrc_capture_sockopts(f, fd, prev);
+		} else
 			r = rrc_capture_reg(f, link);
 		break;
 	case RRC_FD_PIPE:    r = rrc_capture_pipe(f, fd); break;

@@ -606,10 +606,22 @@ int shutdown(int fd, int how)
 	SOCKOP(SOCK_SHUTDOWN, fd, 0, 0, real_shutdown(fd, how), how == SHUT_WR || how == SHUT_RDWR ? fd : -1);
 }
 
-int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+static int setsockopt_call(int fd, int level, int name, const void *val, socklen_t len)
 {
 	RESOLVE(setsockopt);
 	SOCKOP(SOCK_SETOPT, fd, 0, 0, real_setsockopt(fd, level, name, val, len), -1);
+}
+
+/* The fd's count goes odd for the call and even after it: a checkpoint
+ * reads the options of a socket again when it moved (sockets.c). */
+int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	rrc_sockopt_bump(fd);
+	int r = setsockopt_call(fd, level, name, val, len);
+	int e = errno;
+	rrc_sockopt_bump(fd);
+	errno = e;
+	return r;
 }
 
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)

@@ -106,6 +106,8 @@ struct rrc_helper_box {
 	/* listen() backlogs (rrc_g.backlog, mirrored by the wrapper): the
 	 * helper's copy of the library's memory is that of its start */
 	int32_t  backlog[RRC_MAX_FDS];
+	/* setsockopt counts (rrc_g.sockopt_gen, mirrored by the wrapper) */
+	uint32_t sockopt_gen[RRC_MAX_FDS];
 	/* the request, written by the control thread before GO */
 	int32_t  image_fd, conn_fd, res_rfd, res_wfd;
 	/* the record log's sink and the one RECORD handed over (-1: none):
@@ -190,6 +192,7 @@ struct rrc_lib_state {
 	struct rrc_slot ctl_slot;       /* the control thread, RRC_THR_F_CONTROL */
 	struct rrc_slot slots[RRC_MAX_THREADS];
 	int32_t  backlog[RRC_MAX_FDS];  /* listen() backlog per fd, 0 = unknown */
+	uint32_t sockopt_gen[RRC_MAX_FDS]; /* setsockopt calls per fd, twice each (sockets.c) */
 };
 
 extern struct rrc_lib_state rrc_g RRC_HIDDEN;
@@ -401,12 +404,23 @@ int rrc_capture_eventfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* event
 int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll.c */
 int rrc_capture_timerfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* timerfd.c */
 int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_HIDDEN; /* sockets.c */
+/* Whether a record's data follows it in the scratch fd buffer (epoll
+ * entries, a socket's options); pipe data lives in a library pipe. */
+static inline int rrc_fd_data_inline(const struct rrc_fd *f)
+{
+	return f->kind == RRC_FD_EPOLL || (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
+}
 /* size of a record in the scratch fd buffer: struct, path padded to 8,
- * then (epoll only) the entries; pipe data lives in a library pipe */
+ * then the inline data (padded to 8 too: every inline datum is a multiple) */
 static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)
 {
-	return sizeof *f + ((f->path_len + 7ull) & ~7ull) + (f->kind == RRC_FD_EPOLL ? f->data_len : 0);
+	return sizeof *f + ((f->path_len + 7ull) & ~7ull) + (rrc_fd_data_inline(f) ? f->data_len : 0);
 }
+/* sockets.c: a socket's options appended after its record (the record is
+ * the last in the fd buffer); prev: the last capture's record of the fd */
+int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_HIDDEN;
+/* the setsockopt wrapper, before and after the call (ASYNC-SIGNAL-SAFE) */
+void rrc_sockopt_bump(int fd) RRC_HIDDEN;
 long rrc_read_fdinfo(int fd, char *buf, size_t cap) RRC_HIDDEN;
 const char *rrc_fdinfo_field(const char *buf, const char *key) RRC_HIDDEN;
 

@@ -925,7 +925,7 @@ static void write_fds(void)
 		uint64_t rec = rrc_fd_rec_size(f);
 		o_put(f, sizeof *f);
 		o_put(f + 1, f->path_len);
-		if (f->kind == RRC_FD_EPOLL) {
+		if (rrc_fd_data_inline(f)) {
 			o_put((uint8_t *)(f + 1) + ((f->path_len + 7ull) & ~7ull), f->data_len);
 		} else if (f->kind == RRC_FD_PIPE && f->data_len) {
 			int rfd = -1;

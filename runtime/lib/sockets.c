@@ -2,12 +2,15 @@
  *
  * Sockets: family, type, protocol, options that matter for re-binding,
  * local and peer addresses, listen backlog (recorded by the listen()
- * wrapper in guards.c). TCP connections are described but restored
+ * wrapper in guards.c); the options the restorer sets again (the record's
+ * data, struct rrc_sockopts), read again only when a setsockopt call may
+ * have changed them. TCP connections are described but restored
  * unconnected (architecture.md); netlink, packet and raw sockets are refused.
  * ASYNC-SIGNAL-SAFE.
  */
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include "rrc_lib.h"
 
 static int getopt_int(int fd, int lvl, int opt)
@@ -126,5 +129,109 @@ static int capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 		rrc_bput(rrc_s->err_msg, sizeof rrc_s->err_msg, l, "), which a checkpoint cannot describe");
 		return -1;
 	}
+	return 0;
+}
+
+/* ---- options: the record's data (struct rrc_sockopts, image.h) ---- */
+
+/* The wrapper bumps an fd's count before and after each setsockopt: an
+ * odd count is a call under way (a thread parked in it), after which the
+ * options must be read again; an even count that did not move since the
+ * last capture of the same socket says nothing changed them. */
+void rrc_sockopt_bump(int fd)
+{
+	if (fd < 0 || fd >= RRC_MAX_FDS)
+		return;
+	uint32_t g = __atomic_add_fetch(&rrc_g.sockopt_gen[fd], 1, __ATOMIC_SEQ_CST);
+	if (rrc_s && rrc_s->helper.box) /* the pause helper's copy (pause-helper.c) */
+		__atomic_store_n(&rrc_s->helper.box->sockopt_gen[fd], g, __ATOMIC_SEQ_CST);
+}
+
+static uint32_t sockopt_gen(int fd)
+{
+	return rrc_s->helper.in_helper ? rrc_s->helper.box->sockopt_gen[fd] : rrc_g.sockopt_gen[fd];
+}
+
+/* getsockopt of an int into *out; 1 if read */
+static int read_int(int fd, int lvl, int name, int32_t *out)
+{
+	int v = 0;
+	socklen_t l = sizeof v;
+	if (rrc_sys_getsockopt(fd, lvl, name, &v, &l) < 0 || l != sizeof v)
+		return 0;
+	*out = v;
+	return 1;
+}
+
+static void read_options(struct rrc_sockopts *o, int fd, const struct rrc_fd *f)
+{
+	int family = f->u.sock.family, type = f->u.sock.type & 0xf;
+	int inet = family == AF_INET || family == AF_INET6;
+	if (inet && type == SOCK_STREAM) {
+		if (read_int(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay))
+			o->valid |= RRC_SO_NODELAY;
+		if (read_int(fd, IPPROTO_TCP, TCP_CORK, &o->cork))
+			o->valid |= RRC_SO_CORK;
+		if (read_int(fd, IPPROTO_TCP, TCP_KEEPIDLE, &o->keepidle) &&
+		    read_int(fd, IPPROTO_TCP, TCP_KEEPINTVL, &o->keepintvl) &&
+		    read_int(fd, IPPROTO_TCP, TCP_KEEPCNT, &o->keepcnt))
+			o->valid |= RRC_SO_KEEPIDLE;
+	}
+	if (inet) {
+		if (read_int(fd, SOL_SOCKET, SO_KEEPALIVE, &o->keepalive))
+			o->valid |= RRC_SO_KEEPALIVE;
+		if (read_int(fd, SOL_SOCKET, SO_BROADCAST, &o->broadcast))
+			o->valid |= RRC_SO_BROADCAST;
+		int lvl = family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP;
+		if (read_int(fd, lvl, family == AF_INET6 ? IPV6_FREEBIND : IP_FREEBIND, &o->freebind))
+			o->valid |= RRC_SO_FREEBIND;
+		if (read_int(fd, lvl, family == AF_INET6 ? IPV6_TRANSPARENT : IP_TRANSPARENT, &o->transparent))
+			o->valid |= RRC_SO_TRANSPARENT;
+		char dev[16];
+		socklen_t dl = sizeof dev;
+		rrc_memset(dev, 0, sizeof dev);
+		if (rrc_sys_getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &dl) >= 0) {
+			rrc_memcpy(o->bindtodevice, dev, dl < sizeof dev ? dl : sizeof dev);
+			o->bindtodevice[sizeof o->bindtodevice - 1] = 0;
+			o->valid |= RRC_SO_BINDTODEVICE;
+		}
+	}
+	struct linger lg;
+	socklen_t ll = sizeof lg;
+	if (rrc_sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) >= 0 && ll == sizeof lg) {
+		o->linger_onoff = lg.l_onoff;
+		o->linger_secs = lg.l_linger;
+		o->valid |= RRC_SO_LINGER;
+	}
+	if (read_int(fd, SOL_SOCKET, SO_PRIORITY, &o->priority))
+		o->valid |= RRC_SO_PRIORITY;
+	if (read_int(fd, SOL_SOCKET, SO_RCVBUF, &o->rcvbuf) && read_int(fd, SOL_SOCKET, SO_SNDBUF, &o->sndbuf) &&
+	    read_int(fd, SOL_SOCKET, SO_BUF_LOCK, &o->buf_lock))
+		o->valid |= RRC_SO_BUFS;
+}
+
+int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
+{
+	struct rrc_scratch *s = rrc_s;
+	if (s->fdbuf_len + sizeof(struct rrc_sockopts) > s->fdbuf_cap) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd buffer full at the options of socket fd ", fd, 0);
+		return -1;
+	}
+	struct rrc_sockopts o;
+	rrc_memset(&o, 0, sizeof o);
+	uint32_t gen = fd < RRC_MAX_FDS ? sockopt_gen(fd) : 1;
+	const struct rrc_sockopts *p = 0;
+	if (prev && prev->kind == f->kind && prev->ino == f->ino && prev->data_len >= sizeof o)
+		p = (const struct rrc_sockopts *)((const uint8_t *)(prev + 1) + ((prev->path_len + 7ull) & ~7ull));
+	if (p && p->size == sizeof o && p->gen == gen && !(gen & 1)) {
+		rrc_memcpy(&o, p, sizeof o); /* no setsockopt since: as they were */
+	} else {
+		o.size = sizeof o;
+		o.gen = gen;
+		read_options(&o, fd, f);
+	}
+	rrc_memcpy(s->fdbuf + s->fdbuf_len, &o, sizeof o);
+	s->fdbuf_len += sizeof o;
+	f->data_len = sizeof o;
 	return 0;
 }

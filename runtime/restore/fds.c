@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "restore.h"
+#include "sk.h"
 
 struct rfd *fd_find(struct fd_ctx *x, int fd)
 {
@@ -205,6 +206,8 @@ void fds_restore(struct fd_ctx *x)
 			restore_epoll_entries(x, &c->fds[i]);
 	/* every listener is bound: the handed-in connections can go live */
 	repaired_leave_repair(x);
+	/* every socket at its number, out of repair: its options */
+	sk_opts_apply(x);
 	/* connections not yet accepted: the restored library's table */
 	repaired_write_accept_queue(x);
 	for (size_t i = 0; i < c->nr_fds; i++) {

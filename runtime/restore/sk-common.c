@@ -5,6 +5,7 @@
  * form for error messages.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,4 +77,12 @@ const char *sk_proto_str(const struct rrc_fd *f)
 	if (type == SOCK_DGRAM)
 		return f->u.sock.family == AF_INET6 ? "UDPv6" : "UDP";
 	return "socket";
+}
+
+void sk_setopt(const struct rfd *r, int fd, int level, int opt, int val, const char *name)
+{
+	if (setsockopt(fd, level, opt, &val, sizeof(val)) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: %s %s: setsockopt %s failed: %s",
+			 r->f->fd, sk_proto_str(r->f), sk_addr_str(&r->f->u.sock.local), name,
+			 rst_strerror(errno));
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT
  *
  * rrc-restore phase 1: TCP and UDP sockets. Listening sockets get their
- * options (SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY), their address and
- * their backlog back; UDP sockets their local (and connected peer)
+ * options (SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY, and those a bind
+ * depends on: sk-opts.c), their address and their backlog back; UDP sockets their local (and connected peer)
  * address. An established TCP connection gets the socket handed in for
  * its fd, rebuilt with TCP_REPAIR (sk-repaired.c); without one it becomes
  * a TCP socket that is not connected, so the application sees ENOTCONN /
@@ -33,14 +33,6 @@ static int is_any(const struct sockaddr_storage *ss)
 	if (ss->ss_family == AF_INET6)
 		return !memcmp(&((const struct sockaddr_in6 *)ss)->sin6_addr, &any6, sizeof(any6));
 	return 1;
-}
-
-static void setopt(const struct rfd *r, int fd, int level, int opt, int val, const char *name)
-{
-	if (setsockopt(fd, level, opt, &val, sizeof(val)) < 0)
-		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: %s %s: setsockopt %s failed: %s",
-			 r->f->fd, sk_proto_str(r->f), sk_addr_str(&r->f->u.sock.local), name,
-			 rst_strerror(errno));
 }
 
 void restore_inet(struct fd_ctx *x, struct rfd *r)
@@ -87,11 +79,13 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 	 * have SK_FORCE_REUSE); it gets its recorded value after listen. */
 	force_reuse = f->kind == RRC_FD_INET_LISTEN && x->nr_rep + x->nr_pend > 0 && !f->u.sock.reuseaddr;
 	if (f->u.sock.reuseaddr || force_reuse)
-		setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
+		sk_setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
 	if (f->u.sock.reuseport)
-		setopt(r, fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
+		sk_setopt(r, fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
 	if (family == AF_INET6)
-		setopt(r, fd, IPPROTO_IPV6, IPV6_V6ONLY, f->u.sock.v6only ? 1 : 0, "IPV6_V6ONLY");
+		sk_setopt(r, fd, IPPROTO_IPV6, IPV6_V6ONLY, f->u.sock.v6only ? 1 : 0, "IPV6_V6ONLY");
+	/* options a bind depends on (the device, a foreign address) */
+	sk_opts_before_bind(r, fd);
 
 	len = sk_addr(&f->u.sock.local, &ss);
 	if (f->kind == RRC_FD_INET_LISTEN || port_of(&ss) || !is_any(&ss)) {
@@ -104,7 +98,7 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot listen on %s %s: %s", f->fd,
 				 sk_proto_str(f), sk_addr_str(&f->u.sock.local), rst_strerror(errno));
 		if (force_reuse)
-			setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 0, "SO_REUSEADDR");
+			sk_setopt(r, fd, SOL_SOCKET, SO_REUSEADDR, 0, "SO_REUSEADDR");
 	} else if (f->u.sock.peer.family == family) {
 		struct sockaddr_storage ps;
 		socklen_t plen = sk_addr(&f->u.sock.peer, &ps);

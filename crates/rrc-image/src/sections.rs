@@ -607,6 +607,71 @@ pub struct EpollEntry {
     pub data: u64,
 }
 
+/// sizeof(struct rrc_sockopts) as this reader knows it.
+pub const SOCKOPTS_SIZE: usize = 96;
+
+/// `struct rrc_sockopts`: a socket's options, the data of its record. A
+/// field whose bit (`SockOpts::*` constants) is not in `valid` was not read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SockOpts {
+    pub valid: u32,
+    pub nodelay: i32,
+    pub cork: i32,
+    pub keepalive: i32,
+    pub keepidle: i32,
+    pub keepintvl: i32,
+    pub keepcnt: i32,
+    pub linger_onoff: i32,
+    pub linger_secs: i32,
+    pub priority: i32,
+    pub rcvbuf: i32,
+    pub sndbuf: i32,
+    pub buf_lock: i32,
+    pub broadcast: i32,
+    pub freebind: i32,
+    pub transparent: i32,
+    pub bindtodevice: String,
+}
+
+impl SockOpts {
+    /// A socket record's data: none, or a `struct rrc_sockopts` of this
+    /// version or a later one (larger: its known prefix is read).
+    fn parse(data: &[u8]) -> Result<Option<SockOpts>, String> {
+        if data.is_empty() {
+            return Ok(None);
+        }
+        if data.len() < 8 {
+            return Err(format!("socket options of {} bytes: truncated", data.len()));
+        }
+        let size = u32_at(data, 0) as usize;
+        if size < SOCKOPTS_SIZE || size > data.len() {
+            return Err(format!("socket options say {size} bytes in {} of data (this reader knows {SOCKOPTS_SIZE})", data.len()));
+        }
+        let i = |o| i32_at(data, o);
+        let dev = &data[72..88];
+        let dev = &dev[..dev.iter().position(|&b| b == 0).unwrap_or(dev.len())];
+        Ok(Some(SockOpts {
+            valid: u32_at(data, 4),
+            nodelay: i(8),
+            cork: i(12),
+            keepalive: i(16),
+            keepidle: i(20),
+            keepintvl: i(24),
+            keepcnt: i(28),
+            linger_onoff: i(32),
+            linger_secs: i(36),
+            priority: i(40),
+            rcvbuf: i(44),
+            sndbuf: i(48),
+            buf_lock: i(52),
+            broadcast: i(56),
+            freebind: i(60),
+            transparent: i(64),
+            bindtodevice: lossy(dev),
+        }))
+    }
+}
+
 /// The kind-specific part of `struct rrc_fd` (its union), decoded by kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -615,7 +680,20 @@ pub enum FdDetail {
     Pipe { pipe_size: u32, has_data: u32 },
     Eventfd { count: u64, semaphore: u32 },
     Timerfd { clockid: i32, flags: u32, ticks: u64, value_sec: i64, value_nsec: i64, interval_sec: i64, interval_nsec: i64 },
-    Socket { family: i32, sock_type: i32, protocol: i32, backlog: i32, reuseaddr: u32, reuseport: u32, v6only: u32, local: SockAddr, peer: SockAddr },
+    Socket {
+        family: i32,
+        sock_type: i32,
+        protocol: i32,
+        backlog: i32,
+        reuseaddr: u32,
+        reuseport: u32,
+        v6only: u32,
+        local: SockAddr,
+        peer: SockAddr,
+        /// The record's data (None: an image written before options were
+        /// carried, or the library's control socket).
+        options: Option<SockOpts>,
+    },
     Epoll { entries: Vec<EpollEntry> },
 }
 
@@ -692,6 +770,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
                 v6only: u32_at(r, u + 24),
                 local: parse_sockaddr(&r[u + 32..u + 32 + SOCKADDR_SIZE]).map_err(|m| ctx(format!("local address: {m}")))?,
                 peer: parse_sockaddr(&r[u + 32 + SOCKADDR_SIZE..u + 32 + 2 * SOCKADDR_SIZE]).map_err(|m| ctx(format!("peer address: {m}")))?,
+                options: SockOpts::parse(data).map_err(ctx)?,
             },
             FdKind::Epoll => {
                 if data_len % EPOLL_ENTRY_SIZE != 0 {
@@ -915,6 +994,32 @@ pub fn parse_tcp(p: &[u8]) -> Result<Vec<TcpStream>, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn socket_options_are_read_of_this_size_or_a_later_one() {
+        assert_eq!(SockOpts::parse(&[]).unwrap(), None, "no data: an image from before options");
+        let mut d = vec![0u8; SOCKOPTS_SIZE];
+        d[0..4].copy_from_slice(&(SOCKOPTS_SIZE as u32).to_le_bytes());
+        d[4..8].copy_from_slice(&1u32.to_le_bytes());
+        d[8..12].copy_from_slice(&1i32.to_le_bytes());
+        d[72..74].copy_from_slice(b"lo");
+        let o = SockOpts::parse(&d).unwrap().unwrap();
+        assert_eq!((o.valid, o.nodelay, o.bindtodevice.as_str()), (1, 1, "lo"));
+        // a later, larger version: its known prefix
+        let mut later = d.clone();
+        later.extend([0u8; 16]);
+        later[0..4].copy_from_slice(&((SOCKOPTS_SIZE + 16) as u32).to_le_bytes());
+        assert_eq!(SockOpts::parse(&later).unwrap().unwrap(), o);
+        // truncated, smaller than known, larger than the data: refused by name
+        assert!(SockOpts::parse(&d[..4]).unwrap_err().contains("truncated"));
+        let mut small = d.clone();
+        small[0..4].copy_from_slice(&64u32.to_le_bytes());
+        assert!(SockOpts::parse(&small).unwrap_err().contains("this reader knows 96"));
+        let mut over = d;
+        over[0..4].copy_from_slice(&200u32.to_le_bytes());
+        assert!(SockOpts::parse(&over).is_err());
+    }
+
     use super::*;
 
     /// Duplicate fd numbers and tids are found in linear time: a payload

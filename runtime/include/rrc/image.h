@@ -190,7 +190,7 @@ enum rrc_fd_kind {
 	RRC_FD_EVENTFD    = 5,
 	RRC_FD_EPOLL      = 6,  /* interest list in data: rrc_epoll_entry[] */
 	RRC_FD_TIMERFD    = 7,
-	RRC_FD_INET_LISTEN = 8, /* TCP listening socket */
+	RRC_FD_INET_LISTEN = 8, /* TCP listening socket; sockets (8-12): data = rrc_sockopts, or none */
 	RRC_FD_INET_DGRAM = 9,  /* UDP socket, bound */
 	RRC_FD_INET_CONN  = 10, /* TCP connection: restored closed, or as the repaired socket handed in */
 	RRC_FD_UNIX_LISTEN = 11,
@@ -205,6 +205,47 @@ struct rrc_sockaddr {             /* big enough for sockaddr_in6 and short unix 
 	uint32_t reserved;
 	uint8_t  addr[112];
 };
+
+/* A socket's options: the data of every socket record (kinds 8-12), so
+ * that the restorer sets them again on the socket it makes or places
+ * (repaired connections included). `size` is this struct's size as the
+ * writer knew it (a later version grows at the end; a reader takes the
+ * fields it knows); `valid` has a bit per field the capture could read
+ * (RRC_SO_*): a field without its bit is left as the new socket has it.
+ * Values are getsockopt's: SO_RCVBUF/SO_SNDBUF as the kernel reports
+ * them (twice what was asked), set again only for a buffer the
+ * application locked (buf_lock: SOCK_SNDBUF_LOCK 1, SOCK_RCVBUF_LOCK 2),
+ * since setting one turns the kernel's autotuning off. */
+#define RRC_SOCKOPTS_SIZE 96u
+
+enum rrc_sockopt_bit {
+	RRC_SO_NODELAY    = 1u << 0,  /* TCP_NODELAY */
+	RRC_SO_CORK       = 1u << 1,  /* TCP_CORK */
+	RRC_SO_KEEPALIVE  = 1u << 2,  /* SO_KEEPALIVE */
+	RRC_SO_KEEPIDLE   = 1u << 3,  /* TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT */
+	RRC_SO_LINGER     = 1u << 4,  /* SO_LINGER */
+	RRC_SO_PRIORITY   = 1u << 5,  /* SO_PRIORITY */
+	RRC_SO_BUFS       = 1u << 6,  /* SO_RCVBUF, SO_SNDBUF, SO_BUF_LOCK */
+	RRC_SO_BROADCAST  = 1u << 7,  /* SO_BROADCAST */
+	RRC_SO_FREEBIND   = 1u << 8,  /* IP_FREEBIND / IPV6_FREEBIND */
+	RRC_SO_TRANSPARENT = 1u << 9, /* IP_TRANSPARENT / IPV6_TRANSPARENT */
+	RRC_SO_BINDTODEVICE = 1u << 10, /* SO_BINDTODEVICE (empty: none) */
+};
+
+struct rrc_sockopts {
+	uint32_t size;            /* RRC_SOCKOPTS_SIZE when written */
+	uint32_t valid;           /* RRC_SO_* */
+	int32_t  nodelay, cork, keepalive;
+	int32_t  keepidle, keepintvl, keepcnt;
+	int32_t  linger_onoff, linger_secs;
+	int32_t  priority, rcvbuf, sndbuf, buf_lock;
+	int32_t  broadcast, freebind, transparent;
+	uint32_t gen;             /* the library's count of setsockopt calls on the fd
+				     when captured (not restored: tells the next capture
+				     whether the options can have changed) */
+	char     bindtodevice[16]; /* IFNAMSIZ, NUL-padded */
+	uint64_t reserved;
+};                                /* 96 bytes */
 
 struct rrc_epoll_entry {
 	int32_t  fd;
@@ -397,6 +438,7 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_vma) == 40, "vma layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_pagemap_entry) == 16, "pagemap layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sigaction) == 32, "sigaction layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_sockopts) == RRC_SOCKOPTS_SIZE, "sockopts layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_fileops_header) == 16, "fileops header layout");

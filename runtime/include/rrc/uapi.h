@@ -108,4 +108,20 @@ struct procmap_query {
 #define RSEQ_SIG 0x53053053 /* glibc's x86-64 rseq signature */
 #endif
 
+/* ---- socket options (include/uapi/asm-generic/socket.h 5.14, in.h,
+ * in6.h, socket.h): read and set again with a socket (struct rrc_sockopts) */
+#ifndef SO_BUF_LOCK
+#define SO_BUF_LOCK 72
+#endif
+#ifndef IPV6_FREEBIND
+#define IPV6_FREEBIND 78
+#endif
+#ifndef IPV6_TRANSPARENT
+#define IPV6_TRANSPARENT 75
+#endif
+#ifndef SOCK_SNDBUF_LOCK
+#define SOCK_SNDBUF_LOCK 1
+#define SOCK_RCVBUF_LOCK 2
+#endif
+
 #endif /* RRC_UAPI_H */

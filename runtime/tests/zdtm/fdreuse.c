@@ -81,8 +81,6 @@ int main(int argc, char **argv)
 	connect_at(&a, la, KEEP, -1);
 
 	unsigned step = 0, udp_port = 0;
-	char next[PATH_MAX];
-	zdtm_path(next, sizeof(next), "next");
 	for (;; step++) {
 		close(PEER);
 		switch (step % 4) {
@@ -118,20 +116,9 @@ int main(int argc, char **argv)
 				   listen(LATE, LATE_BACKLOG) == 0, "late listener");
 			close(s);
 		}
-		snprintf(text, sizeof(text), "%u\n", step);
-		zdtm_write_file("step", text);
-		if (step == 0)
-			zdtm_ready();
 		/* the next step when asked, the verify when asked */
-		for (;;) {
-			if (zdtm_should_verify())
-				goto verify;
-			if (access(next, F_OK) == 0) {
-				unlink(next);
-				break;
-			}
-			zdtm_sleep_ms(1);
-		}
+		if (zdtm_step_done(step))
+			goto verify;
 	}
 verify:
 	if (zdtm_corrupt) { /* the slot's object replaced by /dev/null */

@@ -193,6 +193,30 @@ ZDTM_FN void zdtm_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Step `step` of a stepped program is in place: says so in
+ * $ZDTM_DIR/step (ready after step 0), then waits for the harness: the
+ * next step ($ZDTM_DIR/next, taken: 0) or the verify (1), whichever it
+ * asks for first. */
+ZDTM_FN int zdtm_step_done(unsigned step)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%u\n", step);
+	zdtm_write_file("step", text);
+	if (step == 0)
+		zdtm_ready();
+	char next[PATH_MAX];
+	zdtm_path(next, sizeof(next), "next");
+	for (;;) {
+		if (zdtm_should_verify())
+			return 1;
+		if (access(next, F_OK) == 0) {
+			unlink(next);
+			return 0;
+		}
+		zdtm_sleep_ms(1);
+	}
+}
+
 /* Runs step(1), step(2), ... ms milliseconds apart until the harness asks
  * to verify; returns the last round completed, from which the verifier
  * recomputes the state. */
