@@ -125,6 +125,7 @@ def test_shared_mapping_refused_by_wrapper(rrc, tmp_path, netns):
 @pytest.mark.parametrize("prog,args,result_file,expect,words", [
     ("refuse_fork", ["raw"], "forkresult", "rawfork=1\n", ["child"]),
     ("refuse_shared", ["raw"], "shmresult", "rawmmap=1\n", ["shared"]),
+    ("refuse_shared", ["deleted"], "shmresult", "deleted=1\n", ["deleted", "restored"]),
     ("refuse_iouring", [], "uringresult", None, ["io_uring"]),
 ])
 def test_dump_refused(rrc, tmp_path, netns, prog, args, result_file, expect, words):

@@ -476,7 +476,7 @@ __attribute__((noreturn)) void rrc_copy_writer_main(void) RRC_HIDDEN;
 /* child exit codes (the parent turns them into messages) */
 enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_SNAP_SCAN,
        RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG, RRC_SNAP_LIBMERGE,
-       RRC_SNAP_EPIPE, RRC_SNAP_INCOMPLETE };
+       RRC_SNAP_EPIPE, RRC_SNAP_INCOMPLETE, RRC_SNAP_DELETED };
 const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
 
 /* ---- control.c / restored.c ---- */

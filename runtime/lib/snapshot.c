@@ -74,6 +74,7 @@ const char *rrc_snapshot_strerror(int code)
 	case RRC_SNAP_TOOBIG: return "a VMA or shared anonymous mapping the format cannot describe";
 	case RRC_SNAP_LIBMERGE: return "a VMA holds both librrc's scratch memory and application memory";
 	case RRC_SNAP_INCOMPLETE: return "copy snapshot: a present page of a full image was never copied (a bug)";
+	case RRC_SNAP_DELETED: return "a mapping of a file deleted since it was mapped (an upgraded binary or library, a memfd: see /proc/PID/maps); its contents are not carried yet, so no image taken now could be restored";
 	}
 	return "unknown failure";
 }
@@ -394,6 +395,11 @@ static void add_vma(const struct procmap_query *q, const char *name)
 		c->v.kind = RRC_VMA_ANON;
 	}
 	if (c->v.kind == RRC_VMA_FILE_PRIVATE || c->v.kind == RRC_VMA_FILE_SHARED_RO) {
+		/* the restorer maps a file again by its path: a file deleted
+		 * since (an upgraded binary or library, a memfd) has none, and
+		 * an image taken now could never be restored */
+		if (nl > 10 && !rrc_strncmp(name + nl - 10, " (deleted)", 10))
+			die(RRC_SNAP_DELETED);
 		c->v.path_len = nl;
 		c->name_off = (uint32_t)names_len;
 		names_len += nl + 1;

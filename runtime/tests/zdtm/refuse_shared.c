@@ -9,6 +9,11 @@
  *                       a raw mmap syscall (rrc/sys.h), which no wrapper
  *                       sees: `rrc dump` must refuse, naming the shared
  *                       mapping.
+ *   refuse_shared deleted
+ *                       a private mapping of a file deleted after it was
+ *                       mapped (as a binary upgraded under a running
+ *                       server): no restore could map it again, so `rrc
+ *                       dump` must refuse, naming the deleted file.
  */
 #include <sys/mman.h>
 #include "zdtm.h"
@@ -42,6 +47,15 @@ int main(int argc, char **argv)
 		snprintf(res, sizeof(res), "anon=%d errno=%d file=%d errno=%d ro=%d errno=%d mprotect=%d errno=%d\n",
 			 a == MAP_FAILED ? -1 : 1, ea, f == MAP_FAILED ? -1 : 1, ef, ro == MAP_FAILED ? -1 : 1, ero,
 			 mp, emp);
+	} else if (!strcmp(mode, "deleted")) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/deleted.dat", zdtm_dir);
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		zdtm_check(fd >= 0 && write(fd, "gone", 4) == 4, "create deleted.dat");
+		void *m = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+		close(fd);
+		int ok = m != MAP_FAILED && unlink(path) == 0 && !memcmp(m, "gone", 4);
+		snprintf(res, sizeof(res), "deleted=%d\n", ok);
 	} else {
 		long p = rrc_sys_mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (p > 0)
