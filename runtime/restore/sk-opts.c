@@ -22,20 +22,20 @@
 #include "rrc/uapi.h"
 #include "sk.h"
 
-
 static int is_socket_kind(uint32_t kind)
 {
 	return kind >= RRC_FD_INET_LISTEN && kind <= RRC_FD_UNIX_OTHER;
 }
 
-/* The record's options, NULL when it has none (an image written before
- * they were carried); a record this restorer cannot read fails. */
-static const struct rrc_sockopts *opts_of(const struct rfd *r)
+/* The record's options into *o: 0 when it has none (an image written
+ * before they were carried); a record this restorer cannot read fails.
+ * Copied out: the data follows a path whose length the image sets. */
+static int opts_of(const struct rfd *r, struct rrc_sockopts *o)
 {
 	uint32_t size;
 
 	if (!is_socket_kind(r->f->kind) || r->data_len == 0)
-		return NULL;
+		return 0;
 	if (r->data_len < 8)
 		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)r->f->fd, "fd %d: socket options of %u bytes: truncated",
 			 r->f->fd, r->data_len);
@@ -44,7 +44,8 @@ static const struct rrc_sockopts *opts_of(const struct rfd *r)
 		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)r->f->fd,
 			 "fd %d: socket options say %u bytes in a record of %u (this restorer reads %u)", r->f->fd,
 			 size, r->data_len, RRC_SOCKOPTS_SIZE);
-	return (const struct rrc_sockopts *)r->data;
+	memcpy(o, r->data, sizeof(*o));
+	return 1;
 }
 
 static int inet(const struct rfd *r)
@@ -54,10 +55,10 @@ static int inet(const struct rfd *r)
 
 void sk_opts_before_bind(const struct rfd *r, int fd)
 {
-	const struct rrc_sockopts *o = opts_of(r);
+	struct rrc_sockopts opts, *o = &opts;
 	int v6 = r->f->u.sock.family == AF_INET6, lvl = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
 
-	if (!o || !inet(r))
+	if (!inet(r) || !opts_of(r, o))
 		return;
 	if ((o->valid & RRC_SO_BINDTODEVICE) && o->bindtodevice[0]) {
 		char dev[sizeof(o->bindtodevice) + 1] = { 0 };
@@ -121,10 +122,10 @@ void sk_opts_apply(struct fd_ctx *x)
 
 	for (size_t i = 0; i < x->c->nr_fds; i++) {
 		const struct rfd *r = &x->c->fds[i];
-		const struct rrc_sockopts *o = opts_of(r);
+		struct rrc_sockopts o;
 
-		if (o) {
-			apply(r, o);
+		if (opts_of(r, &o)) {
+			apply(r, &o);
 			n++;
 		}
 	}
