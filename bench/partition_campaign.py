@@ -125,6 +125,9 @@ def one_round(i, scenario, a, rnd, workdir):
             "linearizable": rep.get("linearizable"),
             "explanation": rep.get("explanation"),
             "client_errors": sum((rep.get("errors") or {}).values()) if rep else None,
+            # by kind, and the first of them: what a failed round's client saw
+            "client_error_kinds": rep.get("errors"),
+            "client_error_samples": ((rep.get("load") or rep).get("error_samples") or [])[:4],
             "ops": rep.get("history_ops"),
             "max_pause_ms": rep.get("max_pause_ms"),
             "final_parts": ps,
