@@ -129,6 +129,19 @@ def run(cmd, timeout: float = CMD_TIMEOUT, check: bool = True, env=None, input=N
     return p
 
 
+def self_signed(tmp: Path, name: str, *addext: str) -> tuple[Path, Path]:
+    """A self-signed P-256 certificate with CN `name` and its key (0600)
+    in tmp, made by openssl (`-addext` each of addext): a CA of its own,
+    as a forged peer would have."""
+    crt, key = tmp / f"{name}.crt", tmp / f"{name}.key"
+    ext = [a for x in addext for a in ("-addext", x)]
+    subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-days", "1", "-subj", f"/CN={name}", *ext, "-keyout", str(key), "-out", str(crt)],
+                   check=True, capture_output=True, timeout=30)
+    key.chmod(0o600)
+    return crt, key
+
+
 def last_line_int(text: str, what: str) -> int:
     lines = [l for l in text.strip().splitlines() if l.strip()]
     assert lines, f"{what}: no output"

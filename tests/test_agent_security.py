@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RRC_BIN, need, run, wait_until
+from conftest import RRC_BIN, need, run, self_signed, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "vectors"))
 from mkwire import frame  # noqa: E402
@@ -83,15 +83,6 @@ def test_a_key_others_can_read_is_refused(tmp_path, private_dir, key):
     bad.chmod(0o600)
     err = start_refused(tmp_path, private_dir / "a.sock", "--key-file", str(bad))
     assert "does not hold a key" in err, err
-
-
-def self_signed(tmp: Path, name: str) -> tuple:
-    crt, key = tmp / f"{name}.crt", tmp / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-days", "1", "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(crt)],
-                   check=True, capture_output=True, timeout=30)
-    key.chmod(0o600)
-    return crt, key
 
 
 def test_etcd_tls_settings_that_cannot_work_are_refused(tmp_path, private_dir, key):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (RESULT_TIMEOUT, RRC_BIN, need, pid_alive, read_text, run, wait_for_file, wait_until,
+from conftest import (RESULT_TIMEOUT, RRC_BIN, need, pid_alive, read_text, run, self_signed, wait_for_file, wait_until,
                       zdtm_bin)
 
 HOSTS = ["client", "a", "b", "c", "e1", "e2", "e3"]
@@ -499,12 +499,8 @@ def test_etcd_answers_only_the_deployments_certificates(lab, tmp_path):
     assert etcd_answers("c", REPL["e1"]), "the agents' certificate"
     assert not etcd_answers("c", REPL["e1"], tls=(), scheme="http"), "plain http"
     assert not etcd_answers("c", REPL["e1"], tls=(f"--cacert={LAB_PKI}/ca.crt",)), "TLS without a client certificate"
-    rogue = tmp_path / "rogue"
-    rogue.mkdir()
-    subprocess.run(["openssl", "req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-days", "1", "-subj", "/CN=rrc-agent", "-addext", "extendedKeyUsage=clientAuth",
-                    "-keyout", str(rogue / "k"), "-out", str(rogue / "c")], check=True, capture_output=True, timeout=30)
-    assert not etcd_answers("c", REPL["e1"], tls=(f"--cacert={LAB_PKI}/ca.crt", f"--cert={rogue}/c", f"--key={rogue}/k")), \
+    crt, key = self_signed(tmp_path, "rrc-agent", "extendedKeyUsage=clientAuth")
+    assert not etcd_answers("c", REPL["e1"], tls=(f"--cacert={LAB_PKI}/ca.crt", f"--cert={crt}", f"--key={key}")), \
         "a certificate of another CA, with the agents' name"
     # the keys are private
     for k in LAB_PKI.glob("*.key"):

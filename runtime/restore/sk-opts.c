@@ -53,12 +53,12 @@ static int inet(const struct rfd *r)
 	return r->f->u.sock.family == AF_INET || r->f->u.sock.family == AF_INET6;
 }
 
-void sk_opts_before_bind(const struct rfd *r, int fd)
+/* SO_BINDTODEVICE, IP(V6)_FREEBIND, IP(V6)_TRANSPARENT of o on fd */
+static void bind_opts(const struct rfd *r, int fd, const struct rrc_sockopts *o)
 {
-	struct rrc_sockopts opts, *o = &opts;
 	int v6 = r->f->u.sock.family == AF_INET6, lvl = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
 
-	if (!inet(r) || !opts_of(r, o))
+	if (!inet(r))
 		return;
 	if ((o->valid & RRC_SO_BINDTODEVICE) && o->bindtodevice[0]) {
 		char dev[sizeof(o->bindtodevice) + 1] = { 0 };
@@ -75,6 +75,14 @@ void sk_opts_before_bind(const struct rfd *r, int fd)
 		sk_setopt(r, fd, lvl, v6 ? IPV6_TRANSPARENT : IP_TRANSPARENT, 1, "IP_TRANSPARENT");
 }
 
+void sk_opts_before_bind(const struct rfd *r, int fd)
+{
+	struct rrc_sockopts o;
+
+	if (opts_of(r, &o))
+		bind_opts(r, fd, &o);
+}
+
 static void apply(const struct rfd *r, const struct rrc_sockopts *o)
 {
 	int fd = r->f->fd, stream = (r->f->u.sock.type & 0xf) == SOCK_STREAM;
@@ -82,7 +90,7 @@ static void apply(const struct rfd *r, const struct rrc_sockopts *o)
 	/* what a bind needed is in place already, but for a socket nothing
 	 * bound here (a placed repaired connection, one restored closed) */
 	if (r->f->kind == RRC_FD_INET_CONN)
-		sk_opts_before_bind(r, fd);
+		bind_opts(r, fd, o);
 	if (inet(r) && stream) {
 		if (o->valid & RRC_SO_NODELAY)
 			sk_setopt(r, fd, IPPROTO_TCP, TCP_NODELAY, o->nodelay, "TCP_NODELAY");

@@ -83,7 +83,7 @@ pub(crate) fn copy_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> 
     let held = *hold.held();
     let t_copy = Instant::now();
     let copied = crate::copy_tree(&src, &dst);
-    let copy_ms = t_copy.elapsed().as_secs_f64() * 1000.0;
+    let copy_ms = crate::ms(t_copy.elapsed());
     // Resume first, whatever the copy's outcome: the service must not wait
     // on our bookkeeping.
     let resumed = hold.resume(PAUSE_TIMEOUT);
@@ -108,7 +108,7 @@ pub(crate) fn copy_held(agent: &Agent, name: &str, data_dir: &str, pid: i32) -> 
         data_copy_files: files,
         data_copy_threads: resumed.threads as u64,
         data_copy_discarded_ops: held.discarded_ops,
-        data_copy_hold_rtt_ms: parked.as_secs_f64() * 1000.0,
+        data_copy_hold_rtt_ms: crate::ms(parked),
     };
     tracing::info!(service = name, pause_ms, copy_ms, bytes, files, threads = resumed.threads, copy = %dst.display(),
         "data directory copied while the service was held");

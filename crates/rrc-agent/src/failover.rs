@@ -31,6 +31,7 @@ use rrc_wire::msg::{ConnSeed, Mode};
 use rrc_wire::reply::{ConnOutcome, FailoverKind, FailoverReplay, FailoverReport, FailoverStep, PrimaryStats, Role, RoleStats, ServiceStatus};
 
 use crate::backup::Backup;
+use crate::ms;
 use crate::recovery::{self, AttemptEnd, Next, Recovery};
 use crate::repair_plan::{self, HeldConn, Listener};
 use crate::heartbeat::Silence;
@@ -96,9 +97,6 @@ fn step(steps: &mut Vec<(&'static str, f64)>, service: &str, what: &'static str,
     steps.push((what, at));
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 /// The socket address of an image's sockaddr bytes (IPv4, or IPv4-mapped
 /// IPv6).

@@ -48,6 +48,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 pub use rrc_container::now_rfc3339;
 
+/// A duration as the milliseconds `rrc status` and the timelines show.
+pub(crate) fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
 /// Renames the calling thread (the kernel's 15 bytes), once it knows what
 /// it serves: `ps -L`, `top -H`, perf and bench/replication.py's CPU
 /// breakdown tell a peer connection carrying a log from one carrying

@@ -536,7 +536,7 @@ impl Primary {
         // off) needs the views and fencing of issue 15.
         let told = self.dismiss_backup(&format!("the primary {} declared this backup failed ({why}) and serves the service alone", self.spec.primary));
         tracing::info!(service = %self.spec.name, told, "backup {} {} it is no longer the backup", self.spec.backup, if told { "told" } else { "could not be told" });
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let ms = crate::ms;
         let timeline = FailoverReport {
             kind: FailoverKind::BackupFailure,
             failed_host: self.spec.backup.clone(),
@@ -928,7 +928,7 @@ impl Primary {
                     st.checkpoints_committed += 1;
                     st.protected = true;
                     st.state = "replicating".into();
-                    st.replication_lag_ms = snap_t.elapsed().as_secs_f64() * 1000.0;
+                    st.replication_lag_ms = crate::ms(snap_t.elapsed());
                     if parent.is_none() {
                         st.full_checkpoints += 1;
                         st.last_full_lag_ms = st.replication_lag_ms;

@@ -105,7 +105,7 @@ pub fn reprotect(
         last.reprotected = Some(Reprotection {
             new_backup: Some(spare.clone()),
             at: crate::now_rfc3339(),
-            ms: t0.elapsed().as_secs_f64() * 1000.0,
+            ms: crate::ms(t0.elapsed()),
             data_copy: data_copy.as_ref().map(|(_, report)| report.clone()),
         });
     }

@@ -54,7 +54,7 @@ pub struct ViewChanged {
 impl ViewChanged {
     /// For a failover's timeline, whose times count from `declared`.
     pub fn report(&self, declared: Instant) -> rrc_wire::reply::FailoverViewChange {
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let ms = crate::ms;
         rrc_wire::reply::FailoverViewChange {
             view: self.number,
             installed_ms: ms(self.installed.saturating_duration_since(declared)),

@@ -193,8 +193,7 @@ impl Etcd {
             let rev = r.header.revision.parse().map_err(|_| ViewError::BadAnswer { url: "/v3/kv/txn".into(), why: format!("revision {:?}", r.header.revision) })?;
             return Ok(Swap::Done { rev });
         }
-        let kv = r.responses.into_iter().find_map(|o| o.response_range).and_then(|rr| rr.kvs.into_iter().next());
-        Ok(Swap::Refused(found(key, kv)?))
+        refused(key, r)
     }
 
     /// Deletes `key` if its mod_revision is `rev`.
@@ -209,8 +208,7 @@ impl Etcd {
         if r.succeeded {
             return Ok(Swap::Done { rev: 0 });
         }
-        let kv = r.responses.into_iter().find_map(|o| o.response_range).and_then(|rr| rr.kvs.into_iter().next());
-        Ok(Swap::Refused(found(key, kv)?))
+        refused(key, r)
     }
 
     /// Each endpoint's answer to a status request: (endpoint, Ok(leader
@@ -232,6 +230,12 @@ impl Etcd {
             })
             .collect()
     }
+}
+
+/// A txn whose compare failed: what its failure branch's range found.
+fn refused(key: &str, r: TxnResponse) -> Result<Swap, ViewError> {
+    let kv = r.responses.into_iter().find_map(|o| o.response_range).and_then(|rr| rr.kvs.into_iter().next());
+    Ok(Swap::Refused(found(key, kv)?))
 }
 
 fn compare_mod(key_b64: &str, rev: i64) -> Compare {
