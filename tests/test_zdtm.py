@@ -36,6 +36,7 @@ PROGRAMS = {
     "fpu": [],
     "fdstate": [],
     "fdreuse": [],
+    "libfds": [],
     "pipes": [],
     "eventfd": [],
     "epoll": [],
@@ -297,6 +298,29 @@ def test_socket_options_changed_between_dumps(rrc, tmp_path, netns, snapshot):
         assert any(o and o["keepidle"] == 30 + k and o["nodelay"] == k % 2 for o in opts), \
             f"image of step {step} ({image}): no connection with phase {k}'s options: {opts}"
     c.restore_and_verify()
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy"])
+def test_library_fds_survive_the_application(rrc, tmp_path, netns, snapshot):
+    """The library's own fds survive an application that closes what it
+    did not open (libfds.c: every fd /proc/self/fd lists, close_range,
+    closefrom, dup2 and dup3 onto them), with a dump after every such
+    step, and every number the library used and gave up during those
+    dumps is the application's again (its closes of them succeed). After
+    the restore, one more step and a dump: the restored library's fds
+    (remade, some at other numbers) survive it too."""
+    c = Cycle(rrc, tmp_path, netns, "libfds", snapshot=snapshot).start()
+    c.run_steps(4)
+    c.inspect()
+
+    def one_more_step(c):
+        (c.zdir / "next").touch()
+        wait_until(lambda: read_text(c.zdir / "step").strip() == "4", 10, "libfds step 4 after the restore")
+        c.dump()
+
+    c.restore_and_verify(before_verify=one_more_step)
+    assert int(read_text(c.zdir / "libfds")) >= 1
+    assert "the fd is the library's own" in read_text(c.log), c.diag()
 
 
 @pytest.mark.parametrize("nthreads", [1, 4, 64])

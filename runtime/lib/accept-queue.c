@@ -60,6 +60,7 @@
 #include "rrc/accept-queue.h"
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "accept-queue.h"
 #include "rr-conns.h"
 #include "rr-io.h"
@@ -155,7 +156,7 @@ static void close_reset(int fd)
 {
 	struct linger lg = { 1, 0 };
 	rrc_sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-	rrc_sys_close(fd);
+	rrc_libfd_close(fd);
 }
 
 /* The dummy connection for one repaired socket: connect to the listener's
@@ -202,7 +203,7 @@ static long dummy_connect(int listener, struct aq_entry *e)
 		}
 	}
 	if (r < 0) {
-		rrc_sys_close((int)d);
+		rrc_libfd_close((int)d);
 		return r;
 	}
 	len = sizeof ss;
@@ -251,7 +252,7 @@ void rrc_aq_restore(int park)
 		if (got == sizeof buf.b)
 			break;
 	}
-	rrc_sys_close((int)fd);
+	rrc_libfd_close((int)fd);
 	rrc_sys_unlinkat(-100, path, 0);
 
 	struct rrc_accept_queue_header h = buf.h;
@@ -372,11 +373,12 @@ static int put_in_place(struct aq_entry *e, int c, int flags)
 	int ret = c;
 	if (rrc_sys_dup3(e->sock_fd, c, (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		/* cannot happen with two open fds; never hand out what c was */
-		rrc_sys_close(c);
+		rrc_libfd_close(c);
 		ret = e->sock_fd;
+		rrc_libfd_forget(ret); /* the application's now */
 		rrc_sys_fcntl(ret, F_SETFD, (flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
 	} else {
-		rrc_sys_close(e->sock_fd);
+		rrc_libfd_close(e->sock_fd);
 	}
 	return ret;
 }

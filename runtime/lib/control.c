@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "accept-queue.h"
 #include "rr-replay.h"
 #include "rr-log.h"
@@ -104,7 +105,7 @@ static int recv_all(int c, void *buf, size_t n, int *fdp)
 				if (*fdp < 0)
 					*fdp = rrc_fd_high(fds[i]);
 				else
-					rrc_sys_close(fds[i]);
+					rrc_libfd_close(fds[i]);
 			}
 		}
 		if (!holding)
@@ -460,7 +461,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		 * a pipe of its walk could take the number. */
 		if (failed)
 			rrc_phelper_settle();
-		rrc_sys_close(s->diag_fd);
+		rrc_libfd_close(s->diag_fd);
 		s->diag_fd = -1;
 	}
 	uint64_t t3 = rrc_mono_ns();
@@ -524,7 +525,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	}
 
 	rrc_g.image_fd = -1;
-	close(s->res_wfd);
+	rrc_libfd_close(s->res_wfd);
 	s->res_wfd = -1;
 	if (failed || pid < 0) {
 		if (!failed) {
@@ -535,9 +536,9 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		store_after_dump(copy, 0);
 		rrc_fds_cleanup();
 		rrc_fj_commit(0);
-		close(s->res_rfd);
+		rrc_libfd_close(s->res_rfd);
 		s->res_rfd = -1;
-		close(imgfd);
+		rrc_libfd_close(imgfd);
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		return DUMP_SERVED;
 	}
@@ -604,9 +605,9 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	int image_ok = w >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == (long)sizeof done;
 	store_after_dump(copy, image_ok);
 	rrc_fds_cleanup();
-	close(s->res_rfd);
+	rrc_libfd_close(s->res_rfd);
 	s->res_rfd = -1;
-	close(imgfd);
+	rrc_libfd_close(imgfd);
 	if (!image_ok) {
 		char m[300];
 		size_t l = rrc_bput(m, sizeof m, 0, "the snapshot child failed: ");
@@ -634,7 +635,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 refused: /* nothing was paused or changed; the image fd is ours to close */
 	fdt_release();
 	rrc_g.image_fd = -1;
-	close(imgfd);
+	rrc_libfd_close(imgfd);
 	return DUMP_SERVED;
 }
 
@@ -693,8 +694,8 @@ static void refuse_while_held(void)
 			   : "the process is held (HOLD on another control connection, for a copy of its data "
 			     "directory): retry when it is resumed");
 	if (fd >= 0)
-		rrc_sys_close(fd);
-	rrc_sys_close((int)c);
+		rrc_libfd_close(fd);
+	rrc_libfd_close((int)c);
 }
 
 static void do_hold(int c, const struct rrc_ctl_hold *req)
@@ -770,7 +771,7 @@ static void do_hold(int c, const struct rrc_ctl_hold *req)
 		int fd = -1;
 		int got = recv_request(c, &h, &fd);
 		if (fd >= 0)
-			rrc_sys_close(fd);
+			rrc_libfd_close(fd);
 		if (got == -1) {
 			rrc_release();
 			rrc_log("HOLD: the control connection closed without RESUME: threads resumed");
@@ -867,7 +868,7 @@ static int serve(int c)
 		fd = -1;
 		int sealed = req.flags & RRC_RECORD_F_SEALED;
 		if (rrc_rr_sink_hand(sinkfd, sealed ? req.key : 0, req.first_frame, req.flags & RRC_RECORD_F_FRAMED) < 0) {
-			close(sinkfd);
+			rrc_libfd_close(sinkfd);
 			send_error(c, RRC_ERR_NO_RECORDING, 0,
 				   "no recording waits for a sink (the process was not restored to record again "
 				   "after its replay nor launched with a replaceable sink, or has its sink already)");
@@ -895,7 +896,7 @@ static int serve(int c)
 	}
 out:
 	if (fd >= 0)
-		close(fd);
+		rrc_libfd_close(fd);
 	return DUMP_SERVED;
 }
 
@@ -929,7 +930,7 @@ void *rrc_control_main(void *arg)
 			continue;
 		}
 		rrc_g.conn_fd = -1;
-		close(c);
+		rrc_libfd_close(c);
 	}
 	return 0;
 }

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rr-log.h"
 #include "rr-replay.h"
 
@@ -356,8 +357,8 @@ void rrc_fds_cleanup(void)
 {
 	struct rrc_scratch *s = rrc_s;
 	for (uint32_t i = 0; i < s->nr_libpipes; i++) {
-		rrc_sys_close(s->libpipes[i].rfd);
-		rrc_sys_close(s->libpipes[i].wfd);
+		rrc_libfd_close(s->libpipes[i].rfd);
+		rrc_libfd_close(s->libpipes[i].wfd);
 	}
 	s->nr_libpipes = 0;
 }

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 
 /* ---- state in the image (.bss) ---- */
 static char fj_dir[RRC_PATH_MAX];       /* canonical, no trailing '/' */
@@ -361,7 +362,7 @@ void rrc_fj_import_file(const char *rel, uint32_t rel_len)
 		return rrc_fj_break("cannot read a file moved into the data directory");
 	struct stat st;
 	if (rrc_sys_fstat((int)fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rrc_sys_close((int)fd);
+		rrc_libfd_close((int)fd);
 		return rrc_fj_break("a directory or special file was moved into the data directory (not journaled)");
 	}
 	rrc_fj_append(RRC_FOP_CREATE, st.st_mode & 07777, rel, rel_len, 0, 0, 0, 0);
@@ -398,7 +399,7 @@ void rrc_fj_import_file(const char *rel, uint32_t rel_len)
 		j->data_bytes += (uint64_t)r;
 		off += (uint64_t)r;
 	}
-	rrc_sys_close((int)fd);
+	rrc_libfd_close((int)fd);
 }
 
 /* ---- set-up ---- */

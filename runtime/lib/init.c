@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "accept-queue.h"
 #include "waits.h"
 #include "rr-log.h"
@@ -36,7 +37,6 @@ void rrc_wrap_files_resolve(void) RRC_HIDDEN;
 #define FDBUF_CAP     (8u << 20)
 #define TCP_CAP       (1u << 16)          /* TCP stream table records (2 x 7 MB virtual) */
 #define CHILD_AREA    (512ull << 20)      /* snapshot child's buffers (virtual) */
-#define LIB_FD_BASE   900                 /* library fds live high: apps close low ones */
 
 /* The devices of pipefs and sockfs on this kernel (they are numbered at
  * boot, so a restored process learns them again with its fresh arena):
@@ -50,14 +50,14 @@ static void learn_fs_devs(void)
 	if (rrc_sys_pipe2(p, O_CLOEXEC) == 0) {
 		if (rrc_sys_fstat(p[0], &st) == 0 && S_ISFIFO(st.st_mode))
 			rrc_s->pipefs_dev = st.st_dev;
-		rrc_sys_close(p[0]);
-		rrc_sys_close(p[1]);
+		rrc_libfd_close(p[0]);
+		rrc_libfd_close(p[1]);
 	}
 	long sk = rrc_sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sk >= 0) {
 		if (rrc_sys_fstat((int)sk, &st) == 0 && S_ISSOCK(st.st_mode))
 			rrc_s->sockfs_dev = st.st_dev;
-		rrc_sys_close((int)sk);
+		rrc_libfd_close((int)sk);
 	}
 }
 
@@ -101,20 +101,8 @@ int rrc_scratch_map(void)
 	return 0;
 }
 
-/* Move a library fd out of the application's way. ASYNC-SIGNAL-SAFE. */
 void rrc_sync_resolve(void) RRC_HIDDEN;  /* rr-sync.c */
 void rrc_time_resolve(void) RRC_HIDDEN;  /* rr-time.c */
-
-int rrc_fd_high(int fd)
-{
-	if (fd < 0 || fd >= LIB_FD_BASE)
-		return fd;
-	long n = rrc_sys_fcntl(fd, F_DUPFD_CLOEXEC, LIB_FD_BASE);
-	if (n < 0)
-		return fd; /* RLIMIT_NOFILE too low: keep it where it is */
-	rrc_sys_close(fd);
-	return (int)n;
-}
 
 void rrc_log_failure(const char *prefix, const char *what, int err)
 {
@@ -229,12 +217,12 @@ __attribute__((constructor)) static void rrc_init(void)
 	unlink(path); /* a stale socket file of an earlier run */
 	if (bind(s, (struct sockaddr *)&un, sizeof un) < 0) {
 		int e = errno;
-		close(s);
+		rrc_libfd_close(s);
 		return fail("cannot bind the control socket $RRC_CONTROL", e);
 	}
 	if (listen(s, 16) < 0) {
 		int e = errno;
-		close(s);
+		rrc_libfd_close(s);
 		return fail("cannot listen on the control socket", e);
 	}
 	rrc_g.listen_fd = s;

@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rr-log.h"
 
 #define USER_END 0x7ffffffff000ull
@@ -62,7 +63,7 @@ int rrc_uffd_open(void)
 				  .features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED };
 	long r = rrc_sys_ioctl((int)fd, UFFDIO_API, &api);
 	if (r < 0) {
-		rrc_sys_close((int)fd);
+		rrc_libfd_close((int)fd);
 		return (int)r;
 	}
 	return (int)fd;

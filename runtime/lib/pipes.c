@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <sys/ioctl.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 
 #ifndef F_GETPIPE_SZ
 #define F_SETPIPE_SZ 1031
@@ -57,12 +58,12 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd)
 	long r = rrc_sys_ioctl(rfd, FIONREAD, &avail);
 	if (r < 0 || avail <= 0) {
 		if (opened)
-			rrc_sys_close(rfd);
+			rrc_libfd_close(rfd);
 		return 0;
 	}
 	if (s->nr_libpipes >= RRC_MAX_LIBPIPES) {
 		if (opened)
-			rrc_sys_close(rfd);
+			rrc_libfd_close(rfd);
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "too many pipes holding data (fd ", fd, ")");
 		return -1;
 	}
@@ -98,11 +99,11 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd)
 	f->u.pipe.has_data = 1;
 	f->data_len = got;
 	if (opened)
-		rrc_sys_close(rfd);
+		rrc_libfd_close(rfd);
 	return 0;
 fail:
 	if (opened)
-		rrc_sys_close(rfd);
+		rrc_libfd_close(rfd);
 	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot copy the contents of the pipe at fd ", fd, 0);
 	return -1;
 }

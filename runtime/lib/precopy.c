@@ -44,6 +44,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 
 #define USER_END 0x7ffffffff000ull
 #define STORE_RUNS   (1ull << 22)          /* runs (96 MB virtual) */

@@ -19,6 +19,7 @@
 #include <asm/prctl.h>
 #include <sys/prctl.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rr-replay.h"
 #include "waits.h"
 
@@ -187,7 +188,7 @@ static void drop_exited(void)
 		rrc_bput_u64(path, sizeof path, l, (uint64_t)s->signalled[i]);
 		long fd = rrc_sys_openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 		if (fd >= 0) {
-			rrc_sys_close((int)fd);
+			rrc_libfd_close((int)fd);
 			i++;
 			continue;
 		}

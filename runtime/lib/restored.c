@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "accept-queue.h"
 #include "rr-log.h"
 #include "rr-fds.h"
@@ -32,6 +33,12 @@ void rrc_post_restore(void)
 	rrc_fdt_restored();
 	rrc_g.conn_fd = -1;
 	rrc_g.image_fd = -1;
+	/* the image's owned numbers were the old process's; the library
+	 * remakes its fds below (the control socket came back where it was).
+	 * Before the memory is registered, so the next incremental image may
+	 * keep the old bits: harmless, every restore starts here again. */
+	rrc_libfd_reset();
+	rrc_libfd_own(rrc_g.listen_fd);
 	if (RRC_LOAD(&ra->magic) != RRC_RESTORE_AREA_MAGIC)
 		rrc_log("restored without a filled restore area (magic missing): continuing");
 

@@ -41,6 +41,7 @@
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rrc/crc32c.h"
 #include "rr-log.h"
 #include "rr-fds.h"
@@ -226,7 +227,7 @@ void rrc_fdt_end_close(int t, int64_t result, int fd, const struct rrc_fin *fin)
 
 void rrc_fdt_end_fd(int t, uint16_t op, int64_t result, int32_t a, int32_t b)
 {
-	if (t == 1 && result >= 0 && op != RRC_FDOP_CLOSE) {
+	if (t == 1 && result >= 0 && op != RRC_FDOP_CLOSE && op != RRC_FDOP_CLOSE_RANGE) {
 		/* a pair (pipe, socketpair: result 0) or one fd (the result) */
 		int pair = op != RRC_FDOP_DUP && op != RRC_FDOP_DUPFD && result == 0 && a >= 0 && b >= 0;
 		note_made(pair ? a : result, fdt->seq);

@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rrc/crc32c.h"
 #include "rr-replay-int.h"
 #include "rr-conns.h"
@@ -340,6 +341,7 @@ int rrc_rp_load(const uint8_t id[16], const struct rrc_replay_request *rq)
 		rp.has_end = 1;
 	}
 	rp.log_fd = fd;
+	rrc_libfd_own(fd); /* the restorer put it there */
 	rp.timeout_ns = (uint64_t)(rq->timeout_ms ? rq->timeout_ms : 5000) * 1000000ull;
 	rp.races = rq->races;
 	rp.pace_max_ns = (uint64_t)(rq->pace_max_us ? rq->pace_max_us : 10000) * 1000ull;

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/ucontext.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rrc/control.h"
 #include "rr-replay-int.h"
 #include "rr-replay-plan.h"
@@ -231,7 +232,7 @@ void rp_go_live(void)
 		 * Nothing reads it after the last event: each thread is at its
 		 * end, the index points to no event any more. */
 		rrc_sys_munmap((void *)rp.log_map, rp.log_len);
-		rrc_sys_close(rp.log_fd);
+		rrc_libfd_close(rp.log_fd);
 		rp.log_map = 0;
 		rp.log_fd = -1;
 		rp.cut = rp.end_cut = 0;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include "rrc_lib.h"
+#include "lib-fds.h"
 #include "rrc/crc32c.h"
 #include "rrc/sha256.h"
 #include "rr-sink.h"
@@ -110,7 +111,7 @@ int rrc_rr_sink_adopt(void)
 	if (!RRC_LOAD(&handed.ready))
 		return 0;
 	if (sink.fd >= 0)
-		rrc_sys_close(sink.fd); /* replaced before it failed */
+		rrc_libfd_close(sink.fd); /* replaced before it failed */
 	drop_pending();
 	struct stat st;
 	/* nothing is pending: units without a sink were dropped whole */
@@ -126,7 +127,7 @@ int rrc_rr_sink_lost(void)
 {
 	if (!RRC_LOAD(&replaceable) || !sink.is_socket)
 		return 0;
-	rrc_sys_close(sink.fd);
+	rrc_libfd_close(sink.fd);
 	sink.fd = -1;
 	awaiting = 1;
 	drop_pending();
@@ -172,7 +173,7 @@ static int read_key(int kfd, uint8_t key[KEY_LEN])
 			break;
 		got += (uint32_t)r;
 	}
-	rrc_sys_close(kfd);
+	rrc_libfd_close(kfd);
 	return got == KEY_LEN ? 0 : -1;
 }
 

@@ -389,8 +389,6 @@ void rrc_register_untracked(void) RRC_HIDDEN;/* after resume */
 int rrc_check_maps(void) RRC_HIDDEN;         /* refusals from /proc/self/maps: 0 or -1 */
 int rrc_in_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
 int rrc_within_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_t b) RRC_HIDDEN;
-/* Moves a library fd to LIB_FD_BASE or above, out of the application's way. */
-int rrc_fd_high(int fd) RRC_HIDDEN;
 
 /* ---- fds.c and one file per kind ---- */
 int rrc_fds_check(void) RRC_HIDDEN;          /* io_uring and unsupported kinds: 0 or -1 */

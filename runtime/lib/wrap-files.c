@@ -41,6 +41,8 @@
 #include <sys/uio.h>
 #include "rrc_lib.h"
 #include "rr-fds.h"
+#include "lib-fds.h"
+#include "rr-log.h"
 #include "rrc/rrlog.h"
 
 #define REAL(name) real_##name
@@ -569,9 +571,25 @@ int mkdirat(int d, const char *p, mode_t m) { return do_mkdirat(d, p, m); }
 
 /* ---- the fd table ---- */
 
+/* An owned fd (lib-fds.c): the application's close or dup of it, or dup
+ * onto it, fails; the library's own threads close theirs through here
+ * too (libc's close in control.c's paths): forgotten first. */
+static int kept(int fd)
+{
+	if (!rrc_libfd_is(fd))
+		return 0;
+	if (rrc_rr_is_library_thread()) {
+		rrc_libfd_forget(fd);
+		return 0;
+	}
+	return 1;
+}
+
 static int close_journaled(int fd)
 {
 	RESOLVE(close);
+	if (kept(fd))
+		return rrc_libfd_refuse("close", fd);
 	if (!rrc_fj_fd_tracked(fd))
 		return real_close(fd);
 	rrc_hook_enter();
@@ -592,6 +610,8 @@ static void duped(int oldfd, int newfd)
 static int dup_journaled(int fd)
 {
 	RESOLVE(dup);
+	if (kept(fd))
+		return rrc_libfd_refuse("dup", fd);
 	if (!on())
 		return real_dup(fd);
 	rrc_hook_enter();
@@ -606,6 +626,8 @@ static int dup_journaled(int fd)
 static int dup2_journaled(int fd, int nfd)
 {
 	RESOLVE(dup2);
+	if (kept(fd) || kept(nfd))
+		return rrc_libfd_refuse("dup2", kept(fd) ? fd : nfd);
 	if (!on())
 		return real_dup2(fd, nfd);
 	rrc_hook_enter();
@@ -620,6 +642,8 @@ static int dup2_journaled(int fd, int nfd)
 static int dup3_journaled(int fd, int nfd, int fl)
 {
 	RESOLVE(dup3);
+	if (kept(fd) || kept(nfd))
+		return rrc_libfd_refuse("dup3", kept(fd) ? fd : nfd);
 	if (!on())
 		return real_dup3(fd, nfd, fl);
 	rrc_hook_enter();
@@ -633,6 +657,8 @@ static int dup3_journaled(int fd, int nfd, int fl)
 
 static int fcntl_journaled(int fd, int cmd, long arg)
 {
+	if (kept(fd))
+		return rrc_libfd_refuse("dup (fcntl F_DUPFD)", fd);
 	if (!on() || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC))
 		return real_fcntl(fd, cmd, arg);
 	rrc_hook_enter();

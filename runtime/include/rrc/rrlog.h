@@ -197,6 +197,7 @@ enum rrc_fdop {
 	RRC_FDOP_OPEN = 1, RRC_FDOP_CLOSE, RRC_FDOP_DUP, RRC_FDOP_SOCKET, RRC_FDOP_PIPE,
 	RRC_FDOP_EVENTFD, RRC_FDOP_TIMERFD, RRC_FDOP_EPOLL, RRC_FDOP_OTHER,
 	RRC_FDOP_DUPFD,   /* fcntl(F_DUPFD*): the second fd is the minimum asked for */
+	RRC_FDOP_CLOSE_RANGE, /* close_range, closefrom: the fds are first and last (as int32) */
 };
 
 struct rrc_log_event {
