@@ -37,6 +37,7 @@ PROGRAMS = {
     "fdstate": [],
     "fdreuse": [],
     "libfds": [],
+    "ofdshare": [],
     "pipes": [],
     "eventfd": [],
     "epoll": [],

@@ -272,6 +272,16 @@ static int capture_one(long nfd, void *arg)
 	return capture_in_pause(arg, fd, lib_fd_kind(fd));
 }
 
+/* The fd's link still reads link (n bytes): the application, running
+ * during the check, did not close or replace it in the meantime (its
+ * getsockopt answers would then be another socket's, or none). */
+static int same_link(const char *lpath, const char *link, long n)
+{
+	char again[64];
+	long m = rrc_sys_readlinkat(AT_FDCWD, lpath, again, sizeof again - 1);
+	return m == n && m < (long)sizeof again - 1 && rrc_memeq(again, link, (size_t)n);
+}
+
 /* The pre-pause check of one fd: its kind can be described. */
 static int check_one(long nfd, void *arg)
 {
@@ -298,6 +308,10 @@ static int check_one(long nfd, void *arg)
 		rrc_memset(&tmp, 0, sizeof tmp);
 		tmp.fd = fd;
 		k = rrc_capture_socket(&tmp, fd, 0);
+		if (k < 0 && !same_link(lpath, link, n)) {
+			rrc_s->err_code = 0; /* closed or replaced while it was read: the pause decides */
+			return 0;
+		}
 	}
 	if (k < 0 || (fd >= RRC_MAX_FDS && (rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0,
 			"fd number too large for the library: ", fd, 0), 1))) {
@@ -344,6 +358,8 @@ int rrc_fds_capture(void)
 	long r = rrc_for_each_num_dirent(dir, s->dirbuf, sizeof s->dirbuf, capture_one, &w);
 	if (!w.failed && r < 0)
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot read /proc/self/fd", -1, 0);
+	if (!w.failed && r >= 0 && rrc_fds_share() < 0)
+		w.failed = 1;
 	if (w.failed || r < 0) {
 		/* a partial list is no reference for the next capture */
 		s->fdbuf_len = 0;

@@ -393,6 +393,7 @@ int rrc_within_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_
 /* ---- fds.c and one file per kind ---- */
 int rrc_fds_check(void) RRC_HIDDEN;          /* io_uring and unsupported kinds: 0 or -1 */
 int rrc_fds_capture(void) RRC_HIDDEN;        /* pause path: 0 or -1 */
+int rrc_fds_share(void) RRC_HIDDEN;          /* fds-shared.c: later numbers of one open file -> RRC_FD_DUP */
 void rrc_fds_cleanup(void) RRC_HIDDEN;       /* parent, after the child: close library pipes */
 struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len) RRC_HIDDEN;
 int rrc_fd_kind_of_link(const char *link) RRC_HIDDEN;
@@ -406,7 +407,10 @@ int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_
  * entries, a socket's options); pipe data lives in a library pipe. */
 static inline int rrc_fd_data_inline(const struct rrc_fd *f)
 {
-	return f->kind == RRC_FD_EPOLL || (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
+	/* a DUP keeps the place of the record it replaced (fds-shared.c):
+	 * any data it has is that record's inline data */
+	return f->kind == RRC_FD_EPOLL || f->kind == RRC_FD_DUP ||
+	       (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
 }
 /* size of a record in the scratch fd buffer: struct, path padded to 8,
  * then the inline data (padded to 8 too: every inline datum is a multiple) */

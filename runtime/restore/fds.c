@@ -128,6 +128,7 @@ const char *fd_kind_name(uint32_t kind)
 	case RRC_FD_INET_CONN: return "INET_CONN";
 	case RRC_FD_UNIX_LISTEN: return "UNIX_LISTEN";
 	case RRC_FD_UNIX_OTHER: return "UNIX_OTHER";
+	case RRC_FD_DUP: return "DUP";
 	case RRC_FD_LIB_CONTROL: return "LIB_CONTROL";
 	case RRC_FD_LIB_INTERNAL: return "LIB_INTERNAL";
 	}
@@ -151,6 +152,25 @@ static void set_flags(const struct rfd *r)
 			rst_fail(RRC_RST_FD, errno, (uint32_t)fd, "fd %d: F_SETFL O_NONBLOCK failed: %s", fd,
 				 rst_strerror(errno));
 	}
+}
+
+/* An RRC_FD_DUP record: its number gets the open file description of the
+ * fd it names, made by its own record (never a duplicate, never the
+ * library's). */
+static void restore_dup(struct fd_ctx *x, struct rfd *r)
+{
+	int fd = r->f->fd, of = r->f->u.dup.of;
+	const struct rfd *o = fd_find(x, of);
+
+	if (!o || o == r || !o->done || o->f->kind == RRC_FD_DUP || o->f->kind == RRC_FD_LIB_INTERNAL ||
+	    o->f->kind == RRC_FD_LIB_CONTROL)
+		rst_fail(RRC_RST_FD, 0, (uint32_t)fd, "fd %d: a duplicate of fd %d, which the image %s", fd, of,
+			 !o || o == r ? "does not have" : "does not restore as an object of its own");
+	if (dup3(of, fd, O_CLOEXEC) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)fd, "fd %d: dup3 of fd %d failed: %s", fd, of,
+			 rst_strerror(errno));
+	r->path = o->path;
+	r->done = 1;
 }
 
 void fds_restore(struct fd_ctx *x)
@@ -195,12 +215,19 @@ void fds_restore(struct fd_ctx *x)
 			/* the library remakes its own fds; the number stays free */
 			r->done = 1;
 			continue;
+		case RRC_FD_DUP:
+			continue; /* once every object is made (below) */
 		default:
 			rst_fail(RRC_RST_FD, 0, (uint32_t)r->f->fd, "fd %d: unknown fd kind %u",
 				 r->f->fd, r->f->kind);
 		}
 		r->done = 1;
 	}
+	/* later numbers of one open file description: before the epoll
+	 * sets are filled, which may name them */
+	for (size_t i = 0; i < c->nr_fds; i++)
+		if (c->fds[i].f->kind == RRC_FD_DUP)
+			restore_dup(x, &c->fds[i]);
 	for (size_t i = 0; i < c->nr_fds; i++)
 		if (c->fds[i].f->kind == RRC_FD_EPOLL)
 			restore_epoll_entries(x, &c->fds[i]);

@@ -533,6 +533,8 @@ pub enum FdKind {
     InetConn,
     UnixListen,
     UnixOther,
+    /// The same open file description as an earlier fd (`FdDetail::Dup`).
+    Dup,
     LibControl,
     LibInternal,
 }
@@ -552,6 +554,7 @@ impl FdKind {
             10 => FdKind::InetConn,
             11 => FdKind::UnixListen,
             12 => FdKind::UnixOther,
+            13 => FdKind::Dup,
             100 => FdKind::LibControl,
             101 => FdKind::LibInternal,
             _ => return None,
@@ -571,6 +574,7 @@ impl FdKind {
             FdKind::InetConn => "inet_conn",
             FdKind::UnixListen => "unix_listen",
             FdKind::UnixOther => "unix_other",
+            FdKind::Dup => "dup",
             FdKind::LibControl => "lib_control",
             FdKind::LibInternal => "lib_internal",
         }
@@ -695,6 +699,8 @@ pub enum FdDetail {
         options: Option<SockOpts>,
     },
     Epoll { entries: Vec<EpollEntry> },
+    /// Restored by dup3 of fd `of` (kind `Dup`).
+    Dup { of: i32 },
 }
 
 /// `struct rrc_fd` + path + data.
@@ -783,6 +789,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
                         .collect(),
                 }
             }
+            FdKind::Dup => FdDetail::Dup { of: i32_at(r, u) },
             _ => FdDetail::None,
         };
         if let FdDetail::Pipe { has_data, .. } = detail {
@@ -805,7 +812,25 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
         });
         off += rec_len as usize;
     }
+    check_dups(&out)?;
     Ok(out)
+}
+
+/// Every `Dup` names an fd of the table that the restorer makes as an
+/// object of its own (not another `Dup`, not the library's).
+fn check_dups(fds: &[Fd]) -> Result<(), String> {
+    let kinds: std::collections::HashMap<i32, FdKind> = fds.iter().map(|f| (f.fd, f.kind)).collect();
+    for f in fds {
+        let FdDetail::Dup { of } = f.detail else { continue };
+        match kinds.get(&of) {
+            None => return Err(format!("fd {}: a duplicate of fd {of}, which the table does not have", f.fd)),
+            Some(k @ (FdKind::Dup | FdKind::LibControl | FdKind::LibInternal)) => {
+                return Err(format!("fd {}: a duplicate of fd {of}, which is {} (not an object of its own)", f.fd, k.name()))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /* ---- SIGNALS ---------------------------------------------------------- */
@@ -1045,5 +1070,24 @@ mod tests {
         assert!(parse_fds(&fds).unwrap_err().contains("fd number appears twice"));
         threads[THREAD_SIZE..][..4].copy_from_slice(&1u32.to_le_bytes());
         assert!(parse_threads(&threads).unwrap_err().contains("tid 1 appears twice"));
+    }
+
+    /// A record of kind 13 names the fd whose open file description it
+    /// shares; it must be in the table and be an object of its own.
+    #[test]
+    fn a_duplicate_names_an_fd_made_on_its_own() {
+        let rec = |fd: i32, kind: u32, of: i32| {
+            let mut r = vec![0u8; FD_SIZE];
+            r[..4].copy_from_slice(&fd.to_le_bytes());
+            r[4..8].copy_from_slice(&kind.to_le_bytes());
+            r[40..44].copy_from_slice(&of.to_le_bytes());
+            r
+        };
+        let table = [rec(3, 5, 0), rec(4, 13, 3)].concat();
+        let fds = parse_fds(&table).unwrap();
+        assert_eq!((fds[1].kind, &fds[1].detail), (FdKind::Dup, &FdDetail::Dup { of: 3 }));
+        assert!(parse_fds(&[rec(3, 5, 0), rec(4, 13, 7)].concat()).unwrap_err().contains("which the table does not have"));
+        assert!(parse_fds(&[rec(3, 5, 0), rec(4, 13, 3), rec(5, 13, 4)].concat()).unwrap_err().contains("which is dup"));
+        assert!(parse_fds(&[rec(3, 101, 0), rec(4, 13, 3)].concat()).unwrap_err().contains("which is lib_internal"));
     }
 }

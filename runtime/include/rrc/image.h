@@ -195,6 +195,9 @@ enum rrc_fd_kind {
 	RRC_FD_INET_CONN  = 10, /* TCP connection: restored closed, or as the repaired socket handed in */
 	RRC_FD_UNIX_LISTEN = 11,
 	RRC_FD_UNIX_OTHER = 12, /* other unix socket: restored as a closed pair end */
+	RRC_FD_DUP        = 13, /* the same open file description as the earlier fd u.dup.of
+	                         * (dup, dup2, fcntl F_DUPFD): restored by dup3, so that the
+	                         * offset and the status flags stay shared */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */
 	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
 };
@@ -265,6 +268,7 @@ struct rrc_fd {
 	union {
 		struct { uint32_t pipe_size; uint32_t has_data; } pipe; /* data = bytes in flight */
 		struct { uint64_t count; uint32_t semaphore; uint32_t reserved; } eventfd;
+		struct { int32_t of; uint32_t reserved; } dup;
 		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
 			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
 		struct { int32_t family, type, protocol, backlog;

@@ -89,6 +89,8 @@ static inline long rrc_sys_sched_setaffinity(int pid, size_t len, const uint64_t
 { return rrc_syscall3(SYS_sched_setaffinity, pid, (long)len, (long)mask); }
 static inline long rrc_sys_gettid(void) { return rrc_syscall0(SYS_gettid); }
 static inline long rrc_sys_getpid(void) { return rrc_syscall0(SYS_getpid); }
+static inline long rrc_sys_kcmp(long pid1, long pid2, int type, unsigned long a, unsigned long b)
+{ return rrc_syscall5(SYS_kcmp, pid1, pid2, type, (long)a, (long)b); }
 static inline long rrc_sys_tgkill(int tgid, int tid, int sig) { return rrc_syscall3(SYS_tgkill, tgid, tid, sig); }
 static inline long rrc_sys_futex(volatile uint32_t *uaddr, int op, uint32_t val, const void *timeout)
 { return rrc_syscall6(SYS_futex, (long)uaddr, op, val, (long)timeout, 0, 0); }
