@@ -38,6 +38,7 @@ PROGRAMS = {
     "fdreuse": [],
     "libfds": [],
     "ofdshare": [],
+    "unixrel": [],
     "pipes": [],
     "eventfd": [],
     "epoll": [],

@@ -8,7 +8,9 @@
  * unconnected (architecture.md); netlink, packet and raw sockets are refused.
  * ASYNC-SIGNAL-SAFE.
  */
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include "rrc_lib.h"
@@ -80,6 +82,32 @@ int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 	return r;
 }
 
+/* The permission bits of a unix socket's file (bound to a path, not an
+ * abstract name), with RRC_SOCK_FILE_MODE; 0 if there is none (abstract,
+ * unnamed, or the file was removed since the bind). A relative name is
+ * the process's cwd's (the pause helper's own cwd may be older). */
+static uint32_t unix_file_mode(const struct rrc_sockaddr *a)
+{
+	uint32_t n = a->len > 2 ? a->len - 2u : 0; /* sun_path's bytes */
+	const char *name = (const char *)a->addr + 2;
+	if (!n || !name[0] || n >= RRC_PATH_MAX - 80)
+		return 0;
+	char path[RRC_PATH_MAX];
+	size_t l = 0;
+	if (name[0] != '/') {
+		l = rrc_proc_path(path, sizeof path, "cwd", -1);
+		l = rrc_bput(path, sizeof path, l, "/");
+	}
+	if (l + n + 1 > sizeof path)
+		return 0;
+	rrc_memcpy(path + l, name, n);
+	path[l + n] = 0;
+	struct stat st;
+	if (rrc_sys_fstatat(AT_FDCWD, path, &st, 0) < 0 || !S_ISSOCK(st.st_mode))
+		return 0;
+	return (st.st_mode & 07777) | RRC_SOCK_FILE_MODE;
+}
+
 static int capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 {
 	if (carry_connection(f, fd, prev))
@@ -103,6 +131,8 @@ static int capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 	get_addr(fd, &f->u.sock.local, 0);
 	get_addr(fd, &f->u.sock.peer, 1);
 
+	if (family == AF_UNIX && listening)
+		f->u.sock.file_mode = unix_file_mode(&f->u.sock.local);
 	if (family == AF_INET || family == AF_INET6) {
 		if (type == SOCK_STREAM)
 			f->kind = listening ? RRC_FD_INET_LISTEN : RRC_FD_INET_CONN;

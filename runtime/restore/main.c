@@ -21,12 +21,13 @@
  * progress for T ms is a divergence.
  *
  * Phase 1 (this program, ordinary C): verify the chain, resolve pages,
- * recreate fds at their numbers, cwd/umask/comm/personality/rlimits, then
+ * cwd/umask/comm/personality, recreate fds at their numbers, rlimits, then
  * map the restorer blob and jump to it. Phase 2 (restore/pie/, the blob):
  * see restore/pie/restorer.c. docs/restore.md describes the whole sequence.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,15 @@ int main(int argc, char **argv)
 	control = getenv("RRC_CONTROL");
 	if (!control || !*control)
 		control = RRC_CTL_DEFAULT_PATH;
+	if (control[0] != '/') { /* the restorer's cwd is left for the process's (below) */
+		static char abs_control[PATH_MAX];
+		if (!getcwd(abs_control, sizeof abs_control) ||
+		    strlen(abs_control) + 1 + strlen(control) >= sizeof abs_control)
+			rst_fail(RRC_RST_USAGE, errno, 0, "$RRC_CONTROL %s: relative, and the cwd cannot be read", control);
+		strcat(abs_control, "/");
+		strcat(abs_control, control);
+		control = abs_control;
+	}
 	rst_log("restoring a chain of %d image(s), control socket %s", nimg, control);
 	memset(&x, 0, sizeof(x));
 	/* first: the launcher blocks until they are read */
@@ -189,6 +199,12 @@ int main(int argc, char **argv)
 		own[nr_own++] = x.pend[k].fd;
 	own[nr_own++] = replay_fd; /* the log: stays open, a library fd of the process */
 	fds_prepare(&x, own, nr_own);
+	/* the process's cwd, umask, personality and name before its fds: a
+	 * unix socket bound to a relative name is bound again in that cwd
+	 * (everything the restorer itself opens from here on has an absolute
+	 * path: the executable from /proc/PID/exe, the control socket made
+	 * absolute above) */
+	restore_process(c.proc);
 	if (replay_fd >= 0) {
 		replay_fd = own[nr_own - 1];
 		rst_log("replaying the record log on fd %d after the restore", replay_fd);
@@ -249,7 +265,6 @@ int main(int argc, char **argv)
 	for (int k = 0; k < nimg; k++)
 		in.image_fds[k] = c.imgs[k].fd;
 
-	restore_process(c.proc);
 	restore_rlimits(c.proc);
 	mem_jump_to_blob(&in);
 }

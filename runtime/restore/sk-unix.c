@@ -4,6 +4,8 @@
  * its path (a stale socket file left by the dead process is removed first)
  * or abstract name; librrc's control socket is bound at $RRC_CONTROL, the
  * path the container gives every restored process (docs/architecture.md).
+ * A path is bound relative to the process's cwd, and the socket file gets
+ * the mode it had.
  * Other unix sockets (connected ones) come back as one end of a fresh
  * socketpair whose other end is closed: the peer is gone.
  */
@@ -76,6 +78,13 @@ void restore_unix(struct fd_ctx *x, struct rfd *r)
 				 f->fd);
 		memcpy(&sun, &ss, sizeof(sun));
 		fd = listener(r, type, &sun, len, sk_addr_str(&f->u.sock.local));
+		/* the file's mode as the application left it (the bind made it
+		 * with the umask's); a relative name is the cwd's, which the
+		 * restorer entered before the fds (main.c) */
+		if ((f->u.sock.file_mode & RRC_SOCK_FILE_MODE) && sun.sun_path[0] &&
+		    chmod(sun.sun_path, f->u.sock.file_mode & 07777) < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot set the mode %04o of unix socket %s: %s",
+				 f->fd, f->u.sock.file_mode & 07777, sun.sun_path, rst_strerror(errno));
 	} else {
 		int sv[2];
 

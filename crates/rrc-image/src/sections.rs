@@ -515,6 +515,8 @@ pub fn parse_threads(p: &[u8]) -> Result<Vec<Thread>, String> {
 
 pub const FD_SIZE: usize = 320;
 pub const SOCKADDR_SIZE: usize = 120;
+/// `RRC_SOCK_FILE_MODE`: a socket record's file_mode is valid.
+pub const SOCK_FILE_MODE: u32 = 0x8000_0000;
 pub const EPOLL_ENTRY_SIZE: usize = 16;
 
 /// `enum rrc_fd_kind`.
@@ -692,6 +694,8 @@ pub enum FdDetail {
         reuseaddr: u32,
         reuseport: u32,
         v6only: u32,
+        /// A unix listener bound to a path: its file's permission bits.
+        file_mode: Option<u32>,
         local: SockAddr,
         peer: SockAddr,
         /// The record's data (None: an image written before options were
@@ -774,6 +778,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
                 reuseaddr: u32_at(r, u + 16),
                 reuseport: u32_at(r, u + 20),
                 v6only: u32_at(r, u + 24),
+                file_mode: Some(u32_at(r, u + 28)).filter(|m| m & SOCK_FILE_MODE != 0).map(|m| m & 0o7777),
                 local: parse_sockaddr(&r[u + 32..u + 32 + SOCKADDR_SIZE]).map_err(|m| ctx(format!("local address: {m}")))?,
                 peer: parse_sockaddr(&r[u + 32 + SOCKADDR_SIZE..u + 32 + 2 * SOCKADDR_SIZE]).map_err(|m| ctx(format!("peer address: {m}")))?,
                 options: SockOpts::parse(data).map_err(ctx)?,

@@ -202,6 +202,8 @@ enum rrc_fd_kind {
 	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
 };
 
+#define RRC_SOCK_FILE_MODE 0x80000000u /* file_mode is valid */
+
 struct rrc_sockaddr {             /* big enough for sockaddr_in6 and short unix paths */
 	uint16_t family;
 	uint16_t len;             /* valid bytes in addr[] as returned by getsockname */
@@ -272,7 +274,9 @@ struct rrc_fd {
 		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
 			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
 		struct { int32_t family, type, protocol, backlog;
-			 uint32_t reuseaddr, reuseport, v6only, reserved;
+			 uint32_t reuseaddr, reuseport, v6only;
+			 uint32_t file_mode; /* a unix socket bound to a path: its file's
+			                      * permission bits | RRC_SOCK_FILE_MODE (else 0) */
 			 struct rrc_sockaddr local, peer; } sock;
 		uint8_t raw[256];
 	} u;
