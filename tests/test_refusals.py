@@ -170,6 +170,31 @@ def test_dump_refuses_state_it_would_lose(rrc, tmp_path, netns, mode, words):
 
 
 @pytest.mark.parametrize("snapshot", ["fork", "copy"])
+@pytest.mark.parametrize("mode,words", [
+    ("pty", ["character device", "/dev/ptmx", "fd 3"]),
+    ("epoll_closed", ["epoll fd 22", "fd 20", "closed"]),
+    ("epoll_collide", ["epoll fd 22", "fd 20", "another file"]),
+])
+def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
+    """A terminal, an epoll entry whose number no longer holds its file:
+    before these were refused the dump succeeded and the restore failed
+    (or registered the wrong file). Refused naming the fd, the process
+    runs on, and once the state is gone the same process dumps and
+    restores (refuse_fds.c)."""
+    p = Probe(rrc, tmp_path, netns, "refuse_fds", mode)
+    msg = rrc.fails("dump", "--pid", str(p.pid), "--images", str(tmp_path / "img-refused"), "--leave-running",
+                    "--snapshot", snapshot)
+    assert_names(msg, *words)
+    assert not (tmp_path / "img-refused" / "checkpoint.rrc").exists(), "a refused dump left an image"
+    (p.zdir / "clear").touch()
+    wait_for_file(p.zdir / "cleared", pid=p.pid, log=p.log)
+    rrc.dump(p.pid, tmp_path / "img", leave_running=False, snapshot=snapshot)
+    wait_until(lambda: not pid_alive(p.pid), 15, "the probe to end after its final dump")
+    p.pid = rrc.restore(tmp_path / "img", netns=netns)
+    p.still_works()
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy"])
 def test_dump_refuses_a_server_that_switched_users(rrc, tmp_path, netns, snapshot):
     """memcached -u nobody drops root with setuid, which makes it not
     dumpable: the kernel then denies it its own /proc/self/pagemap and mem.

@@ -3,9 +3,45 @@
  * epoll: the interest list from /proc/self/fdinfo ("tfd: N events: X
  * data: D" lines), stored as rrc_epoll_entry[] in the record's data.
  * Ready lists are not saved: the restored epoll reports readiness anew.
+ *
+ * An entry is keyed by the fd number it was added with and the file that
+ * number held then. The restorer adds each entry again through that
+ * number, so the number must still hold that file: after dup2(a, b) and
+ * close(a) the set still watches a's file under "tfd: a", and an image
+ * would register nothing (a closed) or another file at a (the numbers
+ * collide: a later "tfd: a" entry). kcmp(KCMP_EPOLL_TFD) compares the
+ * file each entry watches with the one its number holds now (toff: the
+ * entry's rank among those of the same number); a mismatch refuses the
+ * dump, naming the epoll fd and the number. CRIU handles the same case.
  * ASYNC-SIGNAL-SAFE.
  */
+#include <errno.h>
 #include "rrc_lib.h"
+
+#ifndef KCMP_EPOLL_TFD
+#define KCMP_EPOLL_TFD 7
+#endif
+
+struct kcmp_slot { uint32_t efd, tfd, toff; };
+
+/* The entry (tfd, its rank toff) watches the file fd tfd holds now. */
+static int still_held(int epfd, int32_t tfd, uint32_t toff)
+{
+	struct kcmp_slot slot = { (uint32_t)epfd, (uint32_t)tfd, toff };
+	long self = rrc_sys_getpid();
+	long r = rrc_sys_kcmp(self, self, KCMP_EPOLL_TFD, (unsigned long)tfd, (unsigned long)&slot);
+	if (r == 0)
+		return 1;
+	size_t l;
+	char *m = rrc_s->err_msg;
+	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, r < 0 ? (int)-r : 0, "epoll fd ", epfd, " watches a file added as fd ");
+	l = rrc_strlen(m);
+	l = rrc_bput_u64(m, sizeof rrc_s->err_msg, l, (uint64_t)tfd);
+	rrc_bput(m, sizeof rrc_s->err_msg, l, r == -EBADF
+		 ? ", which is closed now (the file lives on through a dup): a restore could not add it again"
+		 : ", which holds another file now (dup2 or close after EPOLL_CTL_ADD): a restore would add the wrong file");
+	return 0;
+}
 
 int rrc_capture_epoll(int fd, struct rrc_fd *f)
 {
@@ -24,6 +60,7 @@ int rrc_capture_epoll(int fd, struct rrc_fd *f)
 	uint32_t n = 0;
 	const char *p = buf, *end = buf + r;
 	uint64_t rec_off = (uint64_t)((uint8_t *)f - s->fdbuf);
+	uint64_t seen[RRC_MAX_FDS / 64] = { 0 };
 	for (; p < end; p = rrc_next_line(p, end)) {
 		if (rrc_strncmp(p, "tfd:", 4))
 			continue;
@@ -38,6 +75,17 @@ int rrc_capture_epoll(int fd, struct rrc_fd *f)
 		if (rrc_strncmp(q, "data:", 5))
 			continue;
 		e.data = rrc_parse_u64(rrc_skip_ws(q + 5), 16, &q);
+		/* earlier entries of the same number (rare: counted only then) */
+		uint32_t toff = 0;
+		if (e.fd >= 0 && e.fd < RRC_MAX_FDS && (seen[e.fd / 64] >> (e.fd % 64)) & 1) {
+			for (uint32_t i = 0; i < n; i++)
+				if (((const struct rrc_epoll_entry *)(s->fdbuf + rec_off + sizeof *f))[i].fd == e.fd)
+					toff++;
+		} else if (e.fd >= 0 && e.fd < RRC_MAX_FDS) {
+			seen[e.fd / 64] |= 1ull << (e.fd % 64);
+		}
+		if (!still_held(fd, e.fd, toff))
+			return -1;
 		if (s->fdbuf_len + sizeof e > s->fdbuf_cap) {
 			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd buffer full at epoll fd ", fd, 0);
 			return -1;

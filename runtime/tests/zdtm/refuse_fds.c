@@ -1,0 +1,67 @@
+/* Refusal probe: fds whose state a restore could not bring back, which
+ * `rrc dump` must refuse (naming them) rather than write an image that
+ * will not restore (issue 16 §1):
+ *   pty          a pseudo-terminal pair (/dev/ptmx and /dev/pts/N): a
+ *                character device other than null/zero/full/random/urandom
+ *   epoll_closed an eventfd added to an epoll set as fd A, then dup2'd to
+ *                B and A closed: the set watches a file no number A holds
+ *   epoll_collide the same, then a new eventfd made at A and added too:
+ *                two entries "tfd: A", the first no longer A's file
+ * Once "$ZDTM_DIR/clear" appears the probe removes that state (closes the
+ * terminal; deletes the stale entry by closing its last fd) and writes
+ * "cleared", so the test can show that the same process then dumps fine.
+ */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include "zdtm.h"
+
+#define A 20
+#define B 21
+#define EP 22
+
+int main(int argc, char **argv)
+{
+	zdtm_init(argc, argv);
+	if (argc != 2)
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide");
+	const char *mode = argv[1];
+	int m = -1, s = -1;
+	if (!strcmp(mode, "pty")) {
+		m = posix_openpt(O_RDWR | O_NOCTTY);
+		zdtm_check(m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0, "posix_openpt");
+		s = open(ptsname(m), O_RDWR | O_NOCTTY);
+		zdtm_check(s >= 0, "open the pty's slave");
+	} else if (!strcmp(mode, "epoll_closed") || !strcmp(mode, "epoll_collide")) {
+		int e = eventfd(0, 0);
+		zdtm_check(e >= 0 && dup2(e, A) == A, "eventfd at A");
+		close(e);
+		int ep = epoll_create1(0);
+		zdtm_check(ep >= 0 && dup2(ep, EP) == EP, "epoll at EP");
+		close(ep);
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 1 };
+		zdtm_check(epoll_ctl(EP, EPOLL_CTL_ADD, A, &ev) == 0, "add A");
+		zdtm_check(dup2(A, B) == B, "dup2 A to B");
+		zdtm_check(close(A) == 0, "close A");
+		if (!strcmp(mode, "epoll_collide")) {
+			e = eventfd(0, 0);
+			zdtm_check(e >= 0 && dup2(e, A) == A, "a new eventfd at A");
+			close(e);
+			ev.data.u64 = 2;
+			zdtm_check(epoll_ctl(EP, EPOLL_CTL_ADD, A, &ev) == 0, "add the new A");
+		}
+	} else {
+		zdtm_fail("unknown mode %s", mode);
+	}
+	zdtm_ready();
+	while (!zdtm_file_exists("clear"))
+		zdtm_sleep_ms(5);
+	if (m >= 0) {
+		close(s);
+		close(m);
+	} else {
+		zdtm_check(close(B) == 0, "close B: the first eventfd's last fd, its entry goes");
+	}
+	zdtm_check(zdtm_write_file("cleared", "1\n") == 0, "write cleared");
+	zdtm_wait_verify();
+	zdtm_pass();
+}
