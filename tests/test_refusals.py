@@ -174,6 +174,7 @@ def test_dump_refuses_state_it_would_lose(rrc, tmp_path, netns, mode, words):
     ("pty", ["character device", "/dev/ptmx", "fd 3"]),
     ("epoll_closed", ["epoll fd 22", "fd 20", "closed"]),
     ("epoll_collide", ["epoll fd 22", "fd 20", "another file"]),
+    ("epoll_socket", ["epoll fd 22", "fd 20", "another file"]),
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
     """A terminal, an epoll entry whose number no longer holds its file:

@@ -53,6 +53,12 @@ static void learn_fs_devs(void)
 		rrc_libfd_close(p[0]);
 		rrc_libfd_close(p[1]);
 	}
+	long ev = rrc_sys_eventfd2(0, O_CLOEXEC); /* every anonymous inode is on one file system */
+	if (ev >= 0) {
+		if (rrc_sys_fstat((int)ev, &st) == 0)
+			rrc_s->anonfs_dev = st.st_dev;
+		rrc_libfd_close((int)ev);
+	}
 	long sk = rrc_sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (sk >= 0) {
 		if (rrc_sys_fstat((int)sk, &st) == 0 && S_ISSOCK(st.st_mode))

@@ -224,7 +224,7 @@ struct rrc_scratch {
 	uint64_t fdprev_len;            /* 0: nothing to carry */
 	/* st_dev of pipefs and sockfs, learnt when the arena is mapped (0:
 	 * unknown; every fd is then classified by its /proc link) */
-	uint64_t pipefs_dev, sockfs_dev;
+	uint64_t pipefs_dev, sockfs_dev, anonfs_dev;
 	/* "/proc/<pid>/task/<control thread>", as /proc names it (util.c) */
 	char     proc_dir[48];
 	/* pipe contents tee'd into library pipes: child reads them */

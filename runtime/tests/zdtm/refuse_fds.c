@@ -7,12 +7,16 @@
  *                B and A closed: the set watches a file no number A holds
  *   epoll_collide the same, then a new eventfd made at A and added too:
  *                two entries "tfd: A", the first no longer A's file
+ *   epoll_socket a UDP socket added as A, dup2'd to B, A closed and a new
+ *                socket made at A (not added): the entry's file is not A's
  * Once "$ZDTM_DIR/clear" appears the probe removes that state (closes the
  * terminal; deletes the stale entry by closing its last fd) and writes
  * "cleared", so the test can show that the same process then dumps fine.
  */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 #include "zdtm.h"
 
 #define A 20
@@ -23,7 +27,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -31,8 +35,9 @@ int main(int argc, char **argv)
 		zdtm_check(m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0, "posix_openpt");
 		s = open(ptsname(m), O_RDWR | O_NOCTTY);
 		zdtm_check(s >= 0, "open the pty's slave");
-	} else if (!strcmp(mode, "epoll_closed") || !strcmp(mode, "epoll_collide")) {
-		int e = eventfd(0, 0);
+	} else if (!strncmp(mode, "epoll_", 6)) {
+		int sock = !strcmp(mode, "epoll_socket");
+		int e = sock ? socket(AF_INET, SOCK_DGRAM, 0) : eventfd(0, 0);
 		zdtm_check(e >= 0 && dup2(e, A) == A, "eventfd at A");
 		close(e);
 		int ep = epoll_create1(0);
@@ -42,6 +47,11 @@ int main(int argc, char **argv)
 		zdtm_check(epoll_ctl(EP, EPOLL_CTL_ADD, A, &ev) == 0, "add A");
 		zdtm_check(dup2(A, B) == B, "dup2 A to B");
 		zdtm_check(close(A) == 0, "close A");
+		if (sock) {
+			e = socket(AF_INET, SOCK_DGRAM, 0);
+			zdtm_check(e >= 0 && dup2(e, A) == A, "another socket at A");
+			close(e);
+		}
 		if (!strcmp(mode, "epoll_collide")) {
 			e = eventfd(0, 0);
 			zdtm_check(e >= 0 && dup2(e, A) == A, "a new eventfd at A");
