@@ -127,6 +127,7 @@ def test_shared_mapping_refused_by_wrapper(rrc, tmp_path, netns):
     ("refuse_shared", ["raw"], "shmresult", "rawmmap=1\n", ["shared"]),
     ("refuse_shared", ["deleted"], "shmresult", "deleted=1\n", ["deleted", "restored"]),
     ("refuse_iouring", [], "uringresult", None, ["io_uring"]),
+    ("refuse_fds", ["seccomp"], "seccompresult", "seccomp=0\n", ["seccomp", "PROCESS_STATE"]),
 ])
 def test_dump_refused(rrc, tmp_path, netns, prog, args, result_file, expect, words):
     p = Probe(rrc, tmp_path, netns, prog, *args)

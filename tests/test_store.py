@@ -41,7 +41,7 @@ def restore_merged_and_verify(c: Cycle, merged: Path):
     assert result == "PASS\n", f"{c.prog} after restoring the merged image: {result.strip()}\n{c.diag()}"
 
 
-@pytest.mark.parametrize("prog,args", [("bigmem", []), ("threads", ["4"])])
+@pytest.mark.parametrize("prog,args", [("bigmem", []), ("threads", ["4"]), ("procattr", [])])
 def test_merged_chain_restores(rrc, tmp_path, netns, prog, args):
     c = Cycle(rrc, tmp_path, netns, prog, args).start()
     c.run_chain(increments=4, interval=0.1)

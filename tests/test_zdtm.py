@@ -45,6 +45,7 @@ PROGRAMS = {
     "timerfd": [],
     "signals": [],
     "procstate": [],
+    "procattr": [],
     "recorded": [],
     "sockets": [],
     "sockopts": [],

@@ -366,7 +366,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	rrc_phelper_reap();
 	rrc_lib_ranges();
 	if (check_dumpable() < 0 || check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 ||
-	    rrc_fds_check() < 0 || rrc_aq_check() < 0) {
+	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}

@@ -225,6 +225,7 @@ struct rrc_scratch {
 	/* st_dev of pipefs and sockfs, learnt when the arena is mapped (0:
 	 * unknown; every fd is then classified by its /proc link) */
 	uint64_t pipefs_dev, sockfs_dev, anonfs_dev;
+	struct rrc_procattr procattr;   /* procattr.c, before the pause; the image's PROCATTR */
 	/* "/proc/<pid>/task/<control thread>", as /proc names it (util.c) */
 	char     proc_dir[48];
 	/* pipe contents tee'd into library pipes: child reads them */
@@ -393,6 +394,9 @@ int rrc_within_ranges(const struct rrc_range *r, uint32_t n, uint64_t a, uint64_
 /* ---- fds.c and one file per kind ---- */
 int rrc_fds_check(void) RRC_HIDDEN;          /* io_uring and unsupported kinds: 0 or -1 */
 int rrc_fds_capture(void) RRC_HIDDEN;        /* pause path: 0 or -1 */
+/* procattr.c: the process's attributes into rrc_s->procattr, before the
+ * pause; a seccomp filter refuses the dump (0 or -1, the error set) */
+int rrc_procattr_capture(void) RRC_HIDDEN;
 int rrc_fds_share(void) RRC_HIDDEN;          /* fds-shared.c: later numbers of one open file -> RRC_FD_DUP */
 void rrc_fds_cleanup(void) RRC_HIDDEN;       /* parent, after the child: close library pipes */
 struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len) RRC_HIDDEN;

@@ -1350,6 +1350,10 @@ static __attribute__((noreturn)) void write_image(void)
 	/* SIGNALS */
 	emit_section(RRC_SEC_SIGNALS, csigs, 64 * sizeof *csigs);
 
+	/* PROCATTR: read by the control thread before the pause (procattr.c) */
+	if (rrc_s->procattr.size)
+		emit_section(RRC_SEC_PROCATTR, &rrc_s->procattr, sizeof rrc_s->procattr);
+
 	/* FILEOPS: the data directory's changes up to the snapshot instant
 	 * (files-journal.c), straight from the journal in the arena */
 	{

@@ -178,6 +178,17 @@ static void chain_check_newest(struct chain *c)
 			    (unsigned long long)nw->sec_len[RRC_SEC_SIGNALS], 64 * sizeof(struct rrc_sigaction));
 	c->sigs = nw->sec[RRC_SEC_SIGNALS];
 
+	c->attrs = 0;
+	if (nw->have[RRC_SEC_PROCATTR]) {
+		const struct rrc_procattr *a = nw->sec[RRC_SEC_PROCATTR];
+		if (nw->sec_len[RRC_SEC_PROCATTR] < sizeof *a || a->size < sizeof *a ||
+		    a->size > nw->sec_len[RRC_SEC_PROCATTR])
+			FAIL_NEWEST(c, "section PROCATTR: %llu bytes saying %u, this restorer knows %zu",
+				    (unsigned long long)nw->sec_len[RRC_SEC_PROCATTR],
+				    nw->sec_len[RRC_SEC_PROCATTR] >= 4 ? a->size : 0, sizeof *a);
+		c->attrs = a;
+	}
+
 	if (nw->sec_len[RRC_SEC_THREADS] % sizeof(struct rrc_thread))
 		FAIL_NEWEST(c, "section THREADS has a partial record");
 	c->threads = nw->sec[RRC_SEC_THREADS];

@@ -40,6 +40,7 @@ const char *section_name(uint32_t type)
 	case RRC_SEC_PAGES:   return "PAGES";
 	case RRC_SEC_TCP:     return "TCP";
 	case RRC_SEC_FILEOPS: return "FILEOPS";
+	case RRC_SEC_PROCATTR: return "PROCATTR";
 	case RRC_SEC_END:     return "END";
 	}
 	return "unknown";

@@ -77,6 +77,34 @@ static void restore_rlimits(const struct rrc_process *p)
 	}
 }
 
+/* PROCATTR (image.h), but no_new_privs: set last (restore_no_new_privs) */
+static void restore_attrs(const struct rrc_procattr *a)
+{
+	if (!a)
+		return;
+	if (a->valid & RRC_PA_OOM_SCORE_ADJ) {
+		char v[16];
+		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC), n = snprintf(v, sizeof v, "%d", a->oom_score_adj);
+		if (fd < 0 || write(fd, v, (size_t)n) != n)
+			rst_log("warning: cannot set oom_score_adj to %d (kept what rrc-restore had): %s",
+				a->oom_score_adj, rst_strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	if (prctl(PR_SET_CHILD_SUBREAPER, (unsigned long)a->child_subreaper, 0, 0, 0) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_CHILD_SUBREAPER failed: %s", rst_strerror(errno));
+	if (prctl(PR_SET_THP_DISABLE, (unsigned long)a->thp_disable, 0, 0, 0) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_THP_DISABLE failed: %s", rst_strerror(errno));
+}
+
+/* It cannot be undone, and nothing after it needs what it forbids (no
+ * exec follows: the blob maps the process's memory and resumes it). */
+static void restore_no_new_privs(const struct rrc_procattr *a)
+{
+	if (a && a->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_NO_NEW_PRIVS failed: %s", rst_strerror(errno));
+}
+
 static void restore_process(const struct rrc_process *p)
 {
 	if (p->cwd[0] && chdir(p->cwd) < 0)
@@ -205,6 +233,7 @@ int main(int argc, char **argv)
 	 * path: the executable from /proc/PID/exe, the control socket made
 	 * absolute above) */
 	restore_process(c.proc);
+	restore_attrs(c.attrs);
 	if (replay_fd >= 0) {
 		replay_fd = own[nr_own - 1];
 		rst_log("replaying the record log on fd %d after the restore", replay_fd);
@@ -266,5 +295,6 @@ int main(int argc, char **argv)
 		in.image_fds[k] = c.imgs[k].fd;
 
 	restore_rlimits(c.proc);
+	restore_no_new_privs(c.attrs);
 	mem_jump_to_blob(&in);
 }

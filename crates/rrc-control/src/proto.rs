@@ -240,6 +240,7 @@ impl ErrorCode {
     pub const NOT_HELD: ErrorCode = ErrorCode(16);
     pub const REPLAYING: ErrorCode = ErrorCode(17);
     pub const NO_RECORDING: ErrorCode = ErrorCode(18);
+    pub const PROCESS_STATE: ErrorCode = ErrorCode(19);
 
     pub fn name(self) -> Option<&'static str> {
         Some(match self.0 {
@@ -261,6 +262,7 @@ impl ErrorCode {
             16 => "NOT_HELD",
             17 => "REPLAYING",
             18 => "NO_RECORDING",
+            19 => "PROCESS_STATE",
             _ => return None,
         })
     }

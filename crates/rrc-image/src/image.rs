@@ -55,6 +55,8 @@ pub struct Image {
     /// FILEOPS: the data directory's changes since the parent (None: the
     /// process had no data directory).
     pub fileops: Option<crate::fileops::FileOps>,
+    /// PROCATTR (None: an image from before it).
+    pub procattr: Option<crate::sections::ProcAttr>,
     /// The TCP stream table at this snapshot (not merged with a parent's).
     pub tcp: Vec<TcpStream>,
     /// File offset of the PAGES payload; page data of the IN_IMAGE entries
@@ -315,6 +317,10 @@ impl Image {
             None => None,
         };
         let tcp = parse_tcp(take(SectionKind::Tcp)).map_err(|m| malformed(path, sec(SectionKind::Tcp), m))?;
+        let procattr = match payloads.get(&SectionKind::ProcAttr) {
+            Some(p) => Some(crate::sections::parse_procattr(p).map_err(|m| malformed(path, sec(SectionKind::ProcAttr), m))?),
+            None => None,
+        };
 
         if process.nr_threads as usize != threads.len() {
             return Err(malformed(
@@ -348,6 +354,7 @@ impl Image {
             fds,
             signals,
             fileops,
+            procattr,
             tcp,
             pages_offset,
             pages_bytes,

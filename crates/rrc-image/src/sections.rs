@@ -25,6 +25,8 @@ pub enum SectionKind {
     Pages,
     /// Optional: present when the process has a data directory.
     Fileops,
+    /// Optional: process attributes (images from before it have none).
+    ProcAttr,
     End,
 }
 
@@ -52,6 +54,7 @@ impl SectionKind {
             7 => SectionKind::Pages,
             8 => SectionKind::Tcp,
             9 => SectionKind::Fileops,
+            10 => SectionKind::ProcAttr,
             0xffff => SectionKind::End,
             _ => return None,
         })
@@ -68,6 +71,7 @@ impl SectionKind {
             SectionKind::Pages => 7,
             SectionKind::Tcp => 8,
             SectionKind::Fileops => 9,
+            SectionKind::ProcAttr => 10,
             SectionKind::End => 0xffff,
         }
     }
@@ -85,6 +89,7 @@ impl fmt::Display for SectionKind {
             SectionKind::Pages => "PAGES",
             SectionKind::Tcp => "TCP",
             SectionKind::Fileops => "FILEOPS",
+            SectionKind::ProcAttr => "PROCATTR",
             SectionKind::End => "END",
         })
     }
@@ -92,6 +97,47 @@ impl fmt::Display for SectionKind {
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/* ---- PROCATTR --------------------------------------------------------- */
+
+/// sizeof(struct rrc_procattr) as this reader knows it.
+pub const PROCATTR_SIZE: usize = 40;
+/// `RRC_PA_OOM_SCORE_ADJ`.
+pub const PA_OOM_SCORE_ADJ: u32 = 1;
+
+/// `struct rrc_procattr`: process attributes the restorer sets again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcAttr {
+    /// None: not read at the snapshot.
+    pub oom_score_adj: Option<i32>,
+    pub no_new_privs: bool,
+    pub child_subreaper: bool,
+    pub thp_disable: bool,
+}
+
+/// This version's fields of a PROCATTR payload of this size or a later,
+/// larger one; a smaller one, or one whose `size` disagrees, is refused.
+pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
+    if p.len() < PROCATTR_SIZE {
+        return Err(format!("payload is {} bytes, struct rrc_procattr is at least {PROCATTR_SIZE}", p.len()));
+    }
+    let size = u32_at(p, 0) as usize;
+    if size < PROCATTR_SIZE || size > p.len() {
+        return Err(format!("size says {size} bytes in a payload of {} (this reader knows {PROCATTR_SIZE})", p.len()));
+    }
+    let valid = u32_at(p, 4);
+    let flag = |o: usize, what: &str| match u32_at(p, o) {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(format!("{what} is {v}, not 0 or 1")),
+    };
+    Ok(ProcAttr {
+        oom_score_adj: (valid & PA_OOM_SCORE_ADJ != 0).then(|| i32_at(p, 8)),
+        no_new_privs: flag(12, "no_new_privs")?,
+        child_subreaper: flag(16, "child_subreaper")?,
+        thp_disable: flag(20, "thp_disable")?,
+    })
 }
 
 /* ---- END -------------------------------------------------------------- */

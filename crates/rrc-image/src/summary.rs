@@ -35,6 +35,9 @@ pub struct ImageSummary {
     /// FILEOPS: the data directory's changes in this image (absent: none tracked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fileops: Option<crate::fileops::FileOpsSummary>,
+    /// PROCATTR: the process attributes the restorer sets again (absent: an older image).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub procattr: Option<crate::sections::ProcAttr>,
     /// The TCP stream table of this snapshot, every record.
     pub tcp: Vec<crate::sections::TcpStream>,
 }
@@ -67,6 +70,7 @@ impl Image {
             fds_by_kind,
             fd_records: self.fds.clone(),
             fileops: self.fileops.as_ref().map(|f| f.summary()),
+            procattr: self.procattr.clone(),
             tcp: self.tcp.clone(),
         }
     }

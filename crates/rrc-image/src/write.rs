@@ -32,6 +32,9 @@ pub struct ImageWriter<W: Write> {
     sections: u32,
     /// Index into `SectionKind::REQUIRED` of the next section allowed.
     next: usize,
+    /// The optional PROCATTR was written (between SIGNALS and TCP, as
+    /// snapshot.c places it).
+    procattr: bool,
 }
 
 impl<W: Write> ImageWriter<W> {
@@ -47,10 +50,18 @@ impl<W: Write> ImageWriter<W> {
             return Err(invalid("FULL flag, parent_id and sequence disagree (FULL <=> parent 0 <=> sequence 0)".into()));
         }
         w.write_all(&header.encode())?;
-        Ok(ImageWriter { w, off: IMAGE_HEADER_SIZE as u64, sections: 0, next: 0 })
+        Ok(ImageWriter { w, off: IMAGE_HEADER_SIZE as u64, sections: 0, next: 0, procattr: false })
     }
 
     fn admit(&mut self, kind: SectionKind) -> io::Result<()> {
+        let tcp_at = SectionKind::REQUIRED.iter().position(|&k| k == SectionKind::Tcp);
+        if kind == SectionKind::ProcAttr {
+            if Some(self.next) == tcp_at && !self.procattr {
+                self.procattr = true;
+                return Ok(());
+            }
+            return Err(invalid("section PROCATTR out of order: it goes once, between SIGNALS and TCP".into()));
+        }
         match SectionKind::REQUIRED.iter().position(|&k| k == kind) {
             Some(i) if i == self.next => {
                 self.next += 1;

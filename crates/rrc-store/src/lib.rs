@@ -82,6 +82,8 @@ struct Meta {
     /// The newest image's TCP stream table (not merged: it describes
     /// that snapshot only, so the latest replaces the previous).
     tcp: Vec<u8>,
+    /// The newest image's PROCATTR payload, if it has one.
+    procattr: Option<Vec<u8>>,
     /// The newest image's pagemap (its flags as received).
     pagemap: Vec<PagemapEntry>,
     /// The decoded image (for summaries); its page offsets refer to the
@@ -208,6 +210,7 @@ impl Store {
             fds: payload(SectionKind::Fds),
             signals: payload(SectionKind::Signals),
             tcp: payload(SectionKind::Tcp),
+            procattr: image.sections.iter().any(|s| s.kind == SectionKind::ProcAttr).then(|| payload(SectionKind::ProcAttr)),
             pagemap: image.pagemap.clone(),
             image,
             base_id,
@@ -322,6 +325,9 @@ impl Store {
         wr.section(SectionKind::Threads, &m.threads)?;
         wr.section(SectionKind::Fds, &m.fds)?;
         wr.section(SectionKind::Signals, &m.signals)?;
+        if let Some(a) = &m.procattr {
+            wr.section(SectionKind::ProcAttr, a)?;
+        }
         wr.section(SectionKind::Tcp, &m.tcp)?;
         wr.section_chunks(SectionKind::Pages, &chunks)?;
         wr.finish()

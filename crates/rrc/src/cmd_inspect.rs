@@ -90,6 +90,15 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
             let ops: Vec<String> = f.by_op.iter().map(|(k, n)| format!("{k} {n}")).collect();
             println!("   files {} data-dir op(s), {} data bytes ({})", f.ops, f.data_bytes, ops.join(", "));
         }
+        if let Some(a) = &im.procattr {
+            println!(
+                "   attrs oom_score_adj {} no_new_privs {} child_subreaper {} thp_disable {}",
+                a.oom_score_adj.map(|v| v.to_string()).unwrap_or_else(|| "unread".into()),
+                a.no_new_privs,
+                a.child_subreaper,
+                a.thp_disable
+            );
+        }
         println!("   tcp   {} stream(s)", im.tcp.len());
         for t in &im.tcp {
             let seq = match (t.write_seq_rel, t.read_seq_rel) {

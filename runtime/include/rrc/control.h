@@ -216,6 +216,7 @@ enum rrc_ctl_error_code {
 	RRC_ERR_NOT_HELD     = 16, /* RESUME without a HOLD on this connection */
 	RRC_ERR_REPLAYING    = 17, /* DUMP while the process replays its log (or failed to) */
 	RRC_ERR_NO_RECORDING = 18, /* RECORD: no recording waits for a sink */
+	RRC_ERR_PROCESS_STATE = 19, /* process state the image cannot carry (seccomp filters) */
 };
 
 struct rrc_ctl_error {

@@ -60,6 +60,7 @@ enum rrc_section_type {
 	RRC_SEC_PAGES   = 7,      /* raw page data, in pagemap order */
 	RRC_SEC_TCP     = 8,      /* rrc_tcp_table + rrc_tcp_stream records */
 	RRC_SEC_FILEOPS = 9,      /* rrc_fileops_header + rrc_fileop records (optional) */
+	RRC_SEC_PROCATTR = 10,    /* struct rrc_procattr (optional: older images have none) */
 	RRC_SEC_END     = 0xffff, /* struct rrc_end; always last */
 };
 
@@ -104,6 +105,22 @@ struct rrc_process {
 	char     comm[16];
 	char     exe_path[RRC_PATH_MAX];
 	char     cwd[RRC_PATH_MAX];
+};
+
+/* ---- PROCATTR --------------------------------------------------------- */
+
+/* Process attributes beyond struct rrc_process, read just before the pause
+ * (control.c) and set again by the restorer (main.c). A reader takes the
+ * fields it knows of a larger size (a later version), refuses a smaller. */
+#define RRC_PA_OOM_SCORE_ADJ  (1u << 0)   /* oom_score_adj was read */
+struct rrc_procattr {
+	uint32_t size;            /* sizeof(struct rrc_procattr) of the writer */
+	uint32_t valid;           /* RRC_PA_* */
+	int32_t  oom_score_adj;   /* /proc/self/oom_score_adj */
+	uint32_t no_new_privs;    /* PR_GET_NO_NEW_PRIVS */
+	uint32_t child_subreaper; /* PR_GET_CHILD_SUBREAPER */
+	uint32_t thp_disable;     /* PR_GET_THP_DISABLE */
+	uint64_t reserved[2];
 };
 
 /* ---- VMAS ------------------------------------------------------------- */

@@ -9,11 +9,17 @@
  *                two entries "tfd: A", the first no longer A's file
  *   epoll_socket a UDP socket added as A, dup2'd to B, A closed and a new
  *                socket made at A (not added): the entry's file is not A's
+ *   seccomp      a seccomp filter (allow everything): its BPF program cannot
+ *                be read back from inside the process (no clear: a filter
+ *                stays for good; the probe just waits for verify)
  * Once "$ZDTM_DIR/clear" appears the probe removes that state (closes the
  * terminal; deletes the stale entry by closing its last fd) and writes
  * "cleared", so the test can show that the same process then dumps fine.
  */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -27,7 +33,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -59,6 +65,16 @@ int main(int argc, char **argv)
 			ev.data.u64 = 2;
 			zdtm_check(epoll_ctl(EP, EPOLL_CTL_ADD, A, &ev) == 0, "add the new A");
 		}
+	} else if (!strcmp(mode, "seccomp")) {
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = { 1, &allow };
+		int r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+		char say[32];
+		snprintf(say, sizeof say, "seccomp=%d\n", r);
+		zdtm_write_file("seccompresult", say);
+		zdtm_ready();
+		zdtm_wait_verify();
+		zdtm_pass();
 	} else {
 		zdtm_fail("unknown mode %s", mode);
 	}
