@@ -152,7 +152,6 @@ def test_dump_refused(rrc, tmp_path, netns, prog, args, result_file, expect, wor
 
 
 @pytest.mark.parametrize("mode,words", [
-    ("itimer", ["ITIMER_REAL", "timer"]),
     ("posix", ["POSIX timer", "timer_create"]),
     ("pending", ["signal 10", "pending"]),
 ])

@@ -46,6 +46,7 @@ PROGRAMS = {
     "signals": [],
     "procstate": [],
     "procattr": [],
+    "itimers": [],
     "recorded": [],
     "sockets": [],
     "sockopts": [],

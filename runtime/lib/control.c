@@ -199,24 +199,13 @@ static int check_dumpable(void)
 	return -1;
 }
 
-/* Timers live in the kernel and are not in the image (fork does not even
- * copy them into the snapshot): refuse rather than restore a process
- * whose alarm or timer silently never fires. */
+/* POSIX timers live in the kernel and are not in the image (fork does
+ * not even copy them into the snapshot): refuse rather than restore a
+ * process whose timer silently never fires. (Interval timers, alarm()'s
+ * included, are carried: procattr.c.) */
 static int check_timers(void)
 {
-	static const char *const itimer_names[] = { "ITIMER_REAL (alarm, setitimer)", "ITIMER_VIRTUAL", "ITIMER_PROF" };
 	char msg[300];
-
-	for (int which = 0; which < 3; which++) {
-		struct { long isec, iusec, vsec, vusec; } it = { 0 };
-		if (rrc_sys_getitimer(which, &it) == 0 && (it.vsec || it.vusec)) {
-			size_t l = rrc_bput(msg, sizeof msg, 0, "the interval timer ");
-			l = rrc_bput(msg, sizeof msg, l, itimer_names[which]);
-			rrc_bput(msg, sizeof msg, l, " is armed: timers are not checkpointed yet");
-			rrc_set_err(RRC_ERR_TIMERS, 0, msg, -1, 0);
-			return -1;
-		}
-	}
 	char buf[4096];
 	long n = rrc_read_file("/proc/self/timers", buf, sizeof buf - 1);
 	if (n > 0) {

@@ -12,6 +12,11 @@
  *                      it cannot be undone)
  *   child_subreaper    PR_GET_CHILD_SUBREAPER
  *   thp_disable        PR_GET_THP_DISABLE
+ *   itimers            ITIMER_REAL (alarm), ITIMER_VIRTUAL, ITIMER_PROF:
+ *                      the interval and the time left, which the restorer
+ *                      arms again (CRIU does the same): a timer does not
+ *                      run between the snapshot and the restore, so after
+ *                      a failover it fires that much later
  *
  * Read by the control thread just before the pause (each is one system
  * call and they change rarely, if ever, once a server runs). A seccomp
@@ -62,5 +67,16 @@ int rrc_procattr_capture(void)
 		a->child_subreaper = sub != 0;
 	long r = rrc_sys_prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
 	a->thp_disable = r > 0;
+	int itimers = 1;
+	for (int which = 0; which < 3; which++) {
+		struct { long isec, iusec, vsec, vusec; } it = { 0 };
+		if (rrc_sys_getitimer(which, &it) < 0) {
+			itimers = 0;
+			continue;
+		}
+		a->itimers[which] = (struct rrc_itimer){ it.isec, it.iusec, it.vsec, it.vusec };
+	}
+	if (itimers)
+		a->valid |= RRC_PA_ITIMERS;
 	return 0;
 }

@@ -28,12 +28,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "rrc/control.h"
@@ -95,6 +97,33 @@ static void restore_attrs(const struct rrc_procattr *a)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_CHILD_SUBREAPER failed: %s", rst_strerror(errno));
 	if (prctl(PR_SET_THP_DISABLE, (unsigned long)a->thp_disable, 0, 0, 0) < 0)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_THP_DISABLE failed: %s", rst_strerror(errno));
+}
+
+/* The interval timers with the time they had left: just before the jump,
+ * so that a signal they send finds the process's own actions (the blob
+ * sets them first; every signal is blocked until the threads resume). */
+static void restore_itimers(const struct rrc_procattr *a)
+{
+	if (!a || !(a->valid & RRC_PA_ITIMERS))
+		return;
+	/* a timer about to expire must not kill the restorer with SIGALRM's
+	 * default action: its signal waits, pending, for the process's own
+	 * handler and mask (the blob blocks everything too, and each thread
+	 * resumes with its recorded mask) */
+	sigset_t all;
+	sigfillset(&all);
+	if (sigprocmask(SIG_BLOCK, &all, NULL) < 0)
+		rst_fail(RRC_RST_PROCESS, errno, 0, "blocking signals before the timers: %s", rst_strerror(errno));
+	for (int which = 0; which < 3; which++) {
+		const struct rrc_itimer *t = &a->itimers[which];
+		struct itimerval v = { { t->interval_sec, t->interval_usec }, { t->value_sec, t->value_usec } };
+		if (!t->value_sec && !t->value_usec)
+			continue;
+		if (setitimer(which, &v, NULL) < 0)
+			rst_fail(RRC_RST_PROCESS, errno, 0, "setitimer(%d, %lld.%06lld s left, every %lld.%06lld s) failed: %s",
+				 which, (long long)t->value_sec, (long long)t->value_usec, (long long)t->interval_sec,
+				 (long long)t->interval_usec, rst_strerror(errno));
+	}
 }
 
 /* It cannot be undone, and nothing after it needs what it forbids (no
@@ -296,5 +325,6 @@ int main(int argc, char **argv)
 
 	restore_rlimits(c.proc);
 	restore_no_new_privs(c.attrs);
+	restore_itimers(c.attrs);
 	mem_jump_to_blob(&in);
 }

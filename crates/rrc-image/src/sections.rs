@@ -102,9 +102,20 @@ fn lossy(b: &[u8]) -> String {
 /* ---- PROCATTR --------------------------------------------------------- */
 
 /// sizeof(struct rrc_procattr) as this reader knows it.
-pub const PROCATTR_SIZE: usize = 40;
+pub const PROCATTR_SIZE: usize = 136;
 /// `RRC_PA_OOM_SCORE_ADJ`.
 pub const PA_OOM_SCORE_ADJ: u32 = 1;
+/// `RRC_PA_ITIMERS`.
+pub const PA_ITIMERS: u32 = 2;
+
+/// `struct rrc_itimer`: an interval timer's period and the time it had left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Itimer {
+    pub interval_sec: i64,
+    pub interval_usec: i64,
+    pub value_sec: i64,
+    pub value_usec: i64,
+}
 
 /// `struct rrc_procattr`: process attributes the restorer sets again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,6 +125,8 @@ pub struct ProcAttr {
     pub no_new_privs: bool,
     pub child_subreaper: bool,
     pub thp_disable: bool,
+    /// ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF (None: not read).
+    pub itimers: Option<[Itimer; 3]>,
 }
 
 /// This version's fields of a PROCATTR payload of this size or a later,
@@ -137,6 +150,12 @@ pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
         no_new_privs: flag(12, "no_new_privs")?,
         child_subreaper: flag(16, "child_subreaper")?,
         thp_disable: flag(20, "thp_disable")?,
+        itimers: (valid & PA_ITIMERS != 0).then(|| {
+            std::array::from_fn(|w| {
+                let o = 40 + 32 * w;
+                Itimer { interval_sec: i64_at(p, o), interval_usec: i64_at(p, o + 8), value_sec: i64_at(p, o + 16), value_usec: i64_at(p, o + 24) }
+            })
+        }),
     })
 }
 

@@ -98,6 +98,14 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
                 a.child_subreaper,
                 a.thp_disable
             );
+            for (name, t) in ["ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"].iter().zip(a.itimers.iter().flatten()) {
+                if t.value_sec != 0 || t.value_usec != 0 {
+                    println!(
+                        "   timer {name} {}.{:06} s left, every {}.{:06} s",
+                        t.value_sec, t.value_usec, t.interval_sec, t.interval_usec
+                    );
+                }
+            }
         }
         println!("   tcp   {} stream(s)", im.tcp.len());
         for t in &im.tcp {

@@ -113,14 +113,22 @@ struct rrc_process {
  * (control.c) and set again by the restorer (main.c). A reader takes the
  * fields it knows of a larger size (a later version), refuses a smaller. */
 #define RRC_PA_OOM_SCORE_ADJ  (1u << 0)   /* oom_score_adj was read */
+#define RRC_PA_ITIMERS        (1u << 1)   /* itimers were read */
+struct rrc_itimer {               /* struct itimerval, 64-bit */
+	int64_t interval_sec, interval_usec;
+	int64_t value_sec, value_usec;   /* remaining (0: disarmed) */
+};
 struct rrc_procattr {
 	uint32_t size;            /* sizeof(struct rrc_procattr) of the writer */
 	uint32_t valid;           /* RRC_PA_* */
 	int32_t  oom_score_adj;   /* /proc/self/oom_score_adj */
-	uint32_t no_new_privs;    /* PR_GET_NO_NEW_PRIVS */
+	uint32_t no_new_privs;    /* the main thread's NoNewPrivs */
 	uint32_t child_subreaper; /* PR_GET_CHILD_SUBREAPER */
 	uint32_t thp_disable;     /* PR_GET_THP_DISABLE */
 	uint64_t reserved[2];
+	/* ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF (getitimer just before the
+	 * pause): set again with the time that was left */
+	struct rrc_itimer itimers[3];
 };
 
 /* ---- VMAS ------------------------------------------------------------- */

@@ -1,6 +1,5 @@
 /* Refusal probe: kernel state that no image holds yet, which `rrc dump`
  * must refuse (naming it) rather than lose silently:
- *   itimer   an armed ITIMER_REAL (setitimer; alarm() is the same timer)
  *   posix    a POSIX timer (timer_create + timer_settime)
  *   pending  a blocked signal that is pending in the main thread
  * Once "$ZDTM_DIR/clear" appears the probe removes that state (disarms,
@@ -16,17 +15,14 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_timers itimer|posix|pending");
+		zdtm_fail("usage: refuse_timers posix|pending");
 	const char *mode = argv[1];
 	timer_t tid;
 	sigset_t usr1;
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 
-	if (!strcmp(mode, "itimer")) {
-		struct itimerval it = { { 0, 0 }, { 3600, 0 } };
-		zdtm_check(setitimer(ITIMER_REAL, &it, NULL) == 0, "setitimer");
-	} else if (!strcmp(mode, "posix")) {
+	if (!strcmp(mode, "posix")) {
 		struct sigevent ev = { .sigev_notify = SIGEV_NONE };
 		struct itimerspec its = { { 0, 0 }, { 3600, 0 } };
 		zdtm_check(timer_create(CLOCK_MONOTONIC, &ev, &tid) == 0, "timer_create");
@@ -40,10 +36,7 @@ int main(int argc, char **argv)
 	zdtm_ready();
 	while (!zdtm_file_exists("clear"))
 		zdtm_sleep_ms(5);
-	if (!strcmp(mode, "itimer")) {
-		struct itimerval off = { { 0, 0 }, { 0, 0 } };
-		zdtm_check(setitimer(ITIMER_REAL, &off, NULL) == 0, "disarm");
-	} else if (!strcmp(mode, "posix")) {
+	if (!strcmp(mode, "posix")) {
 		zdtm_check(timer_delete(tid) == 0, "timer_delete");
 	} else {
 		int sig = 0;
