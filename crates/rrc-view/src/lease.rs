@@ -200,6 +200,11 @@ impl Keeper {
             return None;
         }
         match found {
+            // read before this host installed a later view (its own swap,
+            // answered meanwhile): etcd's revisions only grow, so the view
+            // found is one that was replaced, and the read says nothing
+            // about the lease of the view held now
+            Found::At { rev, .. } if rev < self.rev => None,
             Found::At { rev, .. } if rev == self.rev => {
                 self.renewals += 1;
                 self.valid_until = self.valid_until.max(sent_at + self.timing.lease);
@@ -364,6 +369,26 @@ mod tests {
         k.propose(view().successor("a", &Change::DropBackup).unwrap());
         let theirs = Found::At { view: view().successor("b", &Change::PromoteBackup).unwrap(), rev: 8 };
         assert!(matches!(k.renewed(t0, theirs, t0), Some(Action::StandDown { .. })));
+    }
+
+    /// Seen in a failover campaign (rr_lighttpd200c #184): the renewer read
+    /// view 1 just before the suspicion's swap installed view 2, and its
+    /// answer, handled after the install, stood the new primary down in
+    /// the middle of its failover: nobody served the service.
+    #[test]
+    fn a_renewal_read_before_our_own_swap_is_ignored() {
+        let t0 = Instant::now();
+        let mut k = Keeper::new("b", view(), 7, t0);
+        let next = view().successor("b", &Change::PromoteBackup).unwrap();
+        k.propose(next.clone());
+        assert_eq!(k.installed(next.clone(), 9, t0 + MS(5)), None);
+        // the renewal sent at t0 found view 1 at revision 7
+        assert_eq!(k.renewed(t0, Found::At { view: view(), rev: 7 }, t0 + MS(8)), None);
+        assert_eq!((k.standing(), k.rev(), k.role()), (Standing::Acting, 9, Some(Role::Primary)));
+        assert_eq!(k.renewals, 0, "a stale answer renews nothing");
+        // a later view than the one held still stands the host down
+        let later = Found::At { view: next.successor("b", &Change::Reprotect { spare: "c".into() }).unwrap(), rev: 10 };
+        assert!(matches!(k.renewed(t0 + MS(20), later, t0 + MS(21)), Some(Action::StandDown { .. })));
     }
 
     #[test]
