@@ -12,8 +12,10 @@
  *
  * While recording, the call is one FD event (RRC_FDOP_CLOSE_RANGE, in the
  * fd table's order: rr-fds.c) and a replay makes it again. Every number
- * of the span the fd table tracks is forgotten as rrc_fdt_closed does for
- * close (kinds, the journal's tracked bit, epoll and replay bookkeeping).
+ * of the span the fd table tracks is forgotten as close forgets its fd
+ * (rrc_fdt_closed: kinds, epoll and replay bookkeeping); a data-directory
+ * file's journal bit stays until the number is used again (wrap-files.c
+ * clears it then).
  * A connection closed this way sends its FIN with no FIN output in the
  * log: the gate releases it at the next commit instead (docs/gate.md).
  */
