@@ -47,6 +47,7 @@ PROGRAMS = {
     "procstate": [],
     "procattr": [],
     "itimers": [],
+    "opath": [],
     "recorded": [],
     "sockets": [],
     "sockopts": [],
