@@ -50,9 +50,12 @@ static int alike(const struct rrc_fd *a, const struct rrc_fd *b)
 		return 0;
 	if (is_socket(a->kind))
 		return 1; /* one inode, one socket; its record may vary (carried over, or not) */
-	if (a->data_len != b->data_len || !rrc_memeq(&a->u, &b->u, sizeof a->u))
+	if (a->kind == RRC_FD_PIPE)
+		return 1; /* the first end of a pipe carries its data (has_data, data_len): kcmp decides */
+	if (!rrc_memeq(&a->u, &b->u, sizeof a->u) || a->data_len != b->data_len)
 		return 0;
-	return rrc_memeq(a + 1, b + 1, a->path_len + a->data_len);
+	/* the path, and the data where it is in the buffer (rrc_fd_data_inline) */
+	return rrc_memeq(a + 1, b + 1, a->path_len + (rrc_fd_data_inline(a) ? a->data_len : 0));
 }
 
 int rrc_fds_share(void)

@@ -6,7 +6,8 @@
  *                  is shared: B is at 5 too), O_APPEND clear;
  *   FILE_C         the same file opened again: its own open file
  *                  description, at offset 2 (must stay its own);
- *   PIPE_R/PIPE_R2 a pipe's read end twice, PIPE_W its write end;
+ *   PIPE_R/PIPE_R2 a pipe's read end twice, PIPE_W its write end, 3 bytes
+ *                  in flight (the first end of a pipe carries them);
  *   EVT_A/EVT_B    one eventfd;
  *   LSN_A/LSN_B    one TCP listener on loopback;
  *   EP_A/EP_B      one epoll set, EVT_B registered through EP_A.
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 	place(p[0], PIPE_R);
 	place(p[1], PIPE_W);
 	zdtm_check(fcntl(PIPE_R, F_DUPFD, PIPE_R2) == PIPE_R2, "F_DUPFD pipe");
+	zdtm_check(write(PIPE_W, "abc", 3) == 3, "pipe bytes in flight");
 
 	place(eventfd(0, 0), EVT_A);
 	place(dup(EVT_A), EVT_B);
@@ -105,6 +107,9 @@ int main(int argc, char **argv)
 	zdtm_check(fcntl(PIPE_R, F_SETFL, O_NONBLOCK) == 0, "O_NONBLOCK on R");
 	if (!(fcntl(PIPE_R2, F_GETFL) & O_NONBLOCK))
 		zdtm_fail("O_NONBLOCK set through fd %d does not show through fd %d", PIPE_R, PIPE_R2);
+	char abc[8] = "";
+	if (read(PIPE_R2, abc, sizeof abc) != 3 || memcmp(abc, "abc", 3))
+		zdtm_fail("the pipe's bytes in flight, read through fd %d: \"%s\"", PIPE_R2, abc);
 
 	uint64_t v = 7, got = 0;
 	zdtm_check(write(EVT_A, &v, sizeof v) == sizeof v, "eventfd write");
