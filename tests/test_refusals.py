@@ -3,8 +3,10 @@
   * exec: librrc's wrappers refuse fork()/posix_spawn() (ENOSYS) and
     writable MAP_SHARED mmap/mprotect (EPERM), log it, the service runs on;
   * dump: a process with a child, a writable shared mapping or an io_uring
-    made by raw syscalls (no wrapper saw them) is refused, naming the cause,
-    and keeps running;
+    made by raw syscalls (no wrapper saw them), a seccomp filter, a
+    terminal, an epoll entry whose number no longer holds its file, POSIX
+    timers or a pending signal is refused, naming the cause, and keeps
+    running;
   * restore: a corrupted, truncated or version-mismatched image, a chain
     with a missing parent, an address already taken: refused, naming the
     cause, leaving no process, cgroup or registry entry behind.
@@ -156,7 +158,8 @@ def test_dump_refused(rrc, tmp_path, netns, prog, args, result_file, expect, wor
     ("pending", ["signal 10", "pending"]),
 ])
 def test_dump_refuses_state_it_would_lose(rrc, tmp_path, netns, mode, words):
-    """Armed timers and pending signals are kernel state no image holds:
+    """POSIX timers and pending signals are kernel state no image holds
+    (interval timers are carried: zdtm itimers):
     the dump is refused naming it, the process runs on, and once the state
     is gone the same process dumps fine (the refusal is about that state)."""
     p = Probe(rrc, tmp_path, netns, "refuse_timers", mode)
