@@ -129,16 +129,25 @@ pub struct ProcAttr {
     pub itimers: Option<[Itimer; 3]>,
 }
 
+/// The size-versioned structs (`struct rrc_sockopts`, `struct
+/// rrc_procattr`) begin with the writer's sizeof: a reader takes the
+/// fields it knows of a larger one (a later version) and refuses a smaller
+/// one, or one larger than the bytes there.
+fn check_versioned(p: &[u8], known: usize, what: &str) -> Result<(), String> {
+    if p.len() < 8 {
+        return Err(format!("{what} of {} bytes: truncated", p.len()));
+    }
+    let size = u32_at(p, 0) as usize;
+    if size < known || size > p.len() {
+        return Err(format!("{what} say {size} bytes in {} of data (this reader knows {known})", p.len()));
+    }
+    Ok(())
+}
+
 /// This version's fields of a PROCATTR payload of this size or a later,
 /// larger one; a smaller one, or one whose `size` disagrees, is refused.
 pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
-    if p.len() < PROCATTR_SIZE {
-        return Err(format!("payload is {} bytes, struct rrc_procattr is at least {PROCATTR_SIZE}", p.len()));
-    }
-    let size = u32_at(p, 0) as usize;
-    if size < PROCATTR_SIZE || size > p.len() {
-        return Err(format!("size says {size} bytes in a payload of {} (this reader knows {PROCATTR_SIZE})", p.len()));
-    }
+    check_versioned(p, PROCATTR_SIZE, "process attributes")?;
     let valid = u32_at(p, 4);
     let flag = |o: usize, what: &str| match u32_at(p, o) {
         0 => Ok(false),
@@ -711,13 +720,7 @@ impl SockOpts {
         if data.is_empty() {
             return Ok(None);
         }
-        if data.len() < 8 {
-            return Err(format!("socket options of {} bytes: truncated", data.len()));
-        }
-        let size = u32_at(data, 0) as usize;
-        if size < SOCKOPTS_SIZE || size > data.len() {
-            return Err(format!("socket options say {size} bytes in {} of data (this reader knows {SOCKOPTS_SIZE})", data.len()));
-        }
+        check_versioned(data, SOCKOPTS_SIZE, "socket options")?;
         let i = |o| i32_at(data, o);
         let dev = &data[72..88];
         let dev = &dev[..dev.iter().position(|&b| b == 0).unwrap_or(dev.len())];
@@ -1140,6 +1143,29 @@ mod tests {
         assert!(parse_fds(&fds).unwrap_err().contains("fd number appears twice"));
         threads[THREAD_SIZE..][..4].copy_from_slice(&1u32.to_le_bytes());
         assert!(parse_threads(&threads).unwrap_err().contains("tid 1 appears twice"));
+    }
+
+    #[test]
+    fn process_attributes_are_read_of_this_size_or_a_later_one() {
+        let mut p = vec![0u8; PROCATTR_SIZE];
+        p[0..4].copy_from_slice(&(PROCATTR_SIZE as u32).to_le_bytes());
+        p[4..8].copy_from_slice(&(PA_OOM_SCORE_ADJ | PA_ITIMERS).to_le_bytes());
+        p[8..12].copy_from_slice(&(-500i32).to_le_bytes());
+        p[20..24].copy_from_slice(&1u32.to_le_bytes());
+        p[56..64].copy_from_slice(&3i64.to_le_bytes()); // ITIMER_REAL's value_sec
+        let a = parse_procattr(&p).unwrap();
+        assert_eq!((a.oom_score_adj, a.thp_disable, a.no_new_privs), (Some(-500), true, false));
+        assert_eq!(a.itimers.unwrap()[0].value_sec, 3);
+        let mut later = p.clone();
+        later.extend([0u8; 8]);
+        later[0..4].copy_from_slice(&((PROCATTR_SIZE + 8) as u32).to_le_bytes());
+        assert_eq!(parse_procattr(&later).unwrap(), a);
+        assert!(parse_procattr(&p[..4]).unwrap_err().contains("truncated"));
+        let mut small = p.clone();
+        small[0..4].copy_from_slice(&40u32.to_le_bytes());
+        assert!(parse_procattr(&small).unwrap_err().contains("this reader knows 136"));
+        p[12..16].copy_from_slice(&2u32.to_le_bytes());
+        assert!(parse_procattr(&p).unwrap_err().contains("no_new_privs is 2"));
     }
 
     /// A record of kind 13 names the fd whose open file description it
