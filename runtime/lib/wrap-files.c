@@ -585,6 +585,12 @@ static int kept(int fd)
 	return 1;
 }
 
+/* dup2/dup3: the one of fd and newfd that is kept, or -1 */
+static int kept_either(int fd, int nfd)
+{
+	return kept(fd) ? fd : kept(nfd) ? nfd : -1;
+}
+
 static int close_journaled(int fd)
 {
 	RESOLVE(close);
@@ -626,8 +632,9 @@ static int dup_journaled(int fd)
 static int dup2_journaled(int fd, int nfd)
 {
 	RESOLVE(dup2);
-	if (kept(fd) || kept(nfd))
-		return rrc_libfd_refuse("dup2", kept(fd) ? fd : nfd);
+	int k = kept_either(fd, nfd);
+	if (k >= 0)
+		return rrc_libfd_refuse("dup2", k);
 	if (!on())
 		return real_dup2(fd, nfd);
 	rrc_hook_enter();
@@ -642,8 +649,9 @@ static int dup2_journaled(int fd, int nfd)
 static int dup3_journaled(int fd, int nfd, int fl)
 {
 	RESOLVE(dup3);
-	if (kept(fd) || kept(nfd))
-		return rrc_libfd_refuse("dup3", kept(fd) ? fd : nfd);
+	int k = kept_either(fd, nfd);
+	if (k >= 0)
+		return rrc_libfd_refuse("dup3", k);
 	if (!on())
 		return real_dup3(fd, nfd, fl);
 	rrc_hook_enter();
