@@ -18,6 +18,15 @@ are the price of each piece on these 2 shared CPUs:
   recvmmsg and verdicts as the gate does, accepting each at once:
   crates/rrc-gate/examples/nfq_passthrough.rs);
 - routed + NFQUEUE both: both directions queued (what the gate does);
+- routed + AF_XDP out (only if asked: `--configs ...,routed_xdp_out`):
+  XDP on b's link from a sends the server's packets to an AF_XDP socket,
+  and bench/probes/xdp_gate.c copies each into a second UMEM and
+  transmits it on b's link to the client (the way to hold packets in user
+  space other than NFQUEUE on this kernel). It needs clang, libbpf and
+  libxdp (`apt-get install clang libbpf-dev libxdp-dev ethtool`; not
+  installed by `make`), and a veth hands XDP packets without checksums,
+  so for the whole run a's link to b computes them in software (`ethtool
+  -K repl tx off`, every configuration alike);
 - rr: the server protected by `rrc run --mode rr` (primary a, backup b,
   100 ms epochs): the whole of rr mode.
 
@@ -34,9 +43,12 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from benchlib import REPO, RRC_BIN as RRC, lab_lock, machine_description, rrc_cli as cli, run_main, spread, write_results
 from checkpoint_pause import BenchError, log, run
@@ -47,6 +59,9 @@ TEST_IP = "10.77.0.1"  # on a's loopback, reached through b
 QUEUE = 200
 A_FRONT, A_REPL, B_FRONT, B_REPL = "198.18.0.1", "198.19.0.1", "198.18.0.2", "198.19.0.2"
 CONFIGS = ("direct", "routed", "routed_nfq_out", "routed_nfq_both", "rr")
+XDP = "routed_xdp_out"  # only when asked for (builds with clang, libbpf, libxdp)
+KNOWN = CONFIGS[:4] + (XDP,) + CONFIGS[4:]  # in plotting order
+PROBES = REPO / "bench" / "probes"
 SERVERS = {
     "redis": (["redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"], "--port", 6390, 6379),
     "memcached": (["memcached", "-t", "4", "-U", "0", "-u", "root", "-m", "64"], "-p", 11290, 11211),
@@ -91,6 +106,39 @@ def queued(directions):
         run(["pkill", "-f", str(PASSTHROUGH)], 10, check=False)
 
 
+def build_xdp_gate(cleanup_dir):
+    """bench/probes' XDP program and forwarder, built into cleanup_dir:
+    (the forwarder, the BPF object)."""
+    for tool in ("clang", "gcc", "ethtool"):
+        if not shutil.which(tool):
+            raise BenchError(f"{XDP} needs {tool}: apt-get install clang libbpf-dev libxdp-dev ethtool")
+    # -g: libbpf needs the BTF of the map definitions
+    obj, gate = Path(cleanup_dir) / "redirect.bpf.o", Path(cleanup_dir) / "xdp_gate"
+    run(["clang", "-O2", "-g", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu", "-c", str(PROBES / "xdp_redirect.bpf.c"),
+         "-o", str(obj)], 120)
+    run(["gcc", "-O2", "-Wall", "-o", str(gate), str(PROBES / "xdp_gate.c"), "-lxdp", "-lbpf"], 120)
+    return gate, obj
+
+
+@contextlib.contextmanager
+def xdp_forwarded(gate, obj, client_mac):
+    """The server's packets taken off b's link from a by XDP and sent on to
+    the client by the AF_XDP forwarder, for the duration."""
+    fwd = subprocess.Popen([str(RRC), "lab", "exec", "b", "--", str(gate), "repl", "front", client_mac, str(obj)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # the program attached and the socket bound
+        if fwd.poll() is not None:
+            raise BenchError(f"the AF_XDP forwarder exited at once (status {fwd.returncode})")
+        yield
+    finally:
+        fwd.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            fwd.wait(5)
+        run(["pkill", "-f", str(gate)], 10, check=False)
+        lab("b", "ip", "link", "set", "dev", "repl", "xdp", "off", check=False)
+
+
 def load(a, ip, port):
     cpu0 = cpu_busy_s()
     out = lab("client", str(CHECK), a.server, "--server", f"{ip}:{port}", "--threads", str(a.connections),
@@ -104,7 +152,7 @@ def load(a, ip, port):
     return {"throughput_ops_s": d["throughput_ops_s"], "latency_us": d["latency_us"], "cpu_us_per_op": busy * 1e6 / ops}
 
 
-def one(config, a, stock_port):
+def one(config, a, stock_port, xdp=None):
     argv, _, _, rr_port = SERVERS[a.server]
     if config == "direct":
         return load(a, A_FRONT, stock_port)
@@ -112,6 +160,9 @@ def one(config, a, stock_port):
         return load(a, TEST_IP, stock_port)
     if config in ("routed_nfq_out", "routed_nfq_both"):
         with queued("out" if config == "routed_nfq_out" else "both"):
+            return load(a, TEST_IP, stock_port)
+    if config == XDP:
+        with xdp_forwarded(*xdp):
             return load(a, TEST_IP, stock_port)
     # rr: the real thing, a fresh service per round
     port_flag = SERVERS[a.server][1]
@@ -129,12 +180,14 @@ def plot(path, data):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     s = data["summary"]
-    names = [c for c in CONFIGS if c in s]
+    names = [c for c in KNOWN if c in s]
     med = [s[c]["ratio_to_direct"]["median"] for c in names]
     lo = [m - s[c]["ratio_to_direct"]["min"] for m, c in zip(med, names)]
     hi = [s[c]["ratio_to_direct"]["max"] - m for m, c in zip(med, names)]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax.bar(names, med, yerr=[lo, hi], color=["0.6", "0.5", "tab:orange", "tab:red", "tab:blue"][:len(names)], capsize=4)
+    colours = {"direct": "0.6", "routed": "0.5", "routed_nfq_out": "tab:orange", "routed_nfq_both": "tab:red", XDP: "tab:green",
+               "rr": "tab:blue"}
+    ax.bar(names, med, yerr=[lo, hi], color=[colours[c] for c in names], capsize=4)
     ax.axhline(0.8, color="k", ls="--", lw=0.8)
     ax.text(len(names) - 0.5, 0.81, "issue 14's target (<= 25 % overhead)", ha="right", fontsize=7)
     for x, m in enumerate(med):
@@ -157,13 +210,13 @@ def main():
     ap.add_argument("--server", choices=sorted(SERVERS), default="redis")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--duration", type=float, default=6.0, help="seconds per window")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"of {', '.join(KNOWN)}")
     ap.add_argument("--lock-wait", type=float, default=600)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "path_costs"))
     a = ap.parse_args()
     configs = [c for c in a.configs.split(",") if c]
-    if bad := [c for c in configs if c not in CONFIGS]:
-        raise BenchError(f"unknown configurations {bad} (known: {', '.join(CONFIGS)})")
+    if bad := [c for c in configs if c not in KNOWN]:
+        raise BenchError(f"unknown configurations {bad} (known: {', '.join(KNOWN)})")
     for b in (RRC, CHECK):
         if not b.exists():
             raise BenchError(f"{b} is missing: `make` first")
@@ -171,19 +224,24 @@ def main():
     machine = machine_description()
     argv, port_flag, stock_port, _ = SERVERS[a.server]
     rounds = []
-    with lab_lock(a.lock_wait):
+    with tempfile.TemporaryDirectory(prefix="rrc-paths-") as tmp, lab_lock(a.lock_wait):
+        xdp = build_xdp_gate(tmp) if XDP in configs else None
         if json.loads(cli("lab", "status", "--json")).get("up"):
             raise BenchError("a lab is up already: `rrc lab down` first")
         try:
             cli("lab", "up")
             route_through_b()
+            if xdp:
+                lab("a", "ethtool", "-K", "repl", "tx", "off")
+                client_mac = lab("client", "ip", "-br", "link", "show", "front").split()[2]
+                xdp = (*xdp, client_mac)
             stock = subprocess.Popen([str(RRC), "lab", "exec", "a", "--", *argv, port_flag, str(stock_port)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
             for r in range(a.rounds):
                 row = {}
                 for c in configs:
-                    row[c] = one(c, a, stock_port)
+                    row[c] = one(c, a, stock_port, xdp)
                     log(f"round {r + 1} {c}: {row[c]['throughput_ops_s']:.0f} ops/s, mean {row[c]['latency_us']['mean']:.0f} µs")
                 rounds.append(row)
         finally:
@@ -203,7 +261,8 @@ def main():
             summary[c]["ratio_to_direct"] = spread([r[c]["throughput_ops_s"] / r["direct"]["throughput_ops_s"] for r in rounds])
     data = {"command": " ".join(sys.argv), "machine": machine,
             "config": {"server": a.server, "rounds": a.rounds, "connections": a.connections, "duration_s": a.duration,
-                       "configs": configs, "rr_epoch_ms": 100},
+                       "configs": configs, "rr_epoch_ms": 100,
+                       "tx_checksums_in_software_on_a": XDP in configs},
             "rounds": rounds, "summary": summary}
     write_results(a.out, data, plot)
     for c in configs:

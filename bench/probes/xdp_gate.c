@@ -1,4 +1,4 @@
-/* Path-cost probe (bench/probes/xdp_probe.sh): an AF_XDP pass-through of the server's packets on the
+/* Path-cost probe (bench/path_costs.py --configs ...,routed_xdp_out): an AF_XDP pass-through of the server's packets on the
  * backup host. XDP on IN_IF (the link from the primary) sends packets
  * from 10.77.0.1 to an AF_XDP socket; this program copies each into a
  * second UMEM, rewrites the Ethernet addresses for OUT_IF (to the client)
