@@ -9,10 +9,14 @@
 # it sits in one (TREE/target/release/rrc), else this tree's; rrc-check is
 # this tree's for both.
 # Holds the lab lock of the test suite; refuses to run if a lab is up.
+# AB_OLD_ENV / AB_NEW_ENV: VAR=VALUE words set for that side's `rrc lab
+# up` (so for its agents), e.g. one binary against itself with
+# AB_OLD_ENV=RRC_GATE_OUTPUT=nfqueue AB_NEW_ENV=RRC_GATE_OUTPUT=xdp.
 #
 #   bench/ab_rr_saturation.sh OLD_RRC NEW_RRC [ROUNDS] [redis|memcached]
 set -eu
 old=$1 new=$2 rounds=${3:-4} kind=${4:-redis}
+old_env=${AB_OLD_ENV:-} new_env=${AB_NEW_ENV:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
 libdir_of() {
 	local d
@@ -33,7 +37,9 @@ for round in $(seq "$rounds"); do
 		rrc=${!which}
 		export RRC_LIBDIR; RRC_LIBDIR=$(libdir_of "$rrc")
 		trap '"$rrc" stop ab >/dev/null 2>&1 || true; "$rrc" lab down >/dev/null 2>&1 || true' EXIT
-		"$rrc" lab up >/dev/null
+		side_env=${which}_env
+		# shellcheck disable=SC2086 # VAR=VALUE words
+		env ${!side_env} "$rrc" lab up >/dev/null
 		ip=$("$rrc" run --name ab --primary a --backup b --mode rr --epoch 100ms --json -- "${server[@]}" |
 			python3 -c 'import json,sys; print(json.load(sys.stdin)["service_ip"])')
 		sleep 3

@@ -27,6 +27,11 @@ are the price of each piece on these 2 shared CPUs:
   installed by `make`), and a veth hands XDP packets without checksums,
   so for the whole run a's link to b computes them in software (`ethtool
   -K repl tx off`, every configuration alike);
+- routed + the gate's AF_XDP out (`routed_gate_xdp_out`): the same with
+  rrc-gate's own output path (its XDP program, AF_XDP sockets in and out,
+  the gate's copy and checksum work: crates/rrc-gate/examples/
+  xdp_passthrough.rs), every packet sent on at once; needs nothing beyond
+  `make`;
 - rr: the server protected by `rrc run --mode rr` (primary a, backup b,
   100 ms epochs): the whole of rr mode.
 
@@ -58,7 +63,8 @@ PASSTHROUGH = REPO / "target" / "release" / "examples" / "nfq_passthrough"
 TEST_IP = "10.77.0.1"  # on a's loopback, reached through b
 QUEUE = 200
 A_FRONT, A_REPL, B_FRONT, B_REPL = "198.18.0.1", "198.19.0.1", "198.18.0.2", "198.19.0.2"
-CONFIGS = ("direct", "routed", "routed_nfq_out", "routed_nfq_both", "rr")
+CONFIGS = ("direct", "routed", "routed_nfq_out", "routed_nfq_both", "routed_gate_xdp_out", "rr")
+XDP_PASSTHROUGH = REPO / "target" / "release" / "examples" / "xdp_passthrough"
 XDP = "routed_xdp_out"  # only when asked for (builds with clang, libbpf, libxdp)
 KNOWN = CONFIGS[:4] + (XDP,) + CONFIGS[4:]  # in plotting order
 PROBES = REPO / "bench" / "probes"
@@ -121,22 +127,34 @@ def build_xdp_gate(cleanup_dir):
 
 
 @contextlib.contextmanager
-def xdp_forwarded(gate, obj, client_mac):
-    """The server's packets taken off b's link from a by XDP and sent on to
-    the client by the AF_XDP forwarder, for the duration."""
-    fwd = subprocess.Popen([str(RRC), "lab", "exec", "b", "--", str(gate), "repl", "front", client_mac, str(obj)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def forwarding_on_b(argv, what):
+    """`argv` run on b for the duration (an XDP forwarder: its program
+    attached and its socket bound within half a second, or the bench
+    stops), then stopped; its BPF link goes with it."""
+    fwd = subprocess.Popen([str(RRC), "lab", "exec", "b", "--", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(0.5)  # the program attached and the socket bound
+        time.sleep(0.5)
         if fwd.poll() is not None:
-            raise BenchError(f"the AF_XDP forwarder exited at once (status {fwd.returncode})")
+            raise BenchError(f"{what} exited at once (status {fwd.returncode})")
         yield
     finally:
         fwd.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             fwd.wait(5)
-        run(["pkill", "-f", str(gate)], 10, check=False)
+        run(["pkill", "-f", argv[0]], 10, check=False)
+        # the C probe attaches with libxdp, not a link
         lab("b", "ip", "link", "set", "dev", "repl", "xdp", "off", check=False)
+
+
+def xdp_forwarded(gate, obj, client_mac):
+    """The server's packets taken off b's link from a by XDP and sent on to
+    the client by the AF_XDP forwarder (bench/probes), for the duration."""
+    return forwarding_on_b([str(gate), "repl", "front", client_mac, str(obj)], "the AF_XDP forwarder")
+
+
+def gate_xdp_forwarded(client_mac):
+    """The server's packets through rrc-gate's AF_XDP output path on b."""
+    return forwarding_on_b([str(XDP_PASSTHROUGH), "repl", "front", TEST_IP, client_mac], "xdp_passthrough")
 
 
 def load(a, ip, port):
@@ -164,6 +182,9 @@ def one(config, a, stock_port, xdp=None):
     if config == XDP:
         with xdp_forwarded(*xdp):
             return load(a, TEST_IP, stock_port)
+    if config == "routed_gate_xdp_out":
+        with gate_xdp_forwarded(lab("client", "ip", "-br", "link", "show", "front").split()[2]):
+            return load(a, TEST_IP, stock_port)
     # rr: the real thing, a fresh service per round
     port_flag = SERVERS[a.server][1]
     st = json.loads(cli("run", "--name", "paths", "--primary", "a", "--backup", "b", "--mode", "rr", "--epoch", "100ms", "--json",
@@ -185,7 +206,7 @@ def plot(path, data):
     lo = [m - s[c]["ratio_to_direct"]["min"] for m, c in zip(med, names)]
     hi = [s[c]["ratio_to_direct"]["max"] - m for m, c in zip(med, names)]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    colours = {"direct": "0.6", "routed": "0.5", "routed_nfq_out": "tab:orange", "routed_nfq_both": "tab:red", XDP: "tab:green",
+    colours = {"direct": "0.6", "routed": "0.5", "routed_nfq_out": "tab:orange", "routed_nfq_both": "tab:red", XDP: "tab:green", "routed_gate_xdp_out": "tab:olive",
                "rr": "tab:blue"}
     ax.bar(names, med, yerr=[lo, hi], color=[colours[c] for c in names], capsize=4)
     ax.axhline(0.8, color="k", ls="--", lw=0.8)
@@ -220,7 +241,7 @@ def main():
     for b in (RRC, CHECK):
         if not b.exists():
             raise BenchError(f"{b} is missing: `make` first")
-    run(["cargo", "build", "--release", "--locked", "-q", "--example", "nfq_passthrough", "-p", "rrc-gate"], 600)
+    run(["cargo", "build", "--release", "--locked", "-q", "--example", "nfq_passthrough", "--example", "xdp_passthrough", "-p", "rrc-gate"], 600)
     machine = machine_description()
     argv, port_flag, stock_port, _ = SERVERS[a.server]
     rounds = []

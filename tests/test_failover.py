@@ -178,6 +178,7 @@ def test_primary_failure_in_rr_mode(lab, tmp_path):
     log = st["backup_view"]["stats"]["log"]
     assert log["state"] == "receiving" and log["received_batches"] > 0, log
     assert st["backup_view"]["gate"]["log_release"], st["backup_view"]["gate"]
+    assert st["backup_view"]["gate"]["xdp"], "the gate takes the output by AF_XDP (the default)"
     rep, fo = fail_primary_under_load_on("rrmc", ip, "memcached", 11211, tmp_path)
     r = fo["replay"]
     # (no events when the primary died right after a checkpoint's cut)

@@ -150,7 +150,29 @@ def test_redis_clients_work_through_the_gate(service):
     st = s.status()
     gate = st["backup_view"]["gate"]
     assert gate["packets_released"] > 0, gate
+    # the service's output came by the AF_XDP path (the agents' default)
+    # and left by it, nothing lost on the way
+    x = gate["xdp"]
+    assert x and x["sent"] > 0 and x["next_hops"] >= 1, gate
+    assert (x["kernel_dropped"], x["send_dropped"], x["send_refused"]) == (0, 0, 0), x
     assert st["protected"], why_unprotected(st)
+
+
+def test_a_second_gate_on_the_same_link_falls_back_to_nfqueue(service):
+    """One XDP program per interface: the gate of a second service backed
+    up on the same host cannot attach its own, takes the service's output
+    from the NFQUEUE instead (docs/gate.md "The output path"), and both
+    services serve through their gates."""
+    first = service("xa", REDIS)
+    first.wait_committed()
+    second = service("xb", REDIS)
+    second.wait_committed()
+    for s in (first, second):
+        assert redis_cmd(s.ip, "SET", "who", s.name).stdout.strip() == "OK"
+        assert redis_cmd(s.ip, "GET", "who").stdout.strip() == s.name
+    g1, g2 = first.status()["backup_view"]["gate"], second.status()["backup_view"]["gate"]
+    assert g1["xdp"] and g1["xdp"]["sent"] > 0, g1
+    assert g2["xdp"] is None and g2["packets_released"] > 0, g2
 
 
 def test_replies_wait_for_the_commit(service):

@@ -203,6 +203,29 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
     }
 }
 
+/// The gate of a new backup, on the output path the agent was told to use
+/// (AF_XDP falls back to NFQUEUE, loudly, where XDP cannot be attached:
+/// e.g. another service's gate holds the interface's XDP hook).
+fn open_gate(cfg: &crate::AgentConfig, queue_num: u16, svc: Ipv4Addr) -> Result<Gate> {
+    let config = GateConfig::new(queue_num, svc);
+    if cfg.gate_output == crate::GateOutput::Xdp {
+        let index = |name: &str| {
+            // SAFETY: a NUL-terminated name.
+            std::ffi::CString::new(name).map_or(0, |c| unsafe { libc::if_nametoindex(c.as_ptr()) })
+        };
+        let (ifindex, to_clients) = (index(&cfg.repl_if), index(&cfg.front_if));
+        if ifindex == 0 || to_clients == 0 {
+            tracing::warn!(repl_if = %cfg.repl_if, front_if = %cfg.front_if, "an interface of the gate's AF_XDP output path is missing; using NFQUEUE");
+        } else {
+            match Gate::open(GateConfig { output: rrc_gate::OutputPath::Xdp { ifindex, to_clients }, ..config }) {
+                Ok(g) => return Ok(g),
+                Err(e) => tracing::warn!(repl_if = %cfg.repl_if, "the gate's AF_XDP output path is unavailable ({e}); the service's output goes through NFQUEUE"),
+            }
+        }
+    }
+    Gate::open(config).context("opening the gate")
+}
+
 /// The session's peer is the replication's primary, at the address it
 /// gives (its name is authenticated by the handshake when the agents share
 /// a key; its address by the connection).
@@ -229,7 +252,7 @@ fn setup(agent: &Arc<Agent>, conn_ctl: TcpStream, writer: Arc<Mutex<FrameWriter<
     let dir = agent.service_dir(&spec.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let queue_num = QUEUE_BASE + (agent.next_index() % 60000) as u16;
-    let gate = Gate::open(GateConfig::new(queue_num, svc)).context("opening the gate")?;
+    let gate = open_gate(&agent.cfg, queue_num, svc)?;
     let seeds: Vec<rrc_gate::StreamSeed> = rep.seeds.iter().map(|s| s.stream.clone()).collect();
     let bases = rep
         .seeds
@@ -434,9 +457,12 @@ impl Backup {
     pub fn fence(&self, on: bool) -> Result<()> {
         if on {
             self.gate.set_release_enabled(false).context("stopping the gate's releases")?;
+            // the AF_XDP output path passes no firewall: the gate drops it
+            self.gate.block_output(true);
             crate::net::fence_service(&self.route.service_ip, &self.route.front_if, true)
         } else {
             crate::net::fence_service(&self.route.service_ip, &self.route.front_if, false)?;
+            self.gate.block_output(false);
             self.gate.set_release_enabled(true).context("resuming the gate's releases")?;
             Ok(())
         }

@@ -99,6 +99,9 @@ pub struct AgentConfig {
     pub front_if: String,
     /// Replication interface (routes to and from the peer).
     pub repl_if: String,
+    /// How a backup's gate takes the service's output (docs/gate.md "The
+    /// output path").
+    pub gate_output: GateOutput,
     /// librrc.so, preloaded into every service.
     pub librrc: PathBuf,
     /// rrc-restore, for failovers.
@@ -120,6 +123,15 @@ pub struct AgentConfig {
     pub etcd: Vec<String>,
     /// TLS to etcd with a client certificate (None: plain http).
     pub etcd_tls: Option<rrc_view::EtcdTls>,
+}
+
+/// `rrc agent --gate-output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateOutput {
+    /// AF_XDP on the replication interface; NFQUEUE where XDP cannot be
+    /// attached (logged, and shown by `rrc status`).
+    Xdp,
+    Nfqueue,
 }
 
 pub enum Service {

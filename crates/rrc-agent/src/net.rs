@@ -256,6 +256,9 @@ pub fn fence_service(svc: &str, front_if: &str, on: bool) -> Result<()> {
     if on {
         iptables(&["-I", "FORWARD", "1", "-d", svc, "-j", "DROP"])?;
         iptables(&["-I", "FORWARD", "1", "-s", svc, "-j", "DROP"])?;
+        // a gate on the AF_XDP output path sends the service's packets on
+        // from this host's own raw socket: they take OUTPUT, not FORWARD
+        iptables(&["-I", "OUTPUT", "1", "-s", svc, "-j", "DROP"])?;
         unadvertise(svc, front_if);
     } else {
         remove_fence(svc);
@@ -271,6 +274,7 @@ pub fn fence_service(svc: &str, front_if: &str, on: bool) -> Result<()> {
 pub fn remove_fence(svc: &str) {
     while iptables(&["-D", "FORWARD", "-s", svc, "-j", "DROP"]).is_ok() {}
     while iptables(&["-D", "FORWARD", "-d", svc, "-j", "DROP"]).is_ok() {}
+    while iptables(&["-D", "OUTPUT", "-s", svc, "-j", "DROP"]).is_ok() {}
 }
 
 /// Answers ARP for `svc` on `front_if` (the host advertises the service).

@@ -96,11 +96,11 @@ fn segment(b: &mut Bytes<'_>, from_client: bool) -> Vec<u8> {
 /// What the target knows of the packets the core was given.
 #[derive(Default)]
 struct Model {
-    next_id: u32,
+    next_id: u64,
     /// Held by the core's streams or its rule-(2) queue.
-    held: BTreeSet<u32>,
+    held: BTreeSet<u64>,
     /// Held as input during a failover, in arrival order.
-    input: Vec<u32>,
+    input: Vec<u64>,
     epoch: u64,
 }
 
@@ -165,7 +165,7 @@ pub fn gate_core(data: &[u8]) {
             }
             5 => core.hold_input(),
             6 => {
-                let ids: Vec<u32> = core.release_input().iter().map(|i| i.0).collect();
+                let ids: Vec<u64> = core.release_input().iter().map(|i| i.0).collect();
                 assert_eq!(ids, std::mem::take(&mut m.input), "the held input came back otherwise");
             }
             _ => {
@@ -177,7 +177,7 @@ pub fn gate_core(data: &[u8]) {
                 core.seed(&seeds);
             }
         }
-        let listed: BTreeSet<u32> = core.held_ids().iter().map(|i| i.0).collect();
+        let listed: BTreeSet<u64> = core.held_ids().iter().map(|i| i.0).collect();
         assert_eq!(listed, m.held, "the core's held packets differ from those it said it held");
         let st = core.stats();
         assert_eq!(st.held_packets, listed.len() as u64, "stats count other held packets than it lists");

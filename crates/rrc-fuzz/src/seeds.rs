@@ -259,7 +259,7 @@ mod tests {
         let mut core = rrc_gate::GateCore::new(Ipv4Addr::new(198, 18, 0, 100), rrc_gate::GateLimits::default());
         for (n, p) in packet_seeds().iter().enumerate() {
             rrc_gate::packet::parse(p).expect("a packet seed parses");
-            core.on_packet(rrc_gate::PacketId(n as u32), p);
+            core.on_packet(rrc_gate::PacketId(n as u64), p);
         }
         assert!(rrc_gate::nfqueue::parse_datagram(&nfqueue_seeds()[0]).len() == 3);
     }

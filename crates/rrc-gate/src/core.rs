@@ -130,6 +130,36 @@ pub struct GateStats {
     pub log: LogCoverStats,
     #[serde(default)]
     pub log_release: bool,
+    /// The AF_XDP output path's counters, set by `Gate` (None: the
+    /// service's output goes through NFQUEUE).
+    #[serde(default)]
+    pub xdp: Option<XdpPathStats>,
+}
+
+/// What the AF_XDP output path did (docs/gate.md "The output path").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpPathStats {
+    /// Frames of the service's output read from the AF_XDP sockets.
+    pub frames: u64,
+    /// Frames dropped while `Gate::block_output` was on (a failover: the
+    /// old primary's output; a fence).
+    pub blocked_dropped: u64,
+    /// Frames the kernel could not give the sockets (RX ring full, no
+    /// fill frame, invalid): TCP retransmits them.
+    pub kernel_dropped: u64,
+    /// Packets sent on by the AF_XDP socket on the clients' interface.
+    pub sent: u64,
+    /// Packets sent on by the raw socket (a client whose next hop the gate
+    /// has not learned, or no free frame).
+    #[serde(default)]
+    pub sent_raw: u64,
+    /// Dropped as a router would (TTL, malformed, an invalid frame).
+    pub send_dropped: u64,
+    /// Refused by the kernel on the raw socket (no route, an OUTPUT rule).
+    pub send_refused: u64,
+    /// Clients whose next hop the gate has learned.
+    #[serde(default)]
+    pub next_hops: u64,
 }
 
 /// Commits after which a stream that no commit ever listed, with nothing

@@ -1,11 +1,13 @@
-//! `Gate`: the NFQUEUE reader thread around a `GateCore`.
+//! `Gate`: the reader thread around a `GateCore`.
 //!
-//! One thread reads the queue and gives the immediate verdicts; `commit`
-//! (called from any thread) computes the releases and sends their
-//! verdicts itself. Both do so while holding the core's lock, so the
-//! verdicts reach the kernel in the order the core decided them: a stream's
-//! packets never overtake each other.
+//! One thread reads the queue (and, on the AF_XDP output path, the
+//! service's output from its XDP sockets) and gives the immediate
+//! verdicts; `commit` (called from any thread) computes the releases and
+//! sends their verdicts itself. Both do so while holding the core's lock,
+//! so the verdicts reach the kernel in the order the core decided them: a
+//! stream's packets never overtake each other.
 
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,10 +16,13 @@ use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats};
+use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, XdpPathStats};
 use crate::error::GateError;
-use crate::nfqueue::{self, Event, NfQueue, QueueOptions};
+use crate::ipsend::IpSender;
+use crate::nfqueue::{self, Event, LinkSource, NfQueue, QueueOptions};
 use crate::stream::{PacketId, StreamData, StreamSnapshot};
+use crate::xdp::XdpRedirect;
+use crate::xsk::{XskRx, XskTx};
 
 /// Kernel queue length: packets held for an epoch count against it.
 pub const QUEUE_MAX_LEN: u32 = 65536;
@@ -27,6 +32,26 @@ pub const SOCKET_RCVBUF: usize = 32 << 20;
 const BATCH: usize = 256;
 /// Datagrams read per system call (recvmmsg).
 const RECV_MANY: usize = 32;
+/// Frames read from one XDP socket per lock hold.
+const XSK_BATCH: u32 = 256;
+/// Ids of packets the AF_XDP output path took: above every NFQUEUE id.
+pub const XDP_IDS: u64 = 1 << 32;
+
+/// Where the service's output (its packets to the clients) reaches the
+/// gate. What clients send always comes through the NFQUEUE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutputPath {
+    /// The FORWARD chain's `-s SVC` rule queues it (a netlink copy, a
+    /// verdict and a reinjection per packet).
+    Nfqueue,
+    /// An XDP program on the interface the primary's packets arrive on
+    /// (`ifindex`) hands them to AF_XDP sockets; released ones leave by an
+    /// AF_XDP socket on the clients' interface (`to_clients`) to the next
+    /// hop each client's own packets came from, or by a raw socket for a
+    /// client not heard from there (docs/gate.md "The output path"). The
+    /// NFQUEUE rule stays behind it for what XDP passes on.
+    Xdp { ifindex: u32, to_clients: u32 },
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateConfig {
@@ -34,19 +59,155 @@ pub struct GateConfig {
     pub service_ip: Ipv4Addr,
     pub max_held_packets: u64,
     pub max_recorded_bytes: u64,
+    pub output: OutputPath,
 }
 
 impl GateConfig {
-    /// Default bounds (65536 held packets, 256 MiB recorded).
+    /// Default bounds (65536 held packets, 256 MiB recorded), output
+    /// through NFQUEUE.
     pub fn new(queue_num: u16, service_ip: Ipv4Addr) -> GateConfig {
         let l = GateLimits::default();
-        GateConfig { queue_num, service_ip, max_held_packets: l.max_held_packets, max_recorded_bytes: l.max_recorded_bytes }
+        GateConfig { queue_num, service_ip, max_held_packets: l.max_held_packets, max_recorded_bytes: l.max_recorded_bytes, output: OutputPath::Nfqueue }
     }
+}
+
+/// The AF_XDP output path's state.
+struct XdpOut {
+    _redirect: XdpRedirect,
+    sockets: Vec<XskRx>,
+    /// Set by `block_output`: frames are dropped meanwhile.
+    blocked: AtomicBool,
+    /// Locked after the core, never before.
+    state: Mutex<XdpState>,
+}
+
+struct XdpState {
+    next_id: u64,
+    /// The bytes of every packet of this path the core holds or is about
+    /// to accept, by id.
+    packets: HashMap<PacketId, Vec<u8>>,
+    tx: XskTx,
+    /// Clients' next hops on `tx`'s interface: the link-layer source their
+    /// packets to the service came from (learned from the NFQUEUE).
+    next_hops: HashMap<Ipv4Addr, [u8; 6]>,
+    sender: IpSender,
+    frames: u64,
+    blocked_dropped: u64,
+    sent_xsk: u64,
+    send_dropped: u64,
+}
+
+impl XdpState {
+    /// Sends the packets on, in order: each readied by `ipsend::prepare`,
+    /// then by the AF_XDP socket to its client's next hop, or by the raw
+    /// socket. (A packet that falls back to the raw socket because the
+    /// ring was full may overtake one queued before it: TCP reorders, and
+    /// what goes out was released either way.)
+    fn send_on(&mut self, mut packets: Vec<Vec<u8>>) {
+        let mut raw: Vec<(Ipv4Addr, usize)> = Vec::new();
+        for (i, p) in packets.iter_mut().enumerate() {
+            let Some(dst) = crate::ipsend::prepare(p) else {
+                self.send_dropped += 1;
+                continue;
+            };
+            match self.next_hops.get(&dst) {
+                Some(mac) if self.tx.push(*mac, p) => self.sent_xsk += 1,
+                _ => raw.push((dst, i)),
+            }
+        }
+        self.tx.submit();
+        if !raw.is_empty() {
+            let v: Vec<(Ipv4Addr, &[u8])> = raw.iter().map(|(dst, i)| (*dst, &packets[*i][..])).collect();
+            self.sender.send(&v);
+        }
+    }
+
+    /// A client's packet to the service came from `from`.
+    fn learn(&mut self, packet: &[u8], from: LinkSource) {
+        if from.ifindex != self.tx.ifindex() || packet.len() < 20 {
+            return;
+        }
+        let src = Ipv4Addr::new(packet[12], packet[13], packet[14], packet[15]);
+        if self.next_hops.get(&src) != Some(&from.mac) {
+            self.next_hops.insert(src, from.mac);
+        }
+    }
+}
+
+impl XdpOut {
+    fn open(ifindex: u32, to_clients: u32, service_ip: Ipv4Addr) -> Result<XdpOut, GateError> {
+        let queues = rx_queues(ifindex);
+        let tx = XskTx::open(to_clients)?;
+        let redirect = XdpRedirect::attach(ifindex, service_ip, tx.max_frame(), queues)?;
+        let mut sockets = Vec::new();
+        for q in 0..queues {
+            let x = XskRx::open(ifindex, q)?;
+            redirect.set_socket(q, x.as_raw_fd())?;
+            sockets.push(x);
+        }
+        let state = XdpState {
+            next_id: XDP_IDS,
+            packets: HashMap::new(),
+            tx,
+            next_hops: HashMap::new(),
+            sender: IpSender::open()?,
+            frames: 0,
+            blocked_dropped: 0,
+            sent_xsk: 0,
+            send_dropped: 0,
+        };
+        Ok(XdpOut { _redirect: redirect, sockets, blocked: AtomicBool::new(false), state: Mutex::new(state) })
+    }
+
+    fn state(&self) -> MutexGuard<'_, XdpState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stats(&self) -> XdpPathStats {
+        let st = self.state();
+        let send = st.sender.stats();
+        let kernel_dropped = self
+            .sockets
+            .iter()
+            .map(|x| {
+                let k = x.stats();
+                k.rx_dropped + k.rx_invalid_descs + k.rx_ring_full
+            })
+            .sum();
+        XdpPathStats {
+            frames: st.frames,
+            blocked_dropped: st.blocked_dropped,
+            kernel_dropped,
+            sent: st.sent_xsk,
+            sent_raw: send.sent,
+            send_dropped: st.send_dropped + st.tx.stats().tx_invalid_descs,
+            send_refused: send.refused,
+            next_hops: st.next_hops.len() as u64,
+        }
+    }
+}
+
+/// The interface's receive queues (sysfs of the calling thread's network
+/// namespace; 1 when it cannot tell: a queue without a socket still
+/// reaches the gate, through NFQUEUE).
+fn rx_queues(ifindex: u32) -> u32 {
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: the buffer is IF_NAMESIZE bytes.
+    if unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) }.is_null() {
+        return 1;
+    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name.
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let n = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+        .unwrap_or(0);
+    (n as u32).max(1)
 }
 
 struct Shared {
     core: Mutex<GateCore>,
     queue: NfQueue,
+    xdp: Option<XdpOut>,
     stop: AtomicBool,
     /// eventfd that wakes the reader for shutdown.
     wake: OwnedFd,
@@ -80,9 +241,14 @@ impl Gate {
         // SAFETY: fresh descriptor.
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
         let limits = GateLimits { max_held_packets: config.max_held_packets, max_recorded_bytes: config.max_recorded_bytes };
+        let xdp = match config.output {
+            OutputPath::Nfqueue => None,
+            OutputPath::Xdp { ifindex, to_clients } => Some(XdpOut::open(ifindex, to_clients, config.service_ip)?),
+        };
         let shared = Arc::new(Shared {
             core: Mutex::new(GateCore::new(config.service_ip, limits)),
             queue,
+            xdp,
             stop: AtomicBool::new(false),
             wake,
             enobufs: AtomicU64::new(0),
@@ -93,7 +259,7 @@ impl Gate {
             .name(format!("rrc-gate-q{}", config.queue_num))
             .spawn(move || reader(&s))
             .map_err(GateError::io("spawning the gate thread"))?;
-        tracing::info!(queue = config.queue_num, service = %config.service_ip, "gate started");
+        tracing::info!(queue = config.queue_num, service = %config.service_ip, output = ?config.output, "gate started");
         Ok(Gate { shared, thread: Mutex::new(Some(thread)) })
     }
 
@@ -151,10 +317,31 @@ impl Gate {
         if ids.is_empty() {
             return Ok(());
         }
-        self.shared.queue.accept(ids).map_err(|e| {
+        deliver(&self.shared, ids).map_err(|e| {
             self.shared.verdict_errors.fetch_add(1, Ordering::Relaxed);
             GateError::io(format!("sending {} release verdicts", ids.len()))(e)
         })
+    }
+
+    /// With `on`, what reaches the AF_XDP output path is dropped before
+    /// the gate sees it, as the agent's firewall rules drop it on the
+    /// NFQUEUE path: at a failover (the old primary's output; the
+    /// restored service's does not come this way) and while this host is
+    /// fenced (nothing of the service crosses it, pure ACKs included).
+    /// Packets already held stay held.
+    pub fn block_output(&self, on: bool) {
+        if let Some(x) = &self.shared.xdp {
+            x.blocked.store(on, Ordering::Release);
+        }
+    }
+
+    /// Which way the service's output reaches this gate.
+    pub fn output_path(&self) -> &'static str {
+        if self.shared.xdp.is_some() {
+            "xdp"
+        } else {
+            "nfqueue"
+        }
     }
 
     /// Failover: holds every packet to the service from now on (see
@@ -182,6 +369,7 @@ impl Gate {
     pub fn stats(&self) -> GateStats {
         let mut s = self.shared.core().stats();
         s.netlink_enobufs = self.shared.enobufs.load(Ordering::Relaxed);
+        s.xdp = self.shared.xdp.as_ref().map(XdpOut::stats);
         s
     }
 
@@ -233,9 +421,12 @@ impl Drop for Gate {
 fn handle_datagram(shared: &Shared, core: &mut GateCore, d: &[u8], accepts: &mut Vec<PacketId>) {
     for ev in nfqueue::parse_datagram(d) {
         match ev {
-            Event::Packet { id, payload, truncated } => {
+            Event::Packet { id, payload, truncated, from } => {
                 if truncated {
                     tracing::warn!(packet = id.0, "packet truncated by the copy range");
+                }
+                if let (Some(x), Some(from)) = (&shared.xdp, from) {
+                    x.state().learn(payload, from);
                 }
                 let d = core.on_packet(id, payload);
                 // held ones this packet's bytes released (the log's cover)
@@ -260,18 +451,20 @@ fn reader(shared: &Shared) {
         for d in shared.queue.take_early() {
             handle_datagram(shared, core, &d, &mut accepts);
         }
-        if let Err(e) = shared.queue.accept(&accepts) {
+        if let Err(e) = deliver(shared, &accepts) {
             tracing::error!(error = %e, "sending verdicts");
         }
         accepts.clear();
     }
+    let xsks = shared.xdp.as_ref().map_or(&[][..], |x| &x.sockets[..]);
     while !shared.stop.load(Ordering::Acquire) {
-        let mut fds = [
+        let mut fds = vec![
             libc::pollfd { fd: shared.queue.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: shared.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
-        // SAFETY: poll on two descriptors we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, 1000) };
+        fds.extend(xsks.iter().map(|x| libc::pollfd { fd: x.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+        // SAFETY: poll on descriptors we own.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -279,6 +472,17 @@ fn reader(shared: &Shared) {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             continue;
+        }
+        if fds[2..].iter().any(|f| f.revents != 0) {
+            if let Some(x) = &shared.xdp {
+                let core = &mut *shared.core();
+                read_xdp(x, core, &mut accepts);
+                if let Err(e) = deliver(shared, &accepts) {
+                    shared.verdict_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, count = accepts.len(), "sending accept verdicts");
+                }
+                accepts.clear();
+            }
         }
         if fds[0].revents == 0 {
             continue;
@@ -308,10 +512,55 @@ fn reader(shared: &Shared) {
                 }
             }
         }
-        if let Err(e) = shared.queue.accept(&accepts) {
+        if let Err(e) = deliver(shared, &accepts) {
             shared.verdict_errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, count = accepts.len(), "sending accept verdicts");
         }
         accepts.clear();
     }
+}
+
+/// Decides on the frames waiting in the XDP sockets (with the core
+/// locked); pushes the accepted ids. Each frame's IPv4 packet is kept by
+/// id until `deliver` sends it on.
+fn read_xdp(x: &XdpOut, core: &mut GateCore, accepts: &mut Vec<PacketId>) {
+    let blocked = x.blocked.load(Ordering::Acquire);
+    let st = &mut *x.state();
+    for s in &x.sockets {
+        s.drain(XSK_BATCH, |frame| {
+            st.frames += 1;
+            if blocked {
+                st.blocked_dropped += 1;
+                return;
+            }
+            // past the Ethernet header (the program passed only IPv4),
+            // without the link layer's padding of short frames
+            let Some(ip) = frame.get(14..) else { return };
+            let ip = match ip.get(2..4).map(|t| usize::from(u16::from_be_bytes([t[0], t[1]]))) {
+                Some(total) if total >= 20 && total <= ip.len() => &ip[..total],
+                _ => ip,
+            };
+            let id = PacketId(st.next_id);
+            st.next_id += 1;
+            st.packets.insert(id, ip.to_vec());
+            let d = core.on_packet(id, ip);
+            accepts.extend(core.take_released());
+            if d == Decision::Accept {
+                accepts.push(id);
+            }
+        });
+    }
+}
+
+/// Lets the packets go, in order: NFQUEUE ones by an accept verdict,
+/// those of the XDP path by the raw socket. Called with the core locked.
+fn deliver(shared: &Shared, ids: &[PacketId]) -> std::io::Result<()> {
+    let Some(x) = &shared.xdp else { return shared.queue.accept(ids) };
+    let (queued, taken): (Vec<PacketId>, Vec<PacketId>) = ids.iter().partition(|id| id.0 < XDP_IDS);
+    if !taken.is_empty() {
+        let st = &mut *x.state();
+        let out: Vec<Vec<u8>> = taken.iter().filter_map(|id| st.packets.remove(id)).collect();
+        st.send_on(out);
+    }
+    shared.queue.accept(&queued)
 }

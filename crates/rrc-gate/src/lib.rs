@@ -2,7 +2,9 @@
 //! PackRec/PackGate; NiLiCon §II-A/§IV output commit). See docs/gate.md.
 //!
 //! The backup routes the service's traffic; iptables sends every forwarded
-//! packet to or from the service IP to an NFQUEUE. The gate
+//! packet to or from the service IP to an NFQUEUE, and the service's
+//! output is taken before that by XDP and AF_XDP where the gate is told so
+//! (`OutputPath::Xdp`). The gate
 //! * records what clients send, per TCP stream (ISNs, SYN options, every
 //!   payload byte the server app has not yet read, the client's ACK), and
 //!   lets it through at once;
@@ -13,11 +15,14 @@
 //!
 //! Layers: `packet` (parsing), `record` (sequence arithmetic, byte
 //! records), `stream` and `core` (the decisions, no I/O: `GateCore`),
-//! `nfqueue` (netlink), `gate` (`Gate`: the reader thread and the handle).
+//! `nfqueue` (netlink), `xdp`, `xsk` and `ipsend` (the AF_XDP output
+//! path: the server's packets taken at XDP, sent on by a raw socket),
+//! `gate` (`Gate`: the reader thread and the handle).
 
 pub mod core;
 pub mod error;
 pub mod gate;
+pub mod ipsend;
 pub mod logged;
 pub mod nfqueue;
 pub mod packet;
@@ -25,10 +30,12 @@ pub mod record;
 pub mod stream;
 #[cfg(test)]
 mod testkit;
+pub mod xdp;
+pub mod xsk;
 
-pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream, StreamSeed};
+pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream, StreamSeed, XdpPathStats};
 pub use crate::error::GateError;
-pub use crate::gate::{Gate, GateConfig};
+pub use crate::gate::{Gate, GateConfig, OutputPath};
 pub use crate::logged::{LogCoverStats, LoggedOutput};
 pub use crate::packet::TcpOptions;
 pub use crate::stream::{PacketId, StreamData, StreamSnapshot};

@@ -418,7 +418,7 @@ mod tests {
         assert!(snap.server_fin_released && snap.client_fin_rel.is_some());
         assert_eq!(t.core.stats().streams, 1);
         // a commit of a checkpoint taken before the release keeps it
-        t.commit(1, u64::from(a.0) - 1, 0, 0);
+        t.commit(1, a.0 - 1, 0, 0);
         assert_eq!(t.core.stats().streams, 1);
         // one taken after it (its arrival bound past the release) does not
         t.core.commit(Commit { epoch: 2, arrival_bound: t.core.arrival_counter(), streams: vec![] });

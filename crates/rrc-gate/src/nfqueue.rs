@@ -27,6 +27,8 @@ const NFNETLINK_V0: u8 = 0;
 
 const NFQA_PACKET_HDR: u16 = 1;
 const NFQA_VERDICT_HDR: u16 = 2;
+const NFQA_IFINDEX_INDEV: u16 = 5;
+const NFQA_HWADDR: u16 = 9;
 const NFQA_PAYLOAD: u16 = 10;
 const NFQA_CAP_LEN: u16 = 13;
 
@@ -70,9 +72,19 @@ pub struct QueueOptions {
 /// One message from the kernel.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event<'a> {
-    Packet { id: PacketId, payload: &'a [u8], truncated: bool },
+    /// `from`: the interface it came in on and the link-layer source
+    /// address it came from (the AF_XDP output path learns clients' next
+    /// hops from it), when the kernel gave both.
+    Packet { id: PacketId, payload: &'a [u8], truncated: bool, from: Option<LinkSource> },
     /// An NLMSG_ERROR with a non-zero errno (e.g. a verdict for an unknown id).
     Error { errno: i32 },
+}
+
+/// Where a queued packet came from on the link layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkSource {
+    pub ifindex: u32,
+    pub mac: [u8; 6],
 }
 
 pub struct NfQueue {
@@ -162,16 +174,23 @@ pub fn parse_datagram(mut b: &[u8]) -> Vec<Event<'_>> {
             let mut id = None;
             let mut payload: &[u8] = &[];
             let mut truncated = false;
+            let (mut indev, mut mac) = (None, None);
             for (t, p) in attrs(&body[NFGEN_HDRLEN..]) {
                 match t {
                     NFQA_PACKET_HDR if p.len() >= 4 => id = Some(u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
                     NFQA_PAYLOAD => payload = p,
                     NFQA_CAP_LEN => truncated = true,
+                    NFQA_IFINDEX_INDEV if p.len() >= 4 => indev = Some(u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+                    // struct nfqnl_msg_packet_hw: be16 length, pad, 8 bytes
+                    NFQA_HWADDR if p.len() >= 10 && u16::from_be_bytes([p[0], p[1]]) == 6 => {
+                        mac = Some([p[4], p[5], p[6], p[7], p[8], p[9]]);
+                    }
                     _ => {}
                 }
             }
+            let from = indev.zip(mac).map(|(ifindex, mac)| LinkSource { ifindex, mac });
             if let Some(id) = id {
-                out.push(Event::Packet { id: PacketId(id), payload, truncated });
+                out.push(Event::Packet { id: PacketId(u64::from(id)), payload, truncated, from });
             }
         }
         b = &b[align4(len).min(b.len())..];
@@ -186,7 +205,8 @@ pub fn verdict_messages(queue_num: u16, ids: &[PacketId], verdict: u32) -> Vec<u
         let at = nl_header(&mut buf, NFQNL_MSG_VERDICT, libc::NLM_F_REQUEST as u16, 0, queue_num);
         let mut vh = [0u8; 8];
         vh[..4].copy_from_slice(&verdict.to_be_bytes());
-        vh[4..].copy_from_slice(&id.0.to_be_bytes());
+        // NFQUEUE ids are 32-bit (the gate sends only those here)
+        vh[4..].copy_from_slice(&(id.0 as u32).to_be_bytes());
         nl_attr(&mut buf, NFQA_VERDICT_HDR, &vh);
         nl_finish(&mut buf, at);
     }
@@ -443,7 +463,11 @@ mod tests {
         let mut hdr = id.to_be_bytes().to_vec();
         hdr.extend_from_slice(&[0x08, 0x00, 2]); // hw_protocol, hook
         nl_attr(&mut m, NFQA_PACKET_HDR, &hdr);
-        nl_attr(&mut m, 5 | 0x8000, &[0, 0, 0, 3]); // a nested-flagged attr is skipped
+        nl_attr(&mut m, NFQA_IFINDEX_INDEV | 0x8000, &[0, 0, 0, 3]); // flag bits masked off
+        if id == 43 {
+            nl_attr(&mut m, NFQA_HWADDR, &[0, 6, 0, 0, 2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0, 0]);
+        }
+        nl_attr(&mut m, 20, &[1, 2, 3, 4]); // unknown: skipped
         nl_attr(&mut m, NFQA_PAYLOAD, payload);
         nl_finish(&mut m, at);
         m
@@ -466,8 +490,13 @@ mod tests {
         assert_eq!(
             ev,
             vec![
-                Event::Packet { id: PacketId(42), payload: b"abcde", truncated: false },
-                Event::Packet { id: PacketId(43), payload: b"xyz", truncated: false },
+                Event::Packet { id: PacketId(42), payload: b"abcde", truncated: false, from: None },
+                Event::Packet {
+                    id: PacketId(43),
+                    payload: b"xyz",
+                    truncated: false,
+                    from: Some(LinkSource { ifindex: 3, mac: [2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee] })
+                },
                 Event::Error { errno: libc::ENOENT },
             ]
         );

@@ -201,11 +201,17 @@ pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
 /// The one's complement sum over the IPv4 pseudo header and the segment:
 /// 0 when the segment's checksum is right.
 pub fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
+    transport_checksum(IPPROTO_TCP, src, dst, seg)
+}
+
+/// The same for any transport protocol with the IPv4 pseudo header (TCP,
+/// UDP).
+pub fn transport_checksum(proto: u8, src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
     let mut sum: u64 = 0;
     for pair in [src.octets(), dst.octets()] {
         sum += u64::from(u16::from_be_bytes([pair[0], pair[1]])) + u64::from(u16::from_be_bytes([pair[2], pair[3]]));
     }
-    sum += u64::from(IPPROTO_TCP) + seg.len() as u64;
+    sum += u64::from(proto) + seg.len() as u64;
     let mut chunks = seg.chunks_exact(2);
     for c in &mut chunks {
         sum += u64::from(u16::from_be_bytes([c[0], c[1]]));

@@ -15,9 +15,11 @@ use crate::logged::{release_cursor, LogCover};
 use crate::packet::TcpOptions;
 use crate::record::ByteRecord;
 
-/// The id NFQUEUE gave a packet; the verdict names it.
+/// A packet the gate was given: the id NFQUEUE gave it (below 2^32; the
+/// verdict names it), or one the AF_XDP output path numbered
+/// ([`crate::gate::XDP_IDS`] and up).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct PacketId(pub u32);
+pub struct PacketId(pub u64);
 
 /// (client, server)
 pub type StreamKey = (SocketAddrV4, SocketAddrV4);

@@ -23,7 +23,7 @@ pub fn srv() -> SocketAddrV4 {
 /// sequence numbers.
 pub struct T {
     pub core: GateCore,
-    pub next: u32,
+    pub next: u64,
     pub cisn: u32,
     pub sisn: u32,
 }

@@ -7,7 +7,10 @@
 //! no reply byte reaches the client before a commit covers it, that a commit
 //! releases exactly the covered bytes, complete and in order, that the
 //! arrival bound releases what arrived before it and nothing after, and
-//! that the server's FIN waits for a commit too.
+//! that the server's FIN waits for a commit too. The same test runs with
+//! the service's output taken by the AF_XDP output path (an XDP program on
+//! the router's link from the server, released packets sent on through a
+//! raw socket) instead of NFQUEUE.
 //!
 //! Names follow tests/conftest.py (`rrc-t-<pid hex>-...`), so that pytest's
 //! sweep also removes what a crashed run of this test left behind.
@@ -18,7 +21,7 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rrc_gate::{Commit, Gate, GateConfig, ServerStream};
+use rrc_gate::{Commit, Gate, GateConfig, OutputPath, ServerStream};
 
 const SVC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 const PORT: u16 = 8080;
@@ -40,8 +43,8 @@ struct Topology {
 }
 
 impl Topology {
-    fn build() -> Topology {
-        let tag = format!("rrc-t-{:x}-gate", std::process::id());
+    fn build(name: &str) -> Topology {
+        let tag = format!("rrc-t-{:x}-{name}", std::process::id());
         let t = Topology { client: format!("{tag}-cli"), router: format!("{tag}-rtr"), server: format!("{tag}-srv") };
         for ns in [&t.client, &t.router, &t.server] {
             // a leftover of an earlier run with the same pid
@@ -137,14 +140,33 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn gate_holds_server_output_until_commit() {
+    holds_until_commit("gate", false);
+}
+
+#[test]
+fn gate_on_the_xdp_output_path_holds_server_output_until_commit() {
+    holds_until_commit("gxdp", true);
+}
+
+fn holds_until_commit(name: &str, xdp: bool) {
     // SAFETY: plain getter.
     assert_eq!(
         unsafe { libc::geteuid() },
         0,
-        "this test needs root (network namespaces, iptables, NFQUEUE): run `cargo test -p rrc-gate` as root (`make test` does)"
+        "this test needs root (network namespaces, iptables, NFQUEUE, XDP): run `cargo test -p rrc-gate` as root (`make test` does)"
     );
-    let topo = Topology::build();
-    let gate = in_netns(&topo.router, || Gate::open(GateConfig::new(QUEUE, SVC)).expect("starting the gate in the router namespace"));
+    let topo = Topology::build(name);
+    let gate = in_netns(&topo.router, move || {
+        let mut config = GateConfig::new(QUEUE, SVC);
+        if xdp {
+            // SAFETY: NUL-terminated names.
+            let (ifindex, to_clients) = unsafe { (libc::if_nametoindex(c"rs".as_ptr()), libc::if_nametoindex(c"rc".as_ptr())) };
+            assert!(ifindex != 0 && to_clients != 0, "the router's links");
+            config.output = OutputPath::Xdp { ifindex, to_clients };
+        }
+        Gate::open(config).expect("starting the gate in the router namespace")
+    });
+    assert_eq!(gate.output_path(), if xdp { "xdp" } else { "nfqueue" });
 
     let listener = in_netns(&topo.server, || TcpListener::bind(SocketAddrV4::new(SVC, PORT)).expect("binding the service"));
     let mut client =
@@ -217,23 +239,47 @@ fn gate_holds_server_output_until_commit() {
     gate.set_release_enabled(true).expect("enable");
     assert_eq!(read_n(&mut client, 100, "after re-enabling"), reply4);
 
+    // A burst: with segmentation offload on, the server's stack hands the
+    // router packets of several segments; on the AF_XDP path such a
+    // packet is longer than a frame and goes the NFQUEUE way (segmented
+    // there), the rest of the stream the XDP way.
+    let burst = pattern(20000, 5);
+    server.write_all(&burst).expect("server write 6");
+    wait_held(&gate, 1, "burst");
+    assert_quiet(&mut client, "burst");
+    gate.commit(Commit { epoch: 6, arrival_bound: 0, streams: vec![stream(24300, 9)] }).expect("commit 6");
+    assert_eq!(read_n(&mut client, 20000, "after commit 6"), burst);
+
     // The server's FIN waits for a commit too.
     server.shutdown(Shutdown::Write).expect("server shutdown");
     wait_held(&gate, 1, "server FIN");
     assert_quiet(&mut client, "server FIN");
-    gate.commit(Commit { epoch: 6, arrival_bound: 0, streams: vec![stream(4301, 9)] }).expect("commit 6");
+    gate.commit(Commit { epoch: 7, arrival_bound: 0, streams: vec![stream(24301, 9)] }).expect("commit 7");
     client.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
     let mut b = [0u8; 16];
     assert_eq!(client.read(&mut b).expect("reading EOF"), 0, "EOF after the FIN's commit");
 
     let s = gate.stats();
-    assert_eq!(s.commits, 6);
-    assert_eq!(s.last_commit_epoch, Some(6));
+    assert_eq!(s.commits, 7);
+    assert_eq!(s.last_commit_epoch, Some(7));
     assert!(s.packets_released >= 7, "{s:?}");
     assert!(s.packets_passed >= 4, "{s:?}");
     assert_eq!(s.netlink_enobufs, 0, "{s:?}");
+    match s.xdp {
+        Some(x) => {
+            assert!(xdp, "{s:?}");
+            // the server's packets but the burst's long ones came the XDP
+            // way (the SYN-ACK, ACKs, 6 released data/FIN segments at
+            // least) and left by the AF_XDP socket (the client's SYN had
+            // taught the gate its next hop); none was too long for it
+            assert!(x.frames >= 8 && x.sent + x.sent_raw == x.frames && x.sent >= 7, "{x:?}");
+            assert_eq!(x.next_hops, 1, "{x:?}");
+            assert_eq!((x.kernel_dropped, x.send_dropped, x.send_refused, x.blocked_dropped), (0, 0, 0, 0), "{x:?}");
+        }
+        None => assert!(!xdp, "{s:?}"),
+    }
     let snap = gate.streams().into_iter().find(|x| x.client == client_addr).expect("stream still known (client FIN not sent)");
-    assert_eq!(snap.committed_write_rel, Some(4301));
+    assert_eq!(snap.committed_write_rel, Some(24301));
     assert!(snap.server_fin);
     drop(client);
     drop(server);

@@ -36,6 +36,13 @@ pub struct AgentArgs {
     /// Replication interface (towards the peers).
     #[arg(long, value_name = "IF", default_value = "eth1")]
     pub repl_if: String,
+    /// How a backup's gate takes the service's output: `xdp` (an XDP
+    /// program on --repl-if hands the primary's packets to AF_XDP sockets;
+    /// NFQUEUE where it cannot be attached) or `nfqueue` (the FORWARD
+    /// chain queues them). See docs/gate.md "The output path". `rrc lab
+    /// up` passes RRC_GATE_OUTPUT on to the lab's agents.
+    #[arg(long, value_name = "PATH", env = "RRC_GATE_OUTPUT", default_value = "xdp", value_parser = ["xdp", "nfqueue"])]
+    pub gate_output: String,
     /// cgroup v2 directory for the services' containers.
     #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup/unified/rrc/services")]
     pub cgroup_root: PathBuf,
@@ -123,6 +130,7 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         peers,
         front_if: a.front_if,
         repl_if: a.repl_if,
+        gate_output: if a.gate_output == "nfqueue" { rrc_agent::GateOutput::Nfqueue } else { rrc_agent::GateOutput::Xdp },
         librrc: locate::find(locate::LIBRRC)?,
         restorer: locate::find(locate::RESTORER)?,
         cgroup_root: a.cgroup_root,

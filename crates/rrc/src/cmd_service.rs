@@ -456,6 +456,19 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 "    gate: {} streams, {} packets held ({} bytes), {} released, {} client bytes recorded",
                 g.streams, g.held_packets, g.held_bytes, g.packets_released, g.recorded_client_bytes
             );
+            match &g.xdp {
+                Some(x) => println!(
+                    "    gate output path: AF_XDP ({} frames, {} sent on by AF_XDP to {} clients' next hops, {} by the raw socket, {} dropped by the kernel before the gate, {} refused or dropped on the way out, {} dropped while blocked)",
+                    x.frames,
+                    x.sent,
+                    x.next_hops,
+                    x.sent_raw,
+                    x.kernel_dropped,
+                    x.send_refused + x.send_dropped,
+                    x.blocked_dropped
+                ),
+                None => println!("    gate output path: NFQUEUE"),
+            }
             let l = &g.log;
             if l.outputs > 0 {
                 println!(
