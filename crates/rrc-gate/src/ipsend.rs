@@ -6,10 +6,12 @@
 //! hop (the usual way is `xsk::XskTx`).
 //!
 //! A router's part: the TTL goes down by one (with the header checksum),
-//! and the transport checksum is computed in full, because a packet the
+//! and a transport checksum left to offload is completed: a packet the
 //! primary's stack handed over with checksum offload (veth keeps
 //! CHECKSUM_PARTIAL across hops) reaches XDP with only the pseudo-header
-//! sum in it.
+//! sum in its checksum field. Only such a field is filled in: a right
+//! checksum is kept, and a wrong one (a packet damaged on its way) is left
+//! wrong, for the client to drop as it would have without the gate.
 
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -49,7 +51,9 @@ pub fn prepare(p: &mut [u8]) -> Option<Ipv4Addr> {
         IPPROTO_UDP if seg.len() >= 8 && seg[6..8] != [0, 0] => 6,
         _ => return Some(dst),
     };
-    if !fragmented {
+    let field = u16::from_be_bytes([seg[at], seg[at + 1]]);
+    let partial = field == pseudo_header_sum(proto, src, dst, seg.len());
+    if !fragmented && partial && transport_checksum(proto, src, dst, seg) != 0 {
         seg[at..at + 2].copy_from_slice(&[0, 0]);
         let mut c = transport_checksum(proto, src, dst, seg);
         if proto == IPPROTO_UDP && c == 0 {
@@ -58,6 +62,18 @@ pub fn prepare(p: &mut [u8]) -> Option<Ipv4Addr> {
         seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
     }
     Some(dst)
+}
+
+/// What a stack leaving the checksum to offload puts in the field: the
+/// pseudo header's sum, folded, not inverted.
+fn pseudo_header_sum(proto: u8, src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
+    let (s, d) = (src.octets(), dst.octets());
+    let mut sum: u32 = [[s[0], s[1]], [s[2], s[3]], [d[0], d[1]], [d[2], d[3]]].iter().map(|w| u32::from(u16::from_be_bytes(*w))).sum();
+    sum += u32::from(proto) + len as u32;
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
 }
 
 /// The IPv4 header checksum of `h` (its checksum field zero).
@@ -159,17 +175,34 @@ mod tests {
         s.payload(b"+PONG\r\n").bytes()
     }
 
+    const SRC: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+    const DST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
+
     #[test]
     fn a_partial_checksum_is_completed_and_the_ttl_goes_down() {
         let mut p = seg();
         let ttl = p[8];
-        // what checksum offload leaves: the field holds something else
-        p[36] ^= 0x5a;
-        p[37] ^= 0xa5;
-        assert_eq!(prepare(&mut p), Some(Ipv4Addr::new(10, 0, 0, 9)));
+        // what checksum offload leaves in the field
+        let partial = pseudo_header_sum(IPPROTO_TCP, SRC, DST, p.len() - 20);
+        p[36..38].copy_from_slice(&partial.to_be_bytes());
+        assert_ne!(tcp_checksum(SRC, DST, &p[20..]), 0);
+        assert_eq!(prepare(&mut p), Some(DST));
         assert_eq!(p[8], ttl - 1);
         assert_eq!(header_checksum(&p[..20]), 0, "the header checksum follows the TTL");
-        assert_eq!(tcp_checksum(Ipv4Addr::new(10, 77, 0, 1), Ipv4Addr::new(10, 0, 0, 9), &p[20..]), 0);
+        assert_eq!(tcp_checksum(SRC, DST, &p[20..]), 0);
+    }
+
+    #[test]
+    fn a_right_checksum_is_kept_and_a_wrong_one_left_wrong() {
+        let mut p = seg();
+        let right = p[36..38].to_vec();
+        prepare(&mut p);
+        assert_eq!(p[36..38], right[..]);
+        let mut p = seg();
+        p[40] ^= 0x20; // a payload byte damaged on the way
+        prepare(&mut p);
+        assert_eq!(p[36..38], right[..]);
+        assert_ne!(tcp_checksum(SRC, DST, &p[20..]), 0, "the client drops it, as without the gate");
     }
 
     #[test]
