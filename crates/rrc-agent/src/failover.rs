@@ -710,7 +710,7 @@ fn fail_over(agent: &Arc<Agent>, b: &Arc<Backup>, s: &Silence, changed: Option<c
     b.gate().set_release_enabled(false).context("stopping the gate's releases")?;
     b.route().bypass_output(&agent.cfg.repl_if).context("letting the service's output past the gate")?;
     // the same drop for what the old primary sends by the AF_XDP path
-    b.gate().block_output(true);
+    b.gate().seal_output();
     b.halt();
     step(&mut steps, &b.spec.name, "input held, gate stopped releasing", t0);
 

@@ -41,8 +41,10 @@ fn main() {
         unsafe { libc::poll(&mut pfd, 1, -1) };
         while rx.drain(256, |frame| out.push(frame[14..].to_vec())) > 0 {
             for p in &mut out {
-                if prepare(p).is_some() {
-                    while !tx.push(mac, p) {}
+                if prepare(p).is_some() && !tx.push(mac, p) {
+                    // ring full: let the driver take it, then once more
+                    tx.submit();
+                    tx.push(mac, p);
                 }
             }
             tx.submit();

@@ -141,8 +141,8 @@ pub struct GateStats {
 pub struct XdpPathStats {
     /// Frames of the service's output read from the AF_XDP sockets.
     pub frames: u64,
-    /// Frames dropped while `Gate::block_output` was on (a failover: the
-    /// old primary's output; a fence).
+    /// Frames dropped while a fence held `Gate::block_output` on, or after
+    /// a failover's `Gate::seal_output` (the old primary's output).
     pub blocked_dropped: u64,
     /// Frames the kernel could not give the sockets (RX ring full, no
     /// fill frame, invalid): TCP retransmits them.

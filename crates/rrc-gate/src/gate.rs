@@ -75,8 +75,10 @@ impl GateConfig {
 struct XdpOut {
     _redirect: XdpRedirect,
     sockets: Vec<XskRx>,
-    /// Set by `block_output`: frames are dropped meanwhile.
+    /// Set by `block_output` (a fence, while it lasts) and by
+    /// `seal_output` (a failover, for good): frames are dropped meanwhile.
     blocked: AtomicBool,
+    sealed: AtomicBool,
     /// Locked after the core, never before.
     state: Mutex<XdpState>,
 }
@@ -136,7 +138,7 @@ impl XdpState {
 
 impl XdpOut {
     fn open(ifindex: u32, to_clients: u32, service_ip: Ipv4Addr) -> Result<XdpOut, GateError> {
-        let queues = rx_queues(ifindex);
+        let queues = crate::xsk::rx_queues(ifindex);
         let tx = XskTx::open(to_clients)?;
         let redirect = XdpRedirect::attach(ifindex, service_ip, tx.max_frame(), queues)?;
         let mut sockets = Vec::new();
@@ -156,7 +158,7 @@ impl XdpOut {
             sent_xsk: 0,
             send_dropped: 0,
         };
-        Ok(XdpOut { _redirect: redirect, sockets, blocked: AtomicBool::new(false), state: Mutex::new(state) })
+        Ok(XdpOut { _redirect: redirect, sockets, blocked: AtomicBool::new(false), sealed: AtomicBool::new(false), state: Mutex::new(state) })
     }
 
     fn state(&self) -> MutexGuard<'_, XdpState> {
@@ -187,22 +189,6 @@ impl XdpOut {
     }
 }
 
-/// The interface's receive queues (sysfs of the calling thread's network
-/// namespace; 1 when it cannot tell: a queue without a socket still
-/// reaches the gate, through NFQUEUE).
-fn rx_queues(ifindex: u32) -> u32 {
-    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: the buffer is IF_NAMESIZE bytes.
-    if unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) }.is_null() {
-        return 1;
-    }
-    // SAFETY: if_indextoname wrote a NUL-terminated name.
-    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
-    let n = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
-        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
-        .unwrap_or(0);
-    (n as u32).max(1)
-}
 
 struct Shared {
     core: Mutex<GateCore>,
@@ -323,15 +309,23 @@ impl Gate {
         })
     }
 
-    /// With `on`, what reaches the AF_XDP output path is dropped before
-    /// the gate sees it, as the agent's firewall rules drop it on the
-    /// NFQUEUE path: at a failover (the old primary's output; the
-    /// restored service's does not come this way) and while this host is
-    /// fenced (nothing of the service crosses it, pure ACKs included).
-    /// Packets already held stay held.
+    /// A fence (`on` while it lasts): what reaches the AF_XDP output path
+    /// is dropped before the gate sees it, as the fence's firewall rules
+    /// drop it on the NFQUEUE path (nothing of the service crosses a
+    /// fenced host, pure ACKs included). Packets already held stay held.
     pub fn block_output(&self, on: bool) {
         if let Some(x) = &self.shared.xdp {
             x.blocked.store(on, Ordering::Release);
+        }
+    }
+
+    /// A failover: the same drop for good (the old primary's output, which
+    /// `bypass_output`'s rule drops on the NFQUEUE path; the restored
+    /// service's does not come this way). A fence lifted later does not
+    /// undo it.
+    pub fn seal_output(&self) {
+        if let Some(x) = &self.shared.xdp {
+            x.sealed.store(true, Ordering::Release);
         }
     }
 
@@ -458,13 +452,22 @@ fn reader(shared: &Shared) {
     }
     let xsks = shared.xdp.as_ref().map_or(&[][..], |x| &x.sockets[..]);
     while !shared.stop.load(Ordering::Acquire) {
+        // frames the driver left in the transmit ring (busy): kicked again
+        // soon, not at the next release
+        let tx_pending = shared.xdp.as_ref().is_some_and(|x| {
+            let st = &mut *x.state();
+            st.tx.pending() && {
+                st.tx.submit();
+                st.tx.pending()
+            }
+        });
         let mut fds = vec![
             libc::pollfd { fd: shared.queue.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: shared.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
         fds.extend(xsks.iter().map(|x| libc::pollfd { fd: x.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
         // SAFETY: poll on descriptors we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, if tx_pending { 1 } else { 1000 }) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -524,7 +527,7 @@ fn reader(shared: &Shared) {
 /// locked); pushes the accepted ids. Each frame's IPv4 packet is kept by
 /// id until `deliver` sends it on.
 fn read_xdp(x: &XdpOut, core: &mut GateCore, accepts: &mut Vec<PacketId>) {
-    let blocked = x.blocked.load(Ordering::Acquire);
+    let blocked = x.blocked.load(Ordering::Acquire) || x.sealed.load(Ordering::Acquire);
     let st = &mut *x.state();
     for s in &x.sockets {
         s.drain(XSK_BATCH, |frame| {
@@ -553,7 +556,8 @@ fn read_xdp(x: &XdpOut, core: &mut GateCore, accepts: &mut Vec<PacketId>) {
 }
 
 /// Lets the packets go, in order: NFQUEUE ones by an accept verdict,
-/// those of the XDP path by the raw socket. Called with the core locked.
+/// those of the XDP path by `XdpState::send_on`. Called with the core
+/// locked.
 fn deliver(shared: &Shared, ids: &[PacketId]) -> std::io::Result<()> {
     let Some(x) = &shared.xdp else { return shared.queue.accept(ids) };
     let (queued, taken): (Vec<PacketId>, Vec<PacketId>) = ids.iter().partition(|id| id.0 < XDP_IDS);

@@ -418,6 +418,11 @@ impl XskTx {
         true
     }
 
+    /// Frames published that the driver has not taken yet.
+    pub fn pending(&self) -> bool {
+        self.tx.consumer().load(Ordering::Acquire) != self.produced
+    }
+
     /// Publishes what `push` queued and has it transmitted.
     pub fn submit(&mut self) {
         self.tx.producer().store(self.produced, Ordering::Release);
@@ -430,6 +435,37 @@ impl XskTx {
     pub fn stats(&self) -> XskStats {
         getsockopt(self.sock.fd.as_raw_fd(), XDP_STATISTICS, "reading its statistics").unwrap_or_default()
     }
+}
+
+/// The receive queues of an interface of the calling thread's namespace
+/// (ETHTOOL_GCHANNELS: its RX-only and combined channels); 1 when the
+/// driver does not say (a queue without a socket still reaches the gate,
+/// through NFQUEUE).
+pub fn rx_queues(ifindex: u32) -> u32 {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other,
+    // max_combined, rx_count, tx_count, other_count, combined_count
+    let mut ch = [0u32; 9];
+    ch[0] = ETHTOOL_GCHANNELS;
+    // SAFETY: zeroed ifreq, filled below.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    // SAFETY: the name buffer is IF_NAMESIZE bytes.
+    if unsafe { libc::if_indextoname(ifindex, ifr.ifr_name.as_mut_ptr()) }.is_null() {
+        return 1;
+    }
+    ifr.ifr_ifru.ifru_data = ch.as_mut_ptr() as *mut libc::c_char;
+    // SAFETY: plain socket creation.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return 1;
+    }
+    // SAFETY: fresh descriptor.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: SIOCETHTOOL fills `ch`, which ifr points at.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) } < 0 {
+        return 1;
+    }
+    (ch[5] + ch[8]).max(1)
 }
 
 /// The MAC address and MTU of an interface of the calling thread's

@@ -43,7 +43,9 @@ struct Topology {
 }
 
 impl Topology {
-    fn build(name: &str) -> Topology {
+    /// `queues`: receive and transmit queues of the server's link (the
+    /// AF_XDP path binds a socket per receive queue).
+    fn build(name: &str, queues: u32) -> Topology {
         let tag = format!("rrc-t-{:x}-{name}", std::process::id());
         let t = Topology { client: format!("{tag}-cli"), router: format!("{tag}-rtr"), server: format!("{tag}-srv") };
         for ns in [&t.client, &t.router, &t.server] {
@@ -54,7 +56,10 @@ impl Topology {
         let (c, r, s) = (t.client.as_str(), t.router.as_str(), t.server.as_str());
         // veths created inside the namespaces: no name clash with anything
         run("veth client-router", &["ip", "-n", r, "link", "add", "rc", "type", "veth", "peer", "name", "c0", "netns", c]);
-        run("veth server-router", &["ip", "-n", r, "link", "add", "rs", "type", "veth", "peer", "name", "s0", "netns", s]);
+        let q = queues.to_string();
+        #[rustfmt::skip]
+        run("veth server-router", &["ip", "-n", r, "link", "add", "rs", "numrxqueues", &q, "numtxqueues", &q, "type", "veth",
+                                    "peer", "name", "s0", "numrxqueues", &q, "numtxqueues", &q, "netns", s]);
         for (ns, dev, addr) in [(c, "c0", "10.77.1.2/24"), (r, "rc", "10.77.1.1/24"), (r, "rs", "10.77.2.1/24"), (s, "s0", "10.77.2.2/24")] {
             run("address", &["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
             run("link up", &["ip", "-n", ns, "link", "set", dev, "up"]);
@@ -155,7 +160,8 @@ fn holds_until_commit(name: &str, xdp: bool) {
         0,
         "this test needs root (network namespaces, iptables, NFQUEUE, XDP): run `cargo test -p rrc-gate` as root (`make test` does)"
     );
-    let topo = Topology::build(name);
+    // two queues on the AF_XDP path: a socket each
+    let topo = Topology::build(name, if xdp { 2 } else { 1 });
     let gate = in_netns(&topo.router, move || {
         let mut config = GateConfig::new(QUEUE, SVC);
         if xdp {
