@@ -209,10 +209,7 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
 fn open_gate(cfg: &crate::AgentConfig, queue_num: u16, svc: Ipv4Addr) -> Result<Gate> {
     let config = GateConfig::new(queue_num, svc);
     if cfg.gate_output == crate::GateOutput::Xdp {
-        let index = |name: &str| {
-            // SAFETY: a NUL-terminated name.
-            std::ffi::CString::new(name).map_or(0, |c| unsafe { libc::if_nametoindex(c.as_ptr()) })
-        };
+        let index = |name: &str| rrc_gate::netif::index(name).unwrap_or(0);
         let (ifindex, to_clients) = (index(&cfg.repl_if), index(&cfg.front_if));
         if ifindex == 0 || to_clients == 0 {
             tracing::warn!(repl_if = %cfg.repl_if, front_if = %cfg.front_if, "an interface of the gate's AF_XDP output path is missing; using NFQUEUE");

@@ -292,28 +292,16 @@ pub fn unadvertise(svc: &str, front_if: &str) {
 /// that neighbours update their caches at once (the service IP moved to
 /// this host); Linux overrides an existing entry on a gratuitous ARP.
 pub fn gratuitous_arp(ifname: &str, ip: std::net::Ipv4Addr) -> Result<()> {
-    let cname = std::ffi::CString::new(ifname).context("interface name")?;
-    // SAFETY: if_nametoindex reads a C string.
-    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-    if index == 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("interface {ifname}"));
-    }
-    // SAFETY: plain socket/ioctl/sendto on an fd owned here; the structs
-    // are zeroed and filled within their sizes.
+    let index = rrc_gate::netif::index(ifname).with_context(|| format!("interface {ifname}"))?;
+    let mac = rrc_gate::netif::mac(index).with_context(|| format!("MAC address of {ifname}"))?;
+    // SAFETY: plain socket/sendto on an fd owned here; the struct is
+    // zeroed and filled within its size.
     unsafe {
         let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (libc::ETH_P_ARP as u16).to_be() as i32);
         if fd < 0 {
             return Err(std::io::Error::last_os_error()).context("AF_PACKET socket for the gratuitous ARP");
         }
         let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        for (i, b) in ifname.bytes().take(libc::IFNAMSIZ - 1).enumerate() {
-            ifr.ifr_name[i] = b as libc::c_char;
-        }
-        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("MAC address of {ifname}"));
-        }
-        let mac: [u8; 6] = std::array::from_fn(|i| ifr.ifr_ifru.ifru_hwaddr.sa_data[i] as u8);
         let mut f = Vec::with_capacity(42);
         f.extend_from_slice(&[0xff; 6]);
         f.extend_from_slice(&mac);

@@ -15,11 +15,7 @@ use rrc_gate::xdp::XdpRedirect;
 use rrc_gate::xsk::{XskRx, XskTx};
 
 fn ifindex(name: &str) -> u32 {
-    let c = std::ffi::CString::new(name).expect("interface name");
-    // SAFETY: a NUL-terminated name.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    assert_ne!(i, 0, "no interface {name}");
-    i
+    rrc_gate::netif::index(name).unwrap_or_else(|e| panic!("interface {name}: {e}"))
 }
 
 fn main() {

@@ -138,7 +138,7 @@ impl XdpState {
 
 impl XdpOut {
     fn open(ifindex: u32, to_clients: u32, service_ip: Ipv4Addr) -> Result<XdpOut, GateError> {
-        let queues = crate::xsk::rx_queues(ifindex);
+        let queues = crate::netif::rx_queues(ifindex);
         let tx = XskTx::open(to_clients)?;
         let redirect = XdpRedirect::attach(ifindex, service_ip, tx.max_frame(), queues)?;
         let mut sockets = Vec::new();

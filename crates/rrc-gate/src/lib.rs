@@ -24,6 +24,7 @@ pub mod error;
 pub mod gate;
 pub mod ipsend;
 pub mod logged;
+pub mod netif;
 pub mod nfqueue;
 pub mod packet;
 pub mod record;

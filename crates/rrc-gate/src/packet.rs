@@ -207,22 +207,40 @@ pub fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
 /// The same for any transport protocol with the IPv4 pseudo header (TCP,
 /// UDP).
 pub fn transport_checksum(proto: u8, src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
+    !fold(u64::from(pseudo_header_sum(proto, src, dst, seg.len())) + u64::from(ones_sum(seg)))
+}
+
+/// The IPv4 pseudo header's one's complement sum, folded, not inverted:
+/// also what a stack that leaves the checksum to offload puts in the
+/// field.
+pub fn pseudo_header_sum(proto: u8, src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
     let mut sum: u64 = 0;
     for pair in [src.octets(), dst.octets()] {
         sum += u64::from(u16::from_be_bytes([pair[0], pair[1]])) + u64::from(u16::from_be_bytes([pair[2], pair[3]]));
     }
-    sum += u64::from(proto) + seg.len() as u64;
-    let mut chunks = seg.chunks_exact(2);
+    fold(sum + u64::from(proto) + len as u64)
+}
+
+/// The one's complement sum of `b`'s 16-bit words (an odd last byte padded
+/// with zero), folded, not inverted. `!ones_sum(header)` is the IPv4
+/// header checksum.
+pub fn ones_sum(b: &[u8]) -> u16 {
+    let mut sum: u64 = 0;
+    let mut chunks = b.chunks_exact(2);
     for c in &mut chunks {
         sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
     }
     if let [last] = chunks.remainder() {
         sum += u64::from(u16::from_be_bytes([*last, 0]));
     }
+    fold(sum)
+}
+
+fn fold(mut sum: u64) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    sum as u16
 }
 
 /// Builds IPv4/TCP packets with correct checksums: for the unit tests of

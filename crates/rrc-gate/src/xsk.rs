@@ -331,7 +331,9 @@ impl XskTx {
     /// A socket transmitting on queue 0 of `ifindex`, whose own MAC address
     /// its frames carry as their source.
     pub fn open(ifindex: u32) -> Result<XskTx, GateError> {
-        let (src_mac, mtu) = interface_mac_mtu(ifindex)?;
+        let netif = |what: &str| GateError::io(format!("the {what} of interface {ifindex}"));
+        let src_mac = crate::netif::mac(ifindex).map_err(netif("MAC address"))?;
+        let mtu = crate::netif::mtu(ifindex).map_err(netif("MTU"))?;
         // the copy into a receive socket's frame leaves 256 bytes of headroom
         let max_frame = (14 + mtu).min(FRAME_SIZE - 256) as u16;
         let sock = Socket::new()?;
@@ -435,67 +437,4 @@ impl XskTx {
     pub fn stats(&self) -> XskStats {
         getsockopt(self.sock.fd.as_raw_fd(), XDP_STATISTICS, "reading its statistics").unwrap_or_default()
     }
-}
-
-/// The receive queues of an interface of the calling thread's namespace
-/// (ETHTOOL_GCHANNELS: its RX-only and combined channels); 1 when the
-/// driver does not say (a queue without a socket still reaches the gate,
-/// through NFQUEUE).
-pub fn rx_queues(ifindex: u32) -> u32 {
-    const ETHTOOL_GCHANNELS: u32 = 0x3c;
-    // struct ethtool_channels: cmd, max_rx, max_tx, max_other,
-    // max_combined, rx_count, tx_count, other_count, combined_count
-    let mut ch = [0u32; 9];
-    ch[0] = ETHTOOL_GCHANNELS;
-    // SAFETY: zeroed ifreq, filled below.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    // SAFETY: the name buffer is IF_NAMESIZE bytes.
-    if unsafe { libc::if_indextoname(ifindex, ifr.ifr_name.as_mut_ptr()) }.is_null() {
-        return 1;
-    }
-    ifr.ifr_ifru.ifru_data = ch.as_mut_ptr() as *mut libc::c_char;
-    // SAFETY: plain socket creation.
-    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return 1;
-    }
-    // SAFETY: fresh descriptor.
-    let s = unsafe { OwnedFd::from_raw_fd(s) };
-    // SAFETY: SIOCETHTOOL fills `ch`, which ifr points at.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) } < 0 {
-        return 1;
-    }
-    (ch[5] + ch[8]).max(1)
-}
-
-/// The MAC address and MTU of an interface of the calling thread's
-/// namespace.
-fn interface_mac_mtu(ifindex: u32) -> Result<([u8; 6], u32), GateError> {
-    // SAFETY: zeroed ifreq, filled below.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    // SAFETY: the name buffer is IF_NAMESIZE bytes.
-    if unsafe { libc::if_indextoname(ifindex, ifr.ifr_name.as_mut_ptr()) }.is_null() {
-        return Err(GateError::io(format!("the name of interface {ifindex}"))(std::io::Error::last_os_error()));
-    }
-    // SAFETY: plain socket creation.
-    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return Err(GateError::io("a socket for SIOCGIFHWADDR")(std::io::Error::last_os_error()));
-    }
-    // SAFETY: fresh descriptor.
-    let s = unsafe { OwnedFd::from_raw_fd(s) };
-    // SAFETY: SIOCGIFHWADDR fills ifr.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) } < 0 {
-        return Err(GateError::io(format!("the MAC address of interface {ifindex}"))(std::io::Error::last_os_error()));
-    }
-    // SAFETY: the union's hwaddr member is what SIOCGIFHWADDR set.
-    let d = unsafe { ifr.ifr_ifru.ifru_hwaddr.sa_data };
-    let mac = [d[0] as u8, d[1] as u8, d[2] as u8, d[3] as u8, d[4] as u8, d[5] as u8];
-    // SAFETY: SIOCGIFMTU fills ifr (same name).
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut ifr) } < 0 {
-        return Err(GateError::io(format!("the MTU of interface {ifindex}"))(std::io::Error::last_os_error()));
-    }
-    // SAFETY: the union's mtu member is what SIOCGIFMTU set.
-    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
-    Ok((mac, mtu.max(68) as u32))
 }
