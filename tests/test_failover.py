@@ -9,6 +9,7 @@ Each test builds a fresh lab (a killed host stays dead) under the lab lock.
 """
 import contextlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -184,6 +185,32 @@ def test_primary_failure_in_rr_mode(lab, tmp_path):
     # (no events when the primary died right after a checkpoint's cut)
     assert r["connections"] <= 8 and r["faults"] == 0 and r["log_bytes"] > 0, r
     assert any(s["step"].startswith("replayed up to the last released output") for s in fo["steps"]), fo["steps"]
+
+
+@pytest.fixture
+def lab_observed():
+    """The lab with its gates on the observed input path."""
+    with lab_locked():
+        cli("lab", "up", env=dict(os.environ, RRC_GATE_INPUT="observe"))
+        yield
+
+
+def test_primary_failure_in_rr_mode_on_the_observed_input_path(lab_observed, tmp_path):
+    """The gate's other input path (`--gate-input observe`, docs/gate.md "The
+    input path"): clients' packets are recorded from a ring a tc program
+    fills while the kernel forwards them, none through the NFQUEUE; the
+    failover detaches the program and reads the ring to its end before it
+    holds what clients send. The same connections carry on with no error,
+    every acknowledged write there (memcached -t 4, rr mode)."""
+    ip = run_service("rrob", MEMCACHED, extra=("--mode", "rr"))
+    finish(checker("memcached", f"{ip}:11211", 1, tmp_path / "warm"))
+    g = status("rrob")["backup_view"]["gate"]
+    o = g["observed_input"]
+    assert o and o["attached"] and o["frames"] > 0 and o["malformed"] == 0, g
+    assert o["queued"] == 0, o
+    rep, fo = fail_primary_under_load_on("rrob", ip, "memcached", 11211, tmp_path)
+    assert fo["replay"]["faults"] == 0, fo["replay"]
+    assert fo["steps"][0]["step"].startswith("input held"), fo["steps"]
 
 
 @pytest.mark.parametrize("kind,cmd,port,mode", [("redis", REDIS, 6379, "checkpoint"), ("memcached", MEMCACHED, 11211, "checkpoint"),

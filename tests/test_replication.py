@@ -155,6 +155,9 @@ def test_redis_clients_work_through_the_gate(service):
     x = gate["xdp"]
     assert x and x["sent"] > 0 and x["next_hops"] >= 1, gate
     assert (x["kernel_dropped"], x["send_dropped"], x["send_refused"]) == (0, 0, 0), x
+    # what clients sent came through the NFQUEUE (the default input path;
+    # the observed one: test_failover.py)
+    assert gate["observed_input"] is None, gate
     assert st["protected"], why_unprotected(st)
 
 

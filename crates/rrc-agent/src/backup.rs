@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use rrc_gate::{Gate, GateConfig};
+use rrc_gate::{Gate, GateConfig, GateError};
 use rrc_store::Store;
 use rrc_wire::msg::{Ack, CheckpointBegin, CheckpointEnd, Fault, Heartbeat, Replicate, ReplicateReady, Response, ServiceSpec, Stop};
 use rrc_wire::{Frame, FrameKind, FrameWriter, WireError};
@@ -207,20 +207,37 @@ pub fn serve(agent: &Arc<Agent>, conn: PeerConn, first: Frame) {
 /// (AF_XDP falls back to NFQUEUE, loudly, where XDP cannot be attached:
 /// e.g. another service's gate holds the interface's XDP hook).
 fn open_gate(cfg: &crate::AgentConfig, queue_num: u16, svc: Ipv4Addr) -> Result<Gate> {
-    let config = GateConfig::new(queue_num, svc);
-    if cfg.gate_output == crate::GateOutput::Xdp {
-        let index = |name: &str| rrc_gate::netif::index(name).unwrap_or(0);
-        let (ifindex, to_clients) = (index(&cfg.repl_if), index(&cfg.front_if));
-        if ifindex == 0 || to_clients == 0 {
-            tracing::warn!(repl_if = %cfg.repl_if, front_if = %cfg.front_if, "an interface of the gate's AF_XDP output path is missing; using NFQUEUE");
-        } else {
-            match Gate::open(GateConfig { output: rrc_gate::OutputPath::Xdp { ifindex, to_clients }, ..config }) {
-                Ok(g) => return Ok(g),
-                Err(e) => tracing::warn!(repl_if = %cfg.repl_if, "the gate's AF_XDP output path is unavailable ({e}); the service's output goes through NFQUEUE"),
+    let mut config = GateConfig::new(queue_num, svc);
+    let index = |name: &str| rrc_gate::netif::index(name).unwrap_or(0);
+    let (ifindex, to_clients) = (index(&cfg.repl_if), index(&cfg.front_if));
+    let want_xdp = cfg.gate_output == crate::GateOutput::Xdp;
+    let want_observe = cfg.gate_input == crate::GateInput::Observe;
+    if (want_xdp || want_observe) && (ifindex == 0 || to_clients == 0) {
+        tracing::warn!(repl_if = %cfg.repl_if, front_if = %cfg.front_if, "an interface of the gate's AF_XDP output or observed input path is missing; using NFQUEUE");
+        return Gate::open(config).context("opening the gate");
+    }
+    if want_xdp {
+        config.output = rrc_gate::OutputPath::Xdp { ifindex, to_clients };
+    }
+    if want_observe {
+        config.input = rrc_gate::InputPath::Observed { ifindex: to_clients };
+    }
+    // each path falls back to NFQUEUE on its own (one XDP program per
+    // interface: a second service's gate on this backup gets EBUSY)
+    loop {
+        match Gate::open(config) {
+            Ok(g) => return Ok(g),
+            Err(e) if config.input != rrc_gate::InputPath::Nfqueue && matches!(e, GateError::InputPath(_)) => {
+                tracing::warn!(front_if = %cfg.front_if, "the gate's observed input path is unavailable ({e}); what clients send goes through NFQUEUE");
+                config.input = rrc_gate::InputPath::Nfqueue;
             }
+            Err(e) if config.output != rrc_gate::OutputPath::Nfqueue => {
+                tracing::warn!(repl_if = %cfg.repl_if, "the gate's AF_XDP output path is unavailable ({e}); the service's output goes through NFQUEUE");
+                config.output = rrc_gate::OutputPath::Nfqueue;
+            }
+            Err(e) => return Err(e).context("opening the gate"),
         }
     }
-    Gate::open(config).context("opening the gate")
 }
 
 /// The session's peer is the replication's primary, at the address it

@@ -102,6 +102,9 @@ pub struct AgentConfig {
     /// How a backup's gate takes the service's output (docs/gate.md "The
     /// output path").
     pub gate_output: GateOutput,
+    /// How a backup's gate takes what clients send (docs/gate.md "The
+    /// input path").
+    pub gate_input: GateInput,
     /// librrc.so, preloaded into every service.
     pub librrc: PathBuf,
     /// rrc-restore, for failovers.
@@ -123,6 +126,17 @@ pub struct AgentConfig {
     pub etcd: Vec<String>,
     /// TLS to etcd with a client certificate (None: plain http).
     pub etcd_tls: Option<rrc_view::EtcdTls>,
+}
+
+/// `rrc agent --gate-input`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateInput {
+    /// The FORWARD chain queues clients' packets (the default).
+    Nfqueue,
+    /// A tc program on the client-facing interface copies clients' frames
+    /// into a ring the gate reads while the kernel forwards them; NFQUEUE
+    /// where it cannot be attached (logged, and shown by `rrc status`).
+    Observe,
 }
 
 /// `rrc agent --gate-output`.

@@ -9,7 +9,8 @@
 //! Backup host:
 //!   route SERVICE_IP via the primary's replication address, proxy ARP
 //!   for SERVICE_IP on the client-facing interface, and every forwarded
-//!   packet to or from SERVICE_IP sent to the gate's NFQUEUE.
+//!   packet to or from SERVICE_IP sent to the gate's NFQUEUE (but those
+//!   the gate's observed input path marked as recorded).
 //! Both: forwarding on, reverse-path filtering off (replies come back on
 //! another interface than the one the host would route to).
 
@@ -192,6 +193,10 @@ impl BackupRoute {
         let q = self.queue_num.to_string();
         host_forwarding(&[&self.front_if, repl_if])?;
         iptables(&["-N", &self.chain])?;
+        // what the gate's observed input path recorded (rrc_gate::observe)
+        // goes on without the queue; the rest is queued
+        let mark = format!("{:#x}/{:#x}", rrc_gate::observe::OBSERVED_MARK, rrc_gate::observe::OBSERVED_MARK);
+        iptables(&["-A", &self.chain, "-d", svc, "-m", "mark", "--mark", &mark, "-j", "RETURN"])?;
         iptables(&["-A", &self.chain, "-d", svc, "-j", "NFQUEUE", "--queue-num", &q])?;
         iptables(&["-A", &self.chain, "-s", svc, "-j", "NFQUEUE", "--queue-num", &q])?;
         iptables(&["-I", "FORWARD", "-j", &self.chain])?;

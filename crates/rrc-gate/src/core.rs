@@ -134,6 +134,28 @@ pub struct GateStats {
     /// service's output goes through NFQUEUE).
     #[serde(default)]
     pub xdp: Option<XdpPathStats>,
+    /// The observed input path's counters, set by `Gate` (None: what
+    /// clients send comes through NFQUEUE).
+    #[serde(default)]
+    pub observed_input: Option<ObservedInputStats>,
+}
+
+/// What the observed input path did (docs/gate.md "The input path").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedInputStats {
+    /// Clients' frames recorded from the ring (what the kernel forwarded
+    /// past the NFQUEUE); the rest of what clients send is in the queue's
+    /// count.
+    pub frames: u64,
+    pub bytes: u64,
+    /// Ring samples that were not a frame (never expected).
+    pub malformed: u64,
+    /// Packets to the service that took the queue instead (not copied:
+    /// longer than a frame, the ring full; or after a failover detached
+    /// the program).
+    pub queued: u64,
+    /// Whether the program is still attached (a failover detaches it).
+    pub attached: bool,
 }
 
 /// What the AF_XDP output path did (docs/gate.md "The output path").

@@ -4,6 +4,12 @@
 pub enum GateError {
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
+    /// The AF_XDP output path could not be set up.
+    #[error("the AF_XDP output path: {0}")]
+    OutputPath(Box<GateError>),
+    /// The observed input path could not be set up.
+    #[error("the observed input path: {0}")]
+    InputPath(Box<GateError>),
     #[error("the gate is shut down")]
     ShutDown,
     #[error("{0}")]

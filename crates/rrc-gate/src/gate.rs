@@ -1,8 +1,8 @@
 //! `Gate`: the reader thread around a `GateCore`.
 //!
 //! One thread reads the queue (and, on the AF_XDP output path, the
-//! service's output from its XDP sockets) and gives the immediate
-//! verdicts; `commit` (called from any thread) computes the releases and
+//! service's output from its XDP sockets; on the observed input path, the
+//! clients' frames from the ring) and gives the immediate verdicts; `commit` (called from any thread) computes the releases and
 //! sends their verdicts itself. Both do so while holding the core's lock,
 //! so the verdicts reach the kernel in the order the core decided them: a
 //! stream's packets never overtake each other.
@@ -16,10 +16,11 @@ use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, XdpPathStats};
+use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ObservedInputStats, XdpPathStats};
 use crate::error::GateError;
 use crate::ipsend::IpSender;
 use crate::nfqueue::{self, Event, LinkSource, NfQueue, QueueOptions};
+use crate::observe::InputObserver;
 use crate::stream::{PacketId, StreamData, StreamSnapshot};
 use crate::xdp::XdpRedirect;
 use crate::xsk::{XskRx, XskTx};
@@ -36,9 +37,16 @@ const RECV_MANY: usize = 32;
 const XSK_BATCH: u32 = 256;
 /// Ids of packets the AF_XDP output path took: above every NFQUEUE id.
 pub const XDP_IDS: u64 = 1 << 32;
+/// The observed input path's program wakes no one (`observe.rs`): the
+/// ring is read before every decision on the service's output, and at
+/// least this often (ms) otherwise.
+const OBSERVED_READ_MS: i32 = 10;
+/// Ids of clients' packets read from the observed input path's ring:
+/// above those (the packets went on already; nothing to deliver).
+pub const OBSERVED_IDS: u64 = 1 << 48;
 
 /// Where the service's output (its packets to the clients) reaches the
-/// gate. What clients send always comes through the NFQUEUE.
+/// gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutputPath {
     /// The FORWARD chain's `-s SVC` rule queues it (a netlink copy, a
@@ -53,6 +61,18 @@ pub enum OutputPath {
     Xdp { ifindex: u32, to_clients: u32 },
 }
 
+/// Where what clients send reaches the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InputPath {
+    /// The FORWARD chain's `-d SVC` rule queues it.
+    Nfqueue,
+    /// A tc program at the ingress of the clients' interface (`ifindex`)
+    /// copies each frame to the service into a ring the gate reads, and
+    /// marks the packet, which the gate chain lets by its NFQUEUE rule
+    /// (`observe.rs`); what it does not copy takes the NFQUEUE.
+    Observed { ifindex: u32 },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateConfig {
     pub queue_num: u16,
@@ -60,14 +80,22 @@ pub struct GateConfig {
     pub max_held_packets: u64,
     pub max_recorded_bytes: u64,
     pub output: OutputPath,
+    pub input: InputPath,
 }
 
 impl GateConfig {
-    /// Default bounds (65536 held packets, 256 MiB recorded), output
-    /// through NFQUEUE.
+    /// Default bounds (65536 held packets, 256 MiB recorded), input and
+    /// output through NFQUEUE.
     pub fn new(queue_num: u16, service_ip: Ipv4Addr) -> GateConfig {
         let l = GateLimits::default();
-        GateConfig { queue_num, service_ip, max_held_packets: l.max_held_packets, max_recorded_bytes: l.max_recorded_bytes, output: OutputPath::Nfqueue }
+        GateConfig {
+            queue_num,
+            service_ip,
+            max_held_packets: l.max_held_packets,
+            max_recorded_bytes: l.max_recorded_bytes,
+            output: OutputPath::Nfqueue,
+            input: InputPath::Nfqueue,
+        }
     }
 }
 
@@ -189,11 +217,22 @@ impl XdpOut {
     }
 }
 
+/// The observed input path's state. Locked after the core, before the
+/// AF_XDP output path's state.
+struct Observed {
+    observer: InputObserver,
+    next_id: u64,
+    /// Packets to the service read from the queue meanwhile.
+    queued: u64,
+    /// A frame's IPv4 packet, its checksum completed.
+    packet: Vec<u8>,
+}
 
 struct Shared {
     core: Mutex<GateCore>,
     queue: NfQueue,
     xdp: Option<XdpOut>,
+    observed: Option<Mutex<Observed>>,
     stop: AtomicBool,
     /// eventfd that wakes the reader for shutdown.
     wake: OwnedFd,
@@ -205,6 +244,10 @@ impl Shared {
     fn core(&self) -> MutexGuard<'_, GateCore> {
         // A panic elsewhere must not stop the gate from answering.
         self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn observed(&self) -> Option<MutexGuard<'_, Observed>> {
+        self.observed.as_ref().map(|o| o.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -229,12 +272,27 @@ impl Gate {
         let limits = GateLimits { max_held_packets: config.max_held_packets, max_recorded_bytes: config.max_recorded_bytes };
         let xdp = match config.output {
             OutputPath::Nfqueue => None,
-            OutputPath::Xdp { ifindex, to_clients } => Some(XdpOut::open(ifindex, to_clients, config.service_ip)?),
+            OutputPath::Xdp { ifindex, to_clients } => {
+                Some(XdpOut::open(ifindex, to_clients, config.service_ip).map_err(|e| GateError::OutputPath(Box::new(e)))?)
+            }
+        };
+        let observed = match config.input {
+            InputPath::Nfqueue => None,
+            InputPath::Observed { ifindex } => {
+                let attach = || {
+                    let mtu = crate::netif::mtu(ifindex).map_err(GateError::io(format!("reading the MTU of interface {ifindex}")))?;
+                    let max_frame = u16::try_from(14 + mtu).unwrap_or(u16::MAX);
+                    Ok((InputObserver::attach(ifindex, config.service_ip, max_frame)?, max_frame))
+                };
+                let (observer, max_frame) = attach().map_err(|e| GateError::InputPath(Box::new(e)))?;
+                Some(Mutex::new(Observed { observer, next_id: OBSERVED_IDS, queued: 0, packet: Vec::with_capacity(usize::from(max_frame)) }))
+            }
         };
         let shared = Arc::new(Shared {
             core: Mutex::new(GateCore::new(config.service_ip, limits)),
             queue,
             xdp,
+            observed,
             stop: AtomicBool::new(false),
             wake,
             enobufs: AtomicU64::new(0),
@@ -245,8 +303,21 @@ impl Gate {
             .name(format!("rrc-gate-q{}", config.queue_num))
             .spawn(move || reader(&s))
             .map_err(GateError::io("spawning the gate thread"))?;
-        tracing::info!(queue = config.queue_num, service = %config.service_ip, output = ?config.output, "gate started");
+        tracing::info!(queue = config.queue_num, service = %config.service_ip, output = ?config.output, input = ?config.input, "gate started");
         Ok(Gate { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// The core, with the clients' frames waiting in the observed input
+    /// path's ring recorded first (and what they release sent on), so
+    /// that what it tells is as current as with the queue.
+    fn synced(&self) -> MutexGuard<'_, GateCore> {
+        let mut core = self.shared.core();
+        let mut ids = Vec::new();
+        read_observed(&self.shared, &mut core, &mut ids);
+        if let Err(e) = self.send_release(&ids) {
+            tracing::error!(error = %e, "sending releases");
+        }
+        core
     }
 
     fn running(&self) -> Result<(), GateError> {
@@ -259,7 +330,7 @@ impl Gate {
     /// The newest arrival number (ship it to the primary; it comes back as
     /// a commit's `arrival_bound`).
     pub fn arrival_counter(&self) -> u64 {
-        self.shared.core().arrival_counter()
+        self.synced().arrival_counter()
     }
 
     /// Applies a commit and accepts the packets it releases, in order.
@@ -293,7 +364,11 @@ impl Gate {
     fn release_by(&self, decide: impl FnOnce(&mut GateCore) -> Vec<PacketId>) -> Result<usize, GateError> {
         self.running()?;
         let core = &mut *self.shared.core();
-        let ids = decide(core);
+        // the clients' packets first: what they acknowledge or bring in
+        // counts before this decision, as when the queue brought them
+        let mut ids = Vec::new();
+        read_observed(&self.shared, core, &mut ids);
+        ids.extend(decide(core));
         self.send_release(&ids)?;
         Ok(ids.len())
     }
@@ -338,11 +413,32 @@ impl Gate {
         }
     }
 
+    /// Which way what clients send reaches this gate.
+    pub fn input_path(&self) -> &'static str {
+        if self.shared.observed.is_some() {
+            "observed"
+        } else {
+            "nfqueue"
+        }
+    }
+
     /// Failover: holds every packet to the service from now on (see
-    /// [`crate::GateCore::hold_input`]).
+    /// [`crate::GateCore::hold_input`]). On the observed input path the
+    /// program is detached first (later packets take the NFQUEUE rule,
+    /// where they are held) and the ring read to its end: what went on to
+    /// the old primary is recorded before anything is held.
     pub fn hold_input(&self) -> Result<(), GateError> {
         self.running()?;
-        self.shared.core().hold_input();
+        let core = &mut *self.shared.core();
+        let mut ids = Vec::new();
+        if let Some(mut o) = self.shared.observed() {
+            o.observer.detach();
+        }
+        read_observed(&self.shared, core, &mut ids);
+        // (releases by what they acknowledged: the gate still releases
+        // until the failover stops it, next)
+        self.send_release(&ids)?;
+        core.hold_input();
         Ok(())
     }
 
@@ -361,24 +457,28 @@ impl Gate {
     }
 
     pub fn stats(&self) -> GateStats {
-        let mut s = self.shared.core().stats();
+        let mut s = self.synced().stats();
         s.netlink_enobufs = self.shared.enobufs.load(Ordering::Relaxed);
         s.xdp = self.shared.xdp.as_ref().map(XdpOut::stats);
+        s.observed_input = self.shared.observed().map(|o| {
+            let k = o.observer.stats();
+            ObservedInputStats { frames: k.frames, bytes: k.bytes, malformed: k.malformed, queued: o.queued, attached: o.observer.attached() }
+        });
         s
     }
 
     pub fn streams(&self) -> Vec<StreamSnapshot> {
-        self.shared.core().streams()
+        self.synced().streams()
     }
 
     /// One stream with its recorded bytes (for failover).
     pub fn stream_data(&self, client: SocketAddrV4, server: SocketAddrV4) -> Option<StreamData> {
-        self.shared.core().stream_data(client, server)
+        self.synced().stream_data(client, server)
     }
 
     /// See [`GateCore::unanswered_syns`].
     pub fn unanswered_syns(&self) -> Vec<Vec<u8>> {
-        self.shared.core().unanswered_syns()
+        self.synced().unanswered_syns()
     }
 
     /// Stops the reader and unbinds the queue. Packets still held are
@@ -422,6 +522,11 @@ fn handle_datagram(shared: &Shared, core: &mut GateCore, d: &[u8], accepts: &mut
                 if let (Some(x), Some(from)) = (&shared.xdp, from) {
                     x.state().learn(payload, from);
                 }
+                if payload.len() >= 20 && payload[16..20] == core.service_ip().octets() {
+                    if let Some(mut o) = shared.observed() {
+                        o.queued += 1;
+                    }
+                }
                 let d = core.on_packet(id, payload);
                 // held ones this packet's bytes released (the log's cover)
                 accepts.extend(core.take_released());
@@ -451,6 +556,7 @@ fn reader(shared: &Shared) {
         accepts.clear();
     }
     let xsks = shared.xdp.as_ref().map_or(&[][..], |x| &x.sockets[..]);
+    let ring = shared.observed().map(|o| o.observer.as_raw_fd());
     while !shared.stop.load(Ordering::Acquire) {
         // frames the driver left in the transmit ring (busy): kicked again
         // soon, not at the next release
@@ -464,10 +570,19 @@ fn reader(shared: &Shared) {
         let mut fds = vec![
             libc::pollfd { fd: shared.queue.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: shared.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            // (-1: ignored by poll)
+            libc::pollfd { fd: ring.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
         ];
         fds.extend(xsks.iter().map(|x| libc::pollfd { fd: x.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+        let timeout = if tx_pending {
+            1
+        } else if ring.is_some() {
+            OBSERVED_READ_MS
+        } else {
+            1000
+        };
         // SAFETY: poll on descriptors we own.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, if tx_pending { 1 } else { 1000 }) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -476,9 +591,19 @@ fn reader(shared: &Shared) {
             }
             continue;
         }
-        if fds[2..].iter().any(|f| f.revents != 0) {
+        if fds[2].revents != 0 {
+            let core = &mut *shared.core();
+            read_observed(shared, core, &mut accepts);
+            if let Err(e) = deliver(shared, &accepts) {
+                shared.verdict_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, count = accepts.len(), "sending release verdicts");
+            }
+            accepts.clear();
+        }
+        if fds[3..].iter().any(|f| f.revents != 0) {
             if let Some(x) = &shared.xdp {
                 let core = &mut *shared.core();
+                read_observed(shared, core, &mut accepts);
                 read_xdp(x, core, &mut accepts);
                 if let Err(e) = deliver(shared, &accepts) {
                     shared.verdict_errors.fetch_add(1, Ordering::Relaxed);
@@ -491,6 +616,7 @@ fn reader(shared: &Shared) {
             continue;
         }
         let core = &mut *shared.core();
+        read_observed(shared, core, &mut accepts);
         for _ in 0..BATCH / RECV_MANY {
             match shared.queue.recv_many(&mut batch) {
                 Ok(n) => {
@@ -521,6 +647,39 @@ fn reader(shared: &Shared) {
         }
         accepts.clear();
     }
+}
+
+/// Records the clients' frames waiting in the observed input path's ring
+/// (with the core locked), oldest first; pushes the ids of held packets
+/// they release. Called before every decision on the service's output, so
+/// that the core sees a client's packet before any reply to it.
+fn read_observed(shared: &Shared, core: &mut GateCore, accepts: &mut Vec<PacketId>) {
+    let Some(mut guard) = shared.observed() else { return };
+    let o = &mut *guard;
+    let (observer, next_id, packet) = (&mut o.observer, &mut o.next_id, &mut o.packet);
+    let ifindex = observer.ifindex();
+    observer.drain(|frame| {
+        let Some(ip) = frame.get(14..) else { return };
+        // without the link layer's padding of short frames
+        let ip = match ip.get(2..4).map(|t| usize::from(u16::from_be_bytes([t[0], t[1]]))) {
+            Some(total) if total >= 20 && total <= ip.len() => &ip[..total],
+            _ => ip,
+        };
+        packet.clear();
+        packet.extend_from_slice(ip);
+        crate::ipsend::complete_checksum(packet);
+        if let Some(x) = &shared.xdp {
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(&frame[6..12]);
+            x.state().learn(packet, LinkSource { ifindex, mac });
+        }
+        let id = PacketId(*next_id);
+        *next_id += 1;
+        // the packet went on already: a decision to hold it (only for one
+        // the core cannot read) has nothing to hold
+        let _ = core.on_packet(id, packet);
+        accepts.extend(core.take_released());
+    });
 }
 
 /// Decides on the frames waiting in the XDP sockets (with the core
@@ -559,7 +718,13 @@ fn read_xdp(x: &XdpOut, core: &mut GateCore, accepts: &mut Vec<PacketId>) {
 /// those of the XDP path by `XdpState::send_on`. Called with the core
 /// locked.
 fn deliver(shared: &Shared, ids: &[PacketId]) -> std::io::Result<()> {
-    let Some(x) = &shared.xdp else { return shared.queue.accept(ids) };
+    // (the observed input path's packets went on already)
+    let ids: std::borrow::Cow<'_, [PacketId]> = if ids.iter().any(|id| id.0 >= OBSERVED_IDS) {
+        ids.iter().filter(|id| id.0 < OBSERVED_IDS).copied().collect::<Vec<_>>().into()
+    } else {
+        ids.into()
+    };
+    let Some(x) = &shared.xdp else { return shared.queue.accept(&ids) };
     let (queued, taken): (Vec<PacketId>, Vec<PacketId>) = ids.iter().partition(|id| id.0 < XDP_IDS);
     if !taken.is_empty() {
         let st = &mut *x.state();

@@ -39,6 +39,23 @@ pub fn prepare(p: &mut [u8]) -> Option<Ipv4Addr> {
     p[10..12].copy_from_slice(&[0, 0]);
     let hc = !ones_sum(&p[..ihl]);
     p[10..12].copy_from_slice(&hc.to_be_bytes());
+    let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
+    complete_checksum(p);
+    Some(dst)
+}
+
+/// Completes a TCP or UDP checksum left to offload (the field holds
+/// exactly the pseudo-header sum) in an IPv4 packet; any other field, and
+/// any packet this cannot read, is left as it is.
+pub fn complete_checksum(p: &mut [u8]) {
+    if p.len() < 20 || p[0] >> 4 != 4 {
+        return;
+    }
+    let ihl = usize::from(p[0] & 0xf) * 4;
+    let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
+    if ihl < 20 || total < ihl || total > p.len() {
+        return;
+    }
     let src = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
     let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
     let frag = u16::from_be_bytes([p[6], p[7]]);
@@ -49,7 +66,7 @@ pub fn prepare(p: &mut [u8]) -> Option<Ipv4Addr> {
         IPPROTO_TCP if seg.len() >= 20 => 16,
         // UDP's checksum 0 means "none": left so
         IPPROTO_UDP if seg.len() >= 8 && seg[6..8] != [0, 0] => 6,
-        _ => return Some(dst),
+        _ => return,
     };
     let field = u16::from_be_bytes([seg[at], seg[at + 1]]);
     // (a field that was right and held the pseudo sum by coincidence gets
@@ -62,7 +79,6 @@ pub fn prepare(p: &mut [u8]) -> Option<Ipv4Addr> {
         }
         seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
     }
-    Some(dst)
 }
 
 /// What the sender did.

@@ -7,7 +7,8 @@
 //! (`OutputPath::Xdp`). The gate
 //! * records what clients send, per TCP stream (ISNs, SYN options, every
 //!   payload byte the server app has not yet read, the client's ACK), and
-//!   lets it through at once;
+//!   lets it through at once (or reads its copy while the kernel forwards
+//!   it, where told so: `InputPath::Observed`);
 //! * holds what the service sends (data, FIN, RST, non-TCP) until a commit
 //!   of a checkpoint taken after it was produced covers it, then lets it
 //!   through in arrival order; pure ACKs and SYN-ACKs pass at once;
@@ -15,10 +16,13 @@
 //!
 //! Layers: `packet` (parsing), `record` (sequence arithmetic, byte
 //! records), `stream` and `core` (the decisions, no I/O: `GateCore`),
-//! `nfqueue` (netlink), `xdp`, `xsk` and `ipsend` (the AF_XDP output
-//! path: the server's packets taken at XDP, sent on by a raw socket),
+//! `nfqueue` (netlink), `bpf` (programs and maps by bpf(2)), `xdp`, `xsk`
+//! and `ipsend` (the AF_XDP output path: the server's packets taken at
+//! XDP, sent on by an AF_XDP or a raw socket), `observe` (the observed
+//! input path: clients' frames copied by a tc program into a ring),
 //! `gate` (`Gate`: the reader thread and the handle).
 
+pub mod bpf;
 pub mod core;
 pub mod error;
 pub mod gate;
@@ -26,6 +30,7 @@ pub mod ipsend;
 pub mod logged;
 pub mod netif;
 pub mod nfqueue;
+pub mod observe;
 pub mod packet;
 pub mod record;
 pub mod stream;
@@ -34,9 +39,9 @@ mod testkit;
 pub mod xdp;
 pub mod xsk;
 
-pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ServerStream, StreamSeed, XdpPathStats};
+pub use crate::core::{Commit, Decision, GateCore, GateLimits, GateStats, ObservedInputStats, ServerStream, StreamSeed, XdpPathStats};
 pub use crate::error::GateError;
-pub use crate::gate::{Gate, GateConfig, OutputPath};
+pub use crate::gate::{Gate, GateConfig, InputPath, OutputPath};
 pub use crate::logged::{LogCoverStats, LoggedOutput};
 pub use crate::packet::TcpOptions;
 pub use crate::stream::{PacketId, StreamData, StreamSnapshot};

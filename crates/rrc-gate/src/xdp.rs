@@ -6,7 +6,7 @@
 //! packet (bench/results/path_costs_xdp.json).
 //!
 //! The program is 20 eBPF instructions assembled here and loaded with the
-//! bpf(2) system call: no compiler, libbpf or BTF at run time. It is
+//! bpf(2) system call (`bpf.rs`): no compiler, libbpf or BTF at run time. It is
 //! attached through a BPF link, so closing the link's descriptor (or the
 //! gate's process dying) detaches it: nothing of it outlives the gate.
 //!
@@ -26,56 +26,14 @@
 //! a socket whose ring is full drops it (TCP retransmits).
 
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
+use crate::bpf::{self, insn, Insn, ADD64_K, BPF_PSEUDO_MAP_FD, CALL, EXIT, JGT_X, JLT_X, JNE32_K, JNE_K, LDX_H, LDX_W, LD_DW_IMM, MOV64_K, MOV64_X};
 use crate::error::GateError;
 
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_LINK_CREATE: libc::c_long = 28;
-
-const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
 const XDP_PASS: i32 = 2;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-
-/// Size of the `union bpf_attr` buffer handed to the kernel (larger than
-/// any command's fields here; the kernel requires the tail to be zero).
-const ATTR_SIZE: usize = 128;
-
-/// One eBPF instruction (`struct bpf_insn`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Insn {
-    code: u8,
-    /// dst register in the low nibble, src in the high one.
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn { code, regs: (src << 4) | (dst & 0xf), off, imm }
-}
-
-// opcodes (class | size/op | source)
-const LDX_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
-const LDX_H: u8 = 0x69; // BPF_LDX | BPF_MEM | BPF_H
-const MOV64_X: u8 = 0xbf;
-const MOV64_K: u8 = 0xb7;
-const ADD64_K: u8 = 0x07;
-const JGT_X: u8 = 0x2d;
-const JLT_X: u8 = 0xad;
-const JNE_K: u8 = 0x55;
-const JNE32_K: u8 = 0x56; // BPF_JMP32: compares the low 32 bits
-const LD_DW_IMM: u8 = 0x18;
-const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
 
 // struct xdp_md fields
 const XDP_MD_DATA: i16 = 0;
@@ -116,29 +74,6 @@ pub fn program(service_ip: Ipv4Addr, max_frame: u16, xsks_map_fd: RawFd) -> Vec<
     ]
 }
 
-fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> std::io::Result<libc::c_long> {
-    // SAFETY: the attr buffer is ATTR_SIZE bytes, laid out as the command's
-    // part of `union bpf_attr`, the rest zero; pointers in it outlive the call.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), ATTR_SIZE as libc::c_uint) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(r)
-}
-
-fn put32(a: &mut [u8; ATTR_SIZE], at: usize, v: u32) {
-    a[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-}
-
-fn put64(a: &mut [u8; ATTR_SIZE], at: usize, v: u64) {
-    a[at..at + 8].copy_from_slice(&v.to_ne_bytes());
-}
-
-fn owned(r: libc::c_long) -> OwnedFd {
-    // SAFETY: a descriptor the bpf() call just created for us.
-    unsafe { OwnedFd::from_raw_fd(r as RawFd) }
-}
-
 /// The loaded program, its socket map and its attachment. Dropping it
 /// detaches the program.
 pub struct XdpRedirect {
@@ -155,43 +90,13 @@ impl XdpRedirect {
     /// room for `queues` sockets (one per receive queue); frames longer
     /// than `max_frame` pass.
     pub fn attach(ifindex: u32, service_ip: Ipv4Addr, max_frame: u16, queues: u32) -> Result<XdpRedirect, GateError> {
-        let mut a = [0u8; ATTR_SIZE];
-        put32(&mut a, 0, BPF_MAP_TYPE_XSKMAP);
-        put32(&mut a, 4, 4); // key: the queue index
-        put32(&mut a, 8, 4); // value: a socket's descriptor
-        put32(&mut a, 12, queues.max(1));
-        let map = owned(bpf(BPF_MAP_CREATE, &mut a).map_err(GateError::io("creating the XDP socket map (bpf BPF_MAP_CREATE)"))?);
-
+        // key: the queue index; value: a socket's descriptor
+        let map = bpf::map_create(bpf::BPF_MAP_TYPE_XSKMAP, 4, 4, queues.max(1), "the XDP socket map")?;
         let insns = program(service_ip, max_frame, map.as_raw_fd());
-        let license = b"GPL\0";
-        let mut log = vec![0u8; 16 << 10];
-        let mut a = [0u8; ATTR_SIZE];
-        put32(&mut a, 0, BPF_PROG_TYPE_XDP);
-        put32(&mut a, 4, insns.len() as u32);
-        put64(&mut a, 8, insns.as_ptr() as u64);
-        put64(&mut a, 16, license.as_ptr() as u64);
-        put32(&mut a, 24, 1); // log level
-        put32(&mut a, 28, log.len() as u32);
-        put64(&mut a, 32, log.as_mut_ptr() as u64);
-        a[48..48 + 12].copy_from_slice(b"rrc_gate_out");
-        put32(&mut a, 68, BPF_XDP); // expected attach type
-        let prog = match bpf(BPF_PROG_LOAD, &mut a) {
-            Ok(fd) => owned(fd),
-            Err(e) => {
-                let end = log.iter().position(|&c| c == 0).unwrap_or(log.len());
-                let verifier = String::from_utf8_lossy(&log[..end]).trim().to_string();
-                return Err(GateError::Other(format!("loading the gate's XDP program: {e}; verifier: {verifier}")));
-            }
-        };
-
-        let mut a = [0u8; ATTR_SIZE];
-        put32(&mut a, 0, prog.as_raw_fd() as u32);
-        put32(&mut a, 4, ifindex);
-        put32(&mut a, 8, BPF_XDP);
-        put32(&mut a, 12, XDP_FLAGS_SKB_MODE);
-        let link = owned(bpf(BPF_LINK_CREATE, &mut a).map_err(GateError::io(format!(
+        let prog = bpf::prog_load(bpf::BPF_PROG_TYPE_XDP, bpf::BPF_XDP, "rrc_gate_out", &insns)?;
+        let link = bpf::link_create(&prog, ifindex, bpf::BPF_XDP, XDP_FLAGS_SKB_MODE).map_err(GateError::io(format!(
             "attaching the gate's XDP program to interface {ifindex} (another XDP program there, e.g. another service's gate, makes this EBUSY)"
-        )))?);
+        )))?;
         Ok(XdpRedirect { map, _prog: prog, _link: link, ifindex, queues: queues.max(1) })
     }
 
@@ -205,24 +110,14 @@ impl XdpRedirect {
 
     /// Packets of receive queue `queue` go to `socket` from now on.
     pub fn set_socket(&self, queue: u32, socket: RawFd) -> Result<(), GateError> {
-        let key = queue;
-        let value = socket as u32;
-        let mut a = [0u8; ATTR_SIZE];
-        put32(&mut a, 0, self.map.as_raw_fd() as u32);
-        put64(&mut a, 8, &key as *const u32 as u64);
-        put64(&mut a, 16, &value as *const u32 as u64);
-        bpf(BPF_MAP_UPDATE_ELEM, &mut a).map_err(GateError::io(format!("adding the AF_XDP socket of queue {queue} to the XDP map")))?;
-        Ok(())
+        bpf::map_update(self.map.as_raw_fd(), &queue.to_ne_bytes(), &(socket as u32).to_ne_bytes())
+            .map_err(GateError::io(format!("adding the AF_XDP socket of queue {queue} to the XDP map")))
     }
 
     /// Packets of receive queue `queue` go into the kernel again.
     pub fn clear_socket(&self, queue: u32) -> Result<(), GateError> {
-        let key = queue;
-        let mut a = [0u8; ATTR_SIZE];
-        put32(&mut a, 0, self.map.as_raw_fd() as u32);
-        put64(&mut a, 8, &key as *const u32 as u64);
-        match bpf(BPF_MAP_DELETE_ELEM, &mut a) {
-            Ok(_) => Ok(()),
+        match bpf::map_delete(self.map.as_raw_fd(), &queue.to_ne_bytes()) {
+            Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             Err(e) => Err(GateError::io(format!("removing queue {queue}'s socket from the XDP map"))(e)),
         }
@@ -239,7 +134,7 @@ mod tests {
         assert_eq!(p.len(), 20);
         let mut jumps = 0;
         for (i, x) in p.iter().enumerate() {
-            if [JGT_X, JLT_X, JNE_K, JNE32_K].contains(&x.code) {
+            if bpf::is_jump(x.code) {
                 assert_eq!(i as i16 + 1 + x.off, PASS, "jump at {i}");
                 jumps += 1;
             }

@@ -21,7 +21,8 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rrc_gate::{Commit, Gate, GateConfig, OutputPath, ServerStream};
+use rrc_gate::observe::OBSERVED_MARK;
+use rrc_gate::{Commit, Gate, GateConfig, InputPath, OutputPath, ServerStream};
 
 const SVC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 100);
 const PORT: u16 = 8080;
@@ -73,6 +74,10 @@ impl Topology {
         run("router route to the service", &["ip", "-n", r, "route", "add", &format!("{SVC}/32"), "via", "10.77.2.2"]);
         run("forwarding", &["ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
         let q = QUEUE.to_string();
+        // what the observed input path recorded goes by the queue
+        let mark = format!("{OBSERVED_MARK:#x}/{OBSERVED_MARK:#x}");
+        #[rustfmt::skip]
+        run("mark rule", &["ip", "netns", "exec", r, "iptables", "-A", "FORWARD", "-d", &SVC.to_string(), "-m", "mark", "--mark", &mark, "-j", "ACCEPT"]);
         for dir in ["-d", "-s"] {
             run(
                 "NFQUEUE rule",
@@ -145,15 +150,21 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn gate_holds_server_output_until_commit() {
-    holds_until_commit("gate", false);
+    holds_until_commit("gate", false, false);
 }
 
 #[test]
 fn gate_on_the_xdp_output_path_holds_server_output_until_commit() {
-    holds_until_commit("gxdp", true);
+    holds_until_commit("gxdp", true, false);
 }
 
-fn holds_until_commit(name: &str, xdp: bool) {
+/// The agent's default: output by AF_XDP, input observed by tcx.
+#[test]
+fn gate_on_the_observed_input_and_xdp_output_paths_holds_server_output_until_commit() {
+    holds_until_commit("gobs", true, true);
+}
+
+fn holds_until_commit(name: &str, xdp: bool, observed: bool) {
     // SAFETY: plain getter.
     assert_eq!(
         unsafe { libc::geteuid() },
@@ -164,15 +175,19 @@ fn holds_until_commit(name: &str, xdp: bool) {
     let topo = Topology::build(name, if xdp { 2 } else { 1 });
     let gate = in_netns(&topo.router, move || {
         let mut config = GateConfig::new(QUEUE, SVC);
+        // SAFETY: NUL-terminated names.
+        let (ifindex, to_clients) = unsafe { (libc::if_nametoindex(c"rs".as_ptr()), libc::if_nametoindex(c"rc".as_ptr())) };
+        assert!(ifindex != 0 && to_clients != 0, "the router's links");
         if xdp {
-            // SAFETY: NUL-terminated names.
-            let (ifindex, to_clients) = unsafe { (libc::if_nametoindex(c"rs".as_ptr()), libc::if_nametoindex(c"rc".as_ptr())) };
-            assert!(ifindex != 0 && to_clients != 0, "the router's links");
             config.output = OutputPath::Xdp { ifindex, to_clients };
+        }
+        if observed {
+            config.input = InputPath::Observed { ifindex: to_clients };
         }
         Gate::open(config).expect("starting the gate in the router namespace")
     });
     assert_eq!(gate.output_path(), if xdp { "xdp" } else { "nfqueue" });
+    assert_eq!(gate.input_path(), if observed { "observed" } else { "nfqueue" });
 
     let listener = in_netns(&topo.server, || TcpListener::bind(SocketAddrV4::new(SVC, PORT)).expect("binding the service"));
     let mut client =
@@ -284,9 +299,52 @@ fn holds_until_commit(name: &str, xdp: bool) {
         }
         None => assert!(!xdp, "{s:?}"),
     }
+    match s.observed_input {
+        Some(o) => {
+            assert!(observed, "{s:?}");
+            // every client packet: SYN, ACK, the request, ACKs of the
+            // replies (recorded above, so they were read from the ring)
+            assert!(o.frames >= 6 && o.attached && o.malformed == 0, "{o:?}");
+            // and none took the queue (each went by once, marked)
+            assert_eq!(o.queued, 0, "{o:?}");
+        }
+        None => assert!(!observed, "{s:?}"),
+    }
     let snap = gate.streams().into_iter().find(|x| x.client == client_addr).expect("stream still known (client FIN not sent)");
     assert_eq!(snap.committed_write_rel, Some(24301));
     assert!(snap.server_fin);
+
+    // A failover's hold: what the client sends from now on waits in the
+    // gate (on the observed input path: the program detached, the packet
+    // takes the queue), recorded, and reaches the server on release.
+    gate.hold_input().expect("hold input");
+    let observed_before = gate.stats().observed_input;
+    if let Some(o) = observed_before {
+        assert!(!o.attached, "hold_input detaches the input program");
+    }
+    let held_before = gate.stats().packets_held_total;
+    client.write_all(b"late").expect("client write while held");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gate.stats().packets_held_total == held_before {
+        assert!(Instant::now() < deadline, "the client's packet during the hold never reached the gate: {:?}", gate.stats());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.set_read_timeout(Some(QUIET)).expect("timeout");
+    let mut b = [0u8; 4];
+    match server.read(&mut b) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        other => panic!("the server got the client's packet during the hold: {other:?}"),
+    }
+    let d = gate.stream_data(client_addr, server_addr).expect("stream");
+    assert_eq!(d.client_unread, b"late", "recorded while held");
+    if let Some(before) = observed_before {
+        let o = gate.stats().observed_input.expect("observed");
+        assert!(o.frames == before.frames && o.queued >= 1, "after the hold, the client's packets take the queue: {o:?}");
+    }
+    assert!(gate.release_input().expect("release input") >= 1);
+    server.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    server.read_exact(&mut b).expect("the held packet after release");
+    assert_eq!(&b, b"late");
     drop(client);
     drop(server);
     gate.shutdown().expect("gate shutdown");

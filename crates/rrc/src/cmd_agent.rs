@@ -43,6 +43,16 @@ pub struct AgentArgs {
     /// up` passes RRC_GATE_OUTPUT on to the lab's agents.
     #[arg(long, value_name = "PATH", env = "RRC_GATE_OUTPUT", default_value = "xdp", value_parser = ["xdp", "nfqueue"])]
     pub gate_output: String,
+    /// How a backup's gate takes what clients send: `nfqueue` (the FORWARD
+    /// chain queues them) or `observe` (a tc program at the ingress of
+    /// --front-if copies each frame to the service into a ring the gate
+    /// reads, and the kernel forwards the packet itself; NFQUEUE where it
+    /// cannot be attached). `nfqueue` is the default: on the 2 CPUs
+    /// measured, the queue's batching made rr mode serve more (docs/gate.md
+    /// "The input path"). `rrc lab up` passes RRC_GATE_INPUT on to the
+    /// lab's agents.
+    #[arg(long, value_name = "PATH", env = "RRC_GATE_INPUT", default_value = "nfqueue", value_parser = ["observe", "nfqueue"])]
+    pub gate_input: String,
     /// cgroup v2 directory for the services' containers.
     #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup/unified/rrc/services")]
     pub cgroup_root: PathBuf,
@@ -131,6 +141,7 @@ pub fn run(a: AgentArgs) -> Result<ExitCode> {
         front_if: a.front_if,
         repl_if: a.repl_if,
         gate_output: if a.gate_output == "nfqueue" { rrc_agent::GateOutput::Nfqueue } else { rrc_agent::GateOutput::Xdp },
+        gate_input: if a.gate_input == "observe" { rrc_agent::GateInput::Observe } else { rrc_agent::GateInput::Nfqueue },
         librrc: locate::find(locate::LIBRRC)?,
         restorer: locate::find(locate::RESTORER)?,
         cgroup_root: a.cgroup_root,

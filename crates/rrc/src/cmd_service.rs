@@ -469,6 +469,16 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
                 ),
                 None => println!("    gate output path: NFQUEUE"),
             }
+            match &g.observed_input {
+                Some(o) => println!(
+                    "    gate input path: observed by tc ({} frames, {} bytes recorded from the ring; {} packets took the queue; program {})",
+                    o.frames,
+                    o.bytes,
+                    o.queued,
+                    if o.attached { "attached" } else { "detached by a failover" }
+                ),
+                None => println!("    gate input path: NFQUEUE"),
+            }
             let l = &g.log;
             if l.outputs > 0 {
                 println!(
