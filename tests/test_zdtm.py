@@ -192,6 +192,55 @@ def test_copy_snapshot_vma_names_read_before_the_pause(rrc, tmp_path, netns):
                env={"RRC_TEST_PREPAUSE_MS": 3})
 
 
+@pytest.fixture
+def many_vmas_allowed():
+    """vm.max_map_count raised for vmamany.c's 70000 VMAs, put back after."""
+    knob = Path("/proc/sys/vm/max_map_count")
+    old = knob.read_text().strip()
+    knob.write_text("140000\n")
+    try:
+        yield knob
+    finally:
+        knob.write_text(old + "\n")
+
+
+def test_vmamany_selfcheck(many_vmas_allowed):
+    binary = zdtm_bin("vmamany")
+    result, rc, out = zdtm_standalone.run(binary, ["70000"], corrupt=False, run_ms=300)
+    assert result == "PASS\n" and rc == 0, f"vmamany alone: {result}{out}"
+    result, rc, out = zdtm_standalone.run(binary, ["70000"], corrupt=True, run_ms=300)
+    assert result.startswith("FAIL: ") and rc != 0, f"vmamany with ZDTM_CORRUPT=1 did not fail: {result}{out}"
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])
+def test_more_vmas_than_65536(rrc, tmp_path, netns, many_vmas_allowed, snapshot):
+    """No fixed limit on the number of VMAs (issue 16): the snapshot's lists,
+    and the pause helper's, are sized from vm.max_map_count when the library
+    starts (runtime/lib/init.c), not for 65536. 70000 VMAs, a full image and
+    incrementals, restored with every VMA and page. copy-no-helper: the
+    control thread reads the map itself (RRC_PAUSE_HELPER=0)."""
+    env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
+    full_cycle(rrc, tmp_path, netns, "vmamany", ["70000"], increments=2, env=env,
+               snapshot=snapshot.removesuffix("-no-helper"))
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy"])
+def test_vmas_past_the_limit_the_library_started_with_are_refused(rrc, tmp_path, netns, many_vmas_allowed, snapshot):
+    """vm.max_map_count raised after the library sized its lists: a dump of
+    more VMAs than they hold is refused, naming the cause, and the process
+    runs on."""
+    many_vmas_allowed.write_text("65530\n")
+    c = Cycle(rrc, tmp_path, netns, "vmamany", ["70000"], env={"ZDTM_VMAMANY_WAIT": "1"}, snapshot=snapshot)
+    c.pid = rrc.exec([zdtm_bin("vmamany"), "70000"], netns=netns, log=c.log, env=c.env)
+    time.sleep(0.3)  # the library has started: its lists are sized
+    many_vmas_allowed.write_text("140000\n")
+    (c.zdir / "go").touch()
+    wait_for_file(c.zdir / "ready", pid=c.pid, log=c.log)
+    msg = rrc.fails("dump", "--pid", str(c.pid), "--images", str(tmp_path / "img"), "--leave-running", "--snapshot", snapshot)
+    assert "vm.max_map_count" in msg and "VMAs" in msg, msg
+    assert pid_alive(c.pid), f"a refused dump killed the process\n{c.diag()}"
+
+
 def test_threads_64_copy(rrc, tmp_path, netns):
     full_cycle(rrc, tmp_path, netns, "threads", ["64"], snapshot="copy")
 

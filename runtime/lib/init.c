@@ -36,7 +36,6 @@ void rrc_wrap_files_resolve(void) RRC_HIDDEN;
 #define WRITTEN_CAP   (1u << 20)          /* page_region entries (24 MB virtual) */
 #define FDBUF_CAP     (8u << 20)
 #define TCP_CAP       (1u << 16)          /* TCP stream table records (2 x 7 MB virtual) */
-#define CHILD_AREA    (512ull << 20)      /* snapshot child's buffers (virtual) */
 
 /* The devices of pipefs and sockfs on this kernel (they are numbered at
  * boot, so a restored process learns them again with its fresh arena):
@@ -67,14 +66,34 @@ static void learn_fs_devs(void)
 	}
 }
 
+/* How many VMAs the process can have: the kernel refuses a mapping past
+ * vm.max_map_count (plus a few it lists beyond the count, [vsyscall]),
+ * and never fewer than 65536 are planned for. A limit raised later than
+ * this is read makes a snapshot of more VMAs fail with its own message
+ * (RRC_SNAP_VMAS). ASYNC-SIGNAL-SAFE. */
+static uint64_t vma_capacity(void)
+{
+	char buf[32];
+	long n = rrc_read_file("/proc/sys/vm/max_map_count", buf, sizeof buf - 1);
+	uint64_t v = 0;
+	if (n > 0) {
+		buf[n] = 0;
+		v = rrc_parse_u64(buf, 10, NULL) + 16;
+	}
+	return v < 65536 ? 65536 : v;
+}
+
 /* The arena is private anonymous and NORESERVE: only touched pages cost
  * memory. ASYNC-SIGNAL-SAFE (used again after a restore). */
 int rrc_scratch_map(void)
 {
+	uint64_t vma_cap = vma_capacity();
+	size_t child_area = rrc_snapshot_area_len(vma_cap);
 	size_t head = (sizeof(struct rrc_scratch) + 4095) & ~(size_t)4095;
 	size_t wlen = (size_t)WRITTEN_CAP * sizeof(struct page_region);
 	size_t tlen = (size_t)TCP_CAP * sizeof(struct rrc_tcp_stream);
-	size_t len = head + wlen + 2 * FDBUF_CAP + 2 * tlen + CHILD_AREA;
+	size_t ulen = ((size_t)vma_cap * sizeof(struct rrc_range) + 4095) & ~(size_t)4095;
+	size_t len = head + wlen + 2 * FDBUF_CAP + 2 * tlen + ulen + child_area;
 	/* the data directory's change journal (files-journal.c) at the end */
 	size_t jlen = (sizeof(struct rrc_fj) + 4095) & ~(size_t)4095;
 	size_t joff = len;
@@ -95,8 +114,11 @@ int rrc_scratch_map(void)
 	rrc_s->tcp = (struct rrc_tcp_stream *)q;
 	rrc_s->tcp_prev = (struct rrc_tcp_stream *)(q + tlen);
 	rrc_s->cap_tcp = TCP_CAP;
-	rrc_s->child_area = q + 2 * tlen;
-	rrc_s->child_area_len = CHILD_AREA;
+	rrc_s->untracked = (struct rrc_range *)(q + 2 * tlen);
+	rrc_s->child_area = q + 2 * tlen + ulen;
+	rrc_s->child_area_len = child_area;
+	rrc_s->vma_cap = vma_cap;
+	rrc_s->vma_names_cap = rrc_vma_names_cap(vma_cap);
 	rrc_s->journal = (struct rrc_fj *)(p + joff);
 	rrc_s->journal->data = (uint8_t *)rrc_s->journal + jlen;
 	rrc_s->journal->cap = RRC_FJ_CAP;

@@ -293,16 +293,22 @@ int rrc_register_all(int wp_arm)
 static int add_untracked(uint64_t a, uint64_t b, int newly)
 {
 	struct rrc_scratch *s = rrc_s;
-	if (s->nr_untracked >= RRC_MAX_UNTRACKED) {
-		rrc_set_err(RRC_ERR_UNSUPPORTED_MAPPING, 0, "more than ", RRC_MAX_UNTRACKED,
-			    " untracked VMAs");
+	/* the registration after resume re-walks each range's VMAs and skips
+	 * the library's ranges whole, so an application VMA only joins the
+	 * range of the one right before it when that is the application's
+	 * too (a region cut into many VMAs stays one range) */
+	if (newly && s->nr_untracked) {
+		struct rrc_range *last = &s->untracked[s->nr_untracked - 1];
+		if (last->end == a && !rrc_in_ranges(s->lib_always, s->nr_lib_always, last->start, last->end)) {
+			last->end = b;
+			return 0;
+		}
+	}
+	if (s->nr_untracked >= s->vma_cap) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_MAPPING, 0, "more than ", (long)s->vma_cap,
+			    " untracked VMAs (vm.max_map_count when the library started)");
 		return -1;
 	}
-	/* newly untracked ones first in a separate count: keep one sorted list
-	 * and a flag bit in the low bits of start would be obscure, so the
-	 * registration after resume simply re-walks the list and skips the
-	 * library's ranges. */
-	(void)newly;
 	s->untracked[s->nr_untracked++] = (struct rrc_range){ a, b };
 	return 0;
 }

@@ -61,8 +61,6 @@
 #include "rrc_lib.h"
 #include "rr-sink.h"
 
-#define PH_VMAS  65536u
-#define PH_NAMES (16u << 20)    /* and as much for the names read before the pause */
 /* The application's VMAs smaller than this are inherited by the helper
  * (their page tables are cheap to copy, and the libraries' data is
  * among them); bigger private ones are left out of the clone. */
@@ -215,10 +213,13 @@ struct rrc_helper_box *rrc_phelper_box(void)
 	if (h->box)
 		return h->box;
 	uint64_t head = (sizeof(struct rrc_helper_box) + 4095) & ~4095ull;
-	uint64_t vlen = ((uint64_t)PH_VMAS * sizeof(struct rrc_ph_vma) + 4095) & ~4095ull;
-	uint64_t nlen = ((uint64_t)PH_VMAS * sizeof(struct rrc_vma_name) + 4095) & ~4095ull;
+	/* sized as the snapshot's own lists (init.c); the names read before
+	 * the pause take as much room again */
+	uint64_t nvmas = s->vma_cap, names = s->vma_names_cap;
+	uint64_t vlen = (nvmas * sizeof(struct rrc_ph_vma) + 4095) & ~4095ull;
+	uint64_t nlen = (nvmas * sizeof(struct rrc_vma_name) + 4095) & ~4095ull;
 	uint64_t tlen = ((uint64_t)s->cap_tcp * sizeof *s->tcp + 4095) & ~4095ull;
-	uint64_t len = head + vlen + nlen + 2 * PH_NAMES + s->fdbuf_cap + tlen;
+	uint64_t len = head + vlen + nlen + 2 * names + s->fdbuf_cap + tlen;
 	/* shmem: pages exist only where written */
 	long r = rrc_sys_mmap(0, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r < 0 && r > -4096)
@@ -226,12 +227,12 @@ struct rrc_helper_box *rrc_phelper_box(void)
 	uint8_t *p = (uint8_t *)r;
 	struct rrc_helper_box *b = (struct rrc_helper_box *)p;
 	b->vmas = (struct rrc_ph_vma *)(p + head);
-	b->cap_vmas = PH_VMAS;
+	b->cap_vmas = nvmas;
 	b->vnames = (struct rrc_vma_name *)(p + head + vlen);
 	b->names = (char *)(p + head + vlen + nlen);
-	b->vname_text = b->names + PH_NAMES;
-	b->cap_names = PH_NAMES;
-	b->fdbuf = (uint8_t *)b->vname_text + PH_NAMES;
+	b->vname_text = b->names + names;
+	b->cap_names = names;
+	b->fdbuf = (uint8_t *)b->vname_text + names;
 	b->tcp = (struct rrc_tcp_stream *)(b->fdbuf + s->fdbuf_cap);
 	/* a fork snapshot's child never has it; the helper's start undoes
 	 * this for its clone */
@@ -428,6 +429,10 @@ int rrc_phelper_wait_map(void)
 	struct rrc_helper_box *b = rrc_s->helper.box;
 	if (wait_for(&b->map_done, 1) < 0)
 		return -1;
+	if (b->map_rc == -ENOSPC) { /* read_map: more VMAs than the box holds */
+		rrc_set_err(RRC_ERR_SNAPSHOT, 0, "copy snapshot: ", -1, rrc_snapshot_strerror(RRC_SNAP_VMAS));
+		return -1;
+	}
 	if (b->map_rc < 0) {
 		rrc_set_err(RRC_ERR_SNAPSHOT, -b->map_rc, "the pause helper could not read the memory map", -1, 0);
 		return -1;

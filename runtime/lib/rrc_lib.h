@@ -30,7 +30,6 @@
 #define RRC_PARK_SIG      64      /* SIGRTMAX: the park signal */
 #define RRC_MAX_THREADS   1024
 #define RRC_MAX_FDS       4096    /* fds above this are refused at dump */
-#define RRC_MAX_UNTRACKED 4096
 #define RRC_MAX_LIBPIPES  256
 #define RRC_CTL_STACK     (512 * 1024)
 
@@ -204,8 +203,9 @@ struct rrc_scratch {
 	uint64_t nr_written, cap_written;
 	uint64_t written_pages;
 	uint64_t scan_overflow_from;    /* != 0: every page from here is dumped */
-	/* untracked VMAs and always-dumped library ranges, ascending */
-	struct rrc_range untracked[RRC_MAX_UNTRACKED];
+	/* untracked VMAs and always-dumped library ranges, ascending (one
+	 * range for a run of adjacent application VMAs); room for vma_cap */
+	struct rrc_range *untracked;
 	uint32_t nr_untracked;
 	uint32_t nr_newly_untracked;    /* to register after resume (excl. library ranges) */
 	/* library-own ranges excluded from the image (the arena itself) */
@@ -240,6 +240,9 @@ struct rrc_scratch {
 	 * never shows up among the VMAs it dumps) */
 	uint8_t *child_area;
 	uint64_t child_area_len;
+	/* how many VMAs a snapshot can list (vm.max_map_count when the arena
+	 * was mapped, at least 65536) and room for their names */
+	uint64_t vma_cap, vma_names_cap;
 	/* the data directory's change journal (files-journal.c) */
 	struct rrc_fj *journal;
 	/* dump request */
@@ -482,8 +485,12 @@ __attribute__((noreturn)) void rrc_copy_writer_main(void) RRC_HIDDEN;
 /* child exit codes (the parent turns them into messages) */
 enum { RRC_SNAP_OK = 0, RRC_SNAP_EIO = 10, RRC_SNAP_ENOMEM, RRC_SNAP_MAPS, RRC_SNAP_SCAN,
        RRC_SNAP_SHARED_WRITE, RRC_SNAP_PIPE, RRC_SNAP_PROC, RRC_SNAP_TOOBIG, RRC_SNAP_LIBMERGE,
-       RRC_SNAP_EPIPE, RRC_SNAP_INCOMPLETE, RRC_SNAP_DELETED };
+       RRC_SNAP_EPIPE, RRC_SNAP_INCOMPLETE, RRC_SNAP_DELETED, RRC_SNAP_VMAS };
 const char *rrc_snapshot_strerror(int code) RRC_HIDDEN;
+/* The snapshot child's working memory for a process of up to vma_cap
+ * VMAs (init.c sizes the arena with it). */
+uint64_t rrc_snapshot_area_len(uint64_t vma_cap) RRC_HIDDEN;
+uint64_t rrc_vma_names_cap(uint64_t vma_cap) RRC_HIDDEN;
 
 /* ---- control.c / restored.c ---- */
 void *rrc_control_main(void *arg) RRC_HIDDEN;

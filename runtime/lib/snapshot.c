@@ -74,6 +74,7 @@ const char *rrc_snapshot_strerror(int code)
 	case RRC_SNAP_TOOBIG: return "a VMA or shared anonymous mapping the format cannot describe";
 	case RRC_SNAP_LIBMERGE: return "a VMA holds both librrc's scratch memory and application memory";
 	case RRC_SNAP_INCOMPLETE: return "copy snapshot: a present page of a full image was never copied (a bug)";
+	case RRC_SNAP_VMAS: return "more VMAs (or longer VMA names) than the library's lists hold: they are sized from vm.max_map_count when the library starts (the limit was raised since? a restart of the service, or a restore, sizes them anew)";
 	case RRC_SNAP_DELETED: return "a mapping of a file deleted since it was mapped (an upgraded binary or library, a memfd: see /proc/PID/maps); its contents are not carried yet, so no image taken now could be restored";
 	}
 	return "unknown failure";
@@ -359,8 +360,8 @@ static void add_vma(const struct procmap_query *q, const char *name)
 			die(RRC_SNAP_LIBMERGE);
 		return;
 	}
-	if (nr_vmas >= 65536)
-		die(RRC_SNAP_ENOMEM);
+	if (nr_vmas >= s->vma_cap)
+		die(RRC_SNAP_VMAS);
 	struct cvma *c = &vmas[nr_vmas];
 	rrc_memset(c, 0, sizeof *c);
 	c->v.start = q->vma_start;
@@ -410,10 +411,27 @@ static void add_vma(const struct procmap_query *q, const char *name)
 	nr_vmas++;
 }
 
+/* Per VMA: its record, and room for its name (a path) on average. */
+#define NAME_BYTES_PER_VMA 256u
+/* The child's working memory for 65536 VMAs and everything else. */
+#define AREA_BASE (512ull << 20)
+
+uint64_t rrc_vma_names_cap(uint64_t vma_cap)
+{
+	return (vma_cap * NAME_BYTES_PER_VMA + 4095) & ~4095ull; /* whole pages (pause-helper.c lays them out in a row) */
+}
+
+uint64_t rrc_snapshot_area_len(uint64_t vma_cap)
+{
+	uint64_t more = vma_cap > 65536 ? vma_cap - 65536 : 0;
+	/* whole pages: what follows in the scratch map stays page-aligned */
+	return (AREA_BASE + more * (sizeof(struct cvma) + NAME_BYTES_PER_VMA) + 4095) & ~4095ull;
+}
+
 static void read_vmas_begin(void)
 {
-	vmas = alloc(sizeof *vmas * 65536);
-	names = alloc(16u << 20);
+	vmas = alloc(sizeof *vmas * rrc_s->vma_cap);
+	names = alloc(rrc_s->vma_names_cap);
 }
 
 /* The memory map, from the kernel. */
@@ -424,8 +442,8 @@ static void read_vmas(void)
 	for (;;) {
 		struct procmap_query q;
 		char *name = names + names_len;
-		if ((16u << 20) - names_len < RRC_PATH_MAX)
-			die(RRC_SNAP_ENOMEM);
+		if (rrc_s->vma_names_cap - names_len < RRC_PATH_MAX)
+			die(RRC_SNAP_VMAS);
 		long r = copy_mode ? rrc_vma_query_named(maps_fd, addr, &q, name, &cursor)
 				   : rrc_vma_query(maps_fd, addr, 0, &q, name, RRC_PATH_MAX);
 		if (r == -ENOENT)
@@ -444,8 +462,8 @@ static void read_vmas_from(const struct rrc_helper_box *b)
 	for (uint64_t i = 0; i < b->nr_vmas; i++) {
 		const struct rrc_ph_vma *v = &b->vmas[i];
 		char *name = names + names_len;
-		if ((16u << 20) - names_len < RRC_PATH_MAX)
-			die(RRC_SNAP_ENOMEM);
+		if (rrc_s->vma_names_cap - names_len < RRC_PATH_MAX)
+			die(RRC_SNAP_VMAS);
 		rrc_memcpy(name, b->names + v->name_off, v->name_len + 1);
 		add_vma(&v->q, name);
 	}
