@@ -852,6 +852,12 @@ def test_short_campaign(tmp_path):
         assert r["connections"] == 8 and r["connections_repaired"] == 8, r["failover"]["connections"]
         b = r["breakdown_ms"]
         assert b["detection"] >= 90 and all(b[k] is not None and b[k] >= 0 for k in ("block", "repair", "restore", "routing")), b
-        # the client saw the failure: a reply in flight at the kill waited at least the detection
-        assert r["interruption_ms"] > 90, r
+        # the client saw the failure: no reply reached it between the
+        # failure's declaration and the service going live (the failover's
+        # steps after detection; 5 ms for the two clocks). Not the
+        # detection itself: the agent times it from the last heartbeat it
+        # heard, which a starved sender may have sent well before the kill
+        # while replies still flowed (CI saw gaps of 89.5 and 82.8 ms
+        # against detections of 90 ms and more)
+        assert r["interruption_ms"] >= b["total"] - b["detection"] - 5, (r["interruption_ms"], b)
     assert json.loads(cli("lab", "status", "--json").stdout) == {"up": False}

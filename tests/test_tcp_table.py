@@ -125,9 +125,14 @@ def check_table(image, server_port, c):
     assert cli["write_seq_rel"] == c["sent"], (cli, c)
     assert cli["read_seq_rel"] == c["read"], (cli, c)
     assert cli["rqueue"] == c["inq"], (cli, c)
-    # what redis wrote = what the client read + its receive queue + the server's unacked/unsent bytes
+    # what redis wrote: at least what the client read and has queued, at
+    # most that and the server's write queue (unsent and unacknowledged
+    # bytes), all of it when the client's ACK of what it holds has reached
+    # the server; bytes the client holds before its delayed ACK does are in
+    # both queues (seen once in CI: 48 bytes)
     assert srv["wqueue"] > 0, f"nothing in flight: the test does not exercise unsent data {srv}"
-    assert srv["write_seq_rel"] == c["read"] + c["inq"] + srv["wqueue"], (srv, c)
+    has = c["read"] + c["inq"]
+    assert has <= srv["write_seq_rel"] <= has + srv["wqueue"], (srv, c)
     assert srv["write_seq_rel"] <= 5 + GETS * REPLY, srv
     return srv
 

@@ -44,6 +44,7 @@ PROGRAMS = {
     "epoll": [],
     "timerfd": [],
     "signals": [],
+    "sigpending": [],
     "procstate": [],
     "procattr": [],
     "itimers": [],

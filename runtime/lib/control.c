@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "sigpending.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
 #include "rr-replay.h"
@@ -224,30 +225,6 @@ static int check_timers(void)
 	return 0;
 }
 
-/* After the quiesce: a signal pending in any parked thread (or for the
- * process) would be lost, since pending signals are not in the image.
- * The park signal itself is not counted. */
-static int check_pending(void)
-{
-	uint32_t n = rrc_g.nslots < RRC_MAX_THREADS ? rrc_g.nslots : RRC_MAX_THREADS;
-	const uint64_t park = 1ull << (RRC_PARK_SIG - 1);
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t p = rrc_g.slots[i].pending & ~park;
-		if (!p)
-			continue;
-		char msg[300];
-		size_t l = rrc_bput(msg, sizeof msg, 0, "signal ");
-		l = rrc_bput_u64(msg, sizeof msg, l, (uint64_t)__builtin_ctzll(p) + 1);
-		l = rrc_bput(msg, sizeof msg, l, " is pending in thread ");
-		l = rrc_bput_u64(msg, sizeof msg, l, rrc_g.slots[i].t.tid);
-		rrc_bput(msg, sizeof msg, l, " (blocked, or arrived during the pause): pending signals are "
-			 "not checkpointed; the dump can be retried");
-		rrc_set_err(RRC_ERR_PENDING_SIGNAL, 0, msg, -1, 0);
-		return -1;
-	}
-	return 0;
-}
-
 static int zero_id(const uint8_t *id)
 {
 	for (int i = 0; i < 16; i++)
@@ -355,7 +332,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	rrc_phelper_reap();
 	rrc_lib_ranges();
 	if (check_dumpable() < 0 || check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 ||
-	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0) {
+	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0 || rrc_sigs_settle() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
 	}
@@ -384,7 +361,9 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	/* ---------------- the pause: ASYNC-SIGNAL-SAFE from here ---------------- */
 	uint64_t t0 = rrc_mono_ns();
 	int failed = rrc_quiesce();
-	if (!failed && check_pending() < 0) {
+	/* signals pending at the park were taken into the image's memory
+	 * (sigpending.c); what could not be is refused */
+	if (!failed && rrc_sigs_check() < 0) {
 		failed = 1;
 		rrc_release(); /* nothing was scanned: dirty tracking is intact */
 	}

@@ -21,6 +21,7 @@
 #include "rrc_lib.h"
 #include "lib-fds.h"
 #include "rr-replay.h"
+#include "sigpending.h"
 #include "waits.h"
 
 /* glibc >= 2.35 publishes where its rseq area lives in the TCB. */
@@ -105,9 +106,13 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 		rrc_memcpy(&s->t.sigmask, &uc->uc_sigmask, 8);
 		/* Signals pending now (thread or process directed, blocked by the
 		 * application or by this handler's mask) are kernel state that
-		 * no image holds: the control thread refuses the dump. */
+		 * no image holds: taken into the library's memory, which is
+		 * (sigpending.c), and queued again when the pause ends. */
 		s->pending = 0;
 		rrc_sys_rt_sigpending(&s->pending);
+		uint64_t others = s->pending & ~(1ull << (RRC_PARK_SIG - 1));
+		if (others)
+			rrc_sigs_save(others, (int32_t)s->t.tid, s->t.flags & RRC_THR_F_MAIN);
 		if (rrc_ctx_save(&s->t.resume) == 0) {
 			RRC_ATOMIC_INC(&rrc_g.parked);
 			rrc_sys_futex(&rrc_g.parked, RRC_FUTEX_WAKE, 1, 0);
@@ -125,6 +130,13 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	while (RRC_LOAD(&rrc_g.generation) == gen)
 		rrc_sys_futex(&rrc_g.generation, RRC_FUTEX_WAIT, gen, 0);
+	/* the dump went on or failed, or this is a restore of its image:
+	 * the signals taken above go back (the handler still blocks all, so
+	 * they are delivered at its return, as they would have been) */
+	if (idx < RRC_MAX_THREADS) {
+		int32_t tid = (int32_t)rrc_sys_gettid();
+		rrc_sigs_requeue(tid, tid == (int32_t)rrc_g.pid);
+	}
 	/* restored into replay inside a wrapped call the kernel would make
 	 * again: the wrapper gets EINTR and replays it (RRC's syscall_skipped) */
 	if (restored)

@@ -174,6 +174,12 @@ static inline long rrc_sys_unlinkat(int dfd, const char *p, int flags) { return 
 #define RRC_FUTEX_WAKE_SHARED 1
 struct rrc_ts { long sec, nsec; };
 static inline long rrc_sys_rt_sigpending(uint64_t *set) { return rrc_syscall2(SYS_rt_sigpending, (long)set, 8); }
+static inline long rrc_sys_rt_sigtimedwait(const uint64_t *set, void *info, const struct rrc_ts *timeout)
+{ return rrc_syscall4(SYS_rt_sigtimedwait, (long)set, (long)info, (long)timeout, 8); }
+static inline long rrc_sys_rt_sigqueueinfo(int tgid, int sig, const void *info)
+{ return rrc_syscall3(SYS_rt_sigqueueinfo, tgid, sig, (long)info); }
+static inline long rrc_sys_rt_tgsigqueueinfo(int tgid, int tid, int sig, const void *info)
+{ return rrc_syscall4(SYS_rt_tgsigqueueinfo, tgid, tid, sig, (long)info); }
 static inline long rrc_sys_getitimer(int which, void *val) { return rrc_syscall2(SYS_getitimer, which, (long)val); }
 static inline long rrc_sys_rseq(uint64_t addr, uint32_t len, int flags, uint32_t sig)
 { return rrc_syscall4(SYS_rseq, (long)addr, len, flags, sig); }

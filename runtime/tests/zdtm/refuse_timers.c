@@ -1,7 +1,10 @@
 /* Refusal probe: kernel state that no image holds yet, which `rrc dump`
  * must refuse (naming it) rather than lose silently:
  *   posix    a POSIX timer (timer_create + timer_settime)
- *   pending  a blocked signal that is pending in the main thread
+ *   pending  70 instances of a blocked real-time signal pending for the
+ *            process, values 0..69: more than the library carries (64);
+ *            clearing takes them all and checks they are all there, in
+ *            order (a refused dump must have queued back what it took)
  * Once "$ZDTM_DIR/clear" appears the probe removes that state (disarms,
  * deletes, or consumes the signal with sigwait) and writes "cleared", so
  * the test can show that the same process then dumps fine.
@@ -28,8 +31,12 @@ int main(int argc, char **argv)
 		zdtm_check(timer_create(CLOCK_MONOTONIC, &ev, &tid) == 0, "timer_create");
 		zdtm_check(timer_settime(tid, 0, &its, NULL) == 0, "timer_settime");
 	} else if (!strcmp(mode, "pending")) {
-		zdtm_check(pthread_sigmask(SIG_BLOCK, &usr1, NULL) == 0, "block SIGUSR1");
-		zdtm_check(raise(SIGUSR1) == 0, "raise SIGUSR1");
+		sigset_t rt;
+		sigemptyset(&rt);
+		sigaddset(&rt, SIGRTMIN + 1);
+		zdtm_check(pthread_sigmask(SIG_BLOCK, &rt, NULL) == 0, "block SIGRTMIN+1");
+		for (int i = 0; i < 70; i++)
+			zdtm_check(sigqueue(getpid(), SIGRTMIN + 1, (union sigval){ .sival_int = i }) == 0, "sigqueue");
 	} else {
 		zdtm_fail("unknown mode %s", mode);
 	}
@@ -39,8 +46,18 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "posix")) {
 		zdtm_check(timer_delete(tid) == 0, "timer_delete");
 	} else {
-		int sig = 0;
-		zdtm_check(sigwait(&usr1, &sig) == 0 && sig == SIGUSR1, "sigwait SIGUSR1");
+		sigset_t rt;
+		sigemptyset(&rt);
+		sigaddset(&rt, SIGRTMIN + 1);
+		for (int i = 0; i < 70; i++) {
+			siginfo_t si;
+			struct timespec now = { 0, 0 };
+			if (sigtimedwait(&rt, &si, &now) != SIGRTMIN + 1)
+				zdtm_fail("only %d of the 70 signals are pending after the refused dumps", i);
+			if (si.si_value.sival_int != i)
+				zdtm_fail("signal %d of 70 carries %d", i, si.si_value.sival_int);
+		}
+		(void)usr1;
 	}
 	zdtm_check(zdtm_write_file("cleared", "1\n") == 0, "write cleared");
 	zdtm_wait_verify();
