@@ -68,30 +68,32 @@ static uint32_t too_many;
 /* signals that could not be queued again (kept across pauses) */
 static uint32_t lost;
 
-/* From the thread's status file: its own pending set (SigPnd, hex) and
- * the signals queued for its user (the count of SigQ, decimal: a bound
- * on what this process has pending). -1 if unreadable. Read with a small
- * window: the handler runs on the application's stack. */
-static int read_status(uint64_t *own, uint64_t *queued)
+/* From the thread's status file: the signals queued for its user (the
+ * count of SigQ, decimal: a bound on what this process has pending), its
+ * own pending set (SigPnd) and the process's (ShdPnd). -1 if unreadable.
+ * Read with a small window: the handler runs on the application's stack. */
+enum { ST_QUEUED, ST_OWN, ST_SHARED, ST_N };
+static int read_status(uint64_t v[ST_N])
 {
-	static const char *const keys[2] = { "\nSigQ:\t", "\nSigPnd:\t" };
+	static const char *const keys[ST_N] = { "\nSigQ:\t", "\nSigPnd:\t", "\nShdPnd:\t" };
 	char buf[256];
 	long fd = rrc_sys_openat(AT_FDCWD, "/proc/thread-self/status", O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	uint64_t v[2] = { 0, 0 };
-	int state[2] = { 0, 0 }; /* 0 matching the key, 1 in the number, 2 done */
-	size_t match[2] = { 0, 0 };
-	int digits[2] = { 0, 0 };
+	int state[ST_N] = { 0 }; /* 0 matching the key, 1 in the number, 2 done */
+	size_t match[ST_N] = { 0 };
+	int digits[ST_N] = { 0 };
+	for (int k = 0; k < ST_N; k++)
+		v[k] = 0;
 	for (;;) {
 		long n = rrc_sys_read((int)fd, buf, sizeof buf);
 		if (n <= 0)
 			break;
 		for (long i = 0; i < n; i++) {
 			char c = buf[i];
-			for (int k = 0; k < 2; k++) {
+			for (int k = 0; k < ST_N; k++) {
 				if (state[k] == 1) {
-					int base = k ? 16 : 10;
+					int base = k == ST_QUEUED ? 10 : 16;
 					int d = c >= '0' && c <= '9' ? c - '0' : base == 16 && c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 					if (d < 0 || digits[k] == 16) {
 						state[k] = 2;
@@ -112,10 +114,9 @@ static int read_status(uint64_t *own, uint64_t *queued)
 		}
 	}
 	rrc_sys_close((int)fd);
-	if (!digits[0] || !digits[1])
-		return -1;
-	*queued = v[0];
-	*own = v[1];
+	for (int k = 0; k < ST_N; k++)
+		if (!digits[k])
+			return -1;
 	return 0;
 }
 
@@ -148,12 +149,12 @@ static uint32_t gate_state(void)
 {
 	uint32_t g = GATE_UNKNOWN;
 	if (__atomic_compare_exchange_n(&gate, &g, GATE_READING, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-		uint64_t own, queued;
-		if (read_status(&own, &queued) < 0) {
+		uint64_t st[ST_N];
+		if (read_status(st) < 0) {
 			RRC_STORE(&unreadable, 1);
 			g = GATE_SHUT;
 		} else {
-			g = queued > SIGS_MAX ? GATE_SHUT : GATE_OPEN;
+			g = st[ST_QUEUED] > SIGS_MAX ? GATE_SHUT : GATE_OPEN;
 		}
 		RRC_STORE(&gate, g);
 		return g;
@@ -173,20 +174,15 @@ void rrc_sigs_save(uint64_t pending, int32_t tid, int is_main)
 		if (!(pending & (1ull << (sig - 1))))
 			continue;
 		for (;;) {
-			uint64_t own, queued, all = 0;
-			if (read_status(&own, &queued) < 0) {
+			uint64_t st[ST_N];
+			if (read_status(st) < 0) {
 				RRC_STORE(&unreadable, 1);
 				return;
 			}
-			int mine = (own >> (sig - 1)) & 1;
-			if (!mine) {
-				/* the process's: the main thread takes it, if still
-				 * there (the handler blocks every signal, so the
-				 * pending set is the thread's and the process's) */
-				rrc_sys_rt_sigpending(&all);
-				if (!is_main || !((all >> (sig - 1)) & 1))
-					break;
-			}
+			int mine = (st[ST_OWN] >> (sig - 1)) & 1;
+			/* the process's: the main thread takes it, if still there */
+			if (!mine && (!is_main || !((st[ST_SHARED] >> (sig - 1)) & 1)))
+				break;
 			if (take(sig, mine ? tid : 0) <= 0)
 				break;  /* none left, or no room (refused by the check) */
 		}
@@ -244,6 +240,10 @@ int rrc_sigs_settle(void)
 		}
 		rrc_sys_sched_yield();
 	}
+	/* (nothing written when nothing was taken: these pages would go into
+	 * every incremental image) */
+	if (!RRC_LOAD(&nr_claimed) && RRC_LOAD(&gate) == GATE_UNKNOWN)
+		return 0;
 	rrc_memset(pool, 0, sizeof pool);
 	RRC_STORE(&nr_claimed, 0);
 	RRC_STORE(&unreadable, 0);
@@ -271,12 +271,21 @@ int rrc_sigs_check(void)
 		rrc_set_err(RRC_ERR_PENDING_SIGNAL, 0, msg, -1, 0);
 		return -1;
 	}
-	/* what is still pending for the process: the control thread blocks
-	 * every signal, so its pending set shows the process's (and its own,
-	 * which nothing sends) */
-	uint64_t left = 0;
-	rrc_sys_rt_sigpending(&left);
-	left &= ~(1ull << (RRC_PARK_SIG - 1));
+	/* what is still pending for the process (the control thread's own
+	 * are the library's business, not the image's): the control thread
+	 * blocks every signal, so its pending set holds both; the status file
+	 * (tens of microseconds in the pause) only when it is not empty */
+	uint64_t park = 1ull << (RRC_PARK_SIG - 1), any = 0;
+	rrc_sys_rt_sigpending(&any);
+	if (!(any & ~park))
+		return 0;
+	uint64_t st[ST_N];
+	if (read_status(st) < 0) {
+		rrc_set_err(RRC_ERR_PENDING_SIGNAL, 0, "cannot read /proc/thread-self/status for the signals "
+			    "pending for the process; the dump can be retried", -1, 0);
+		return -1;
+	}
+	uint64_t left = st[ST_SHARED] & ~park;
 	if (left) {
 		l = rrc_bput(msg, sizeof msg, 0, "signal ");
 		l = rrc_bput_u64(msg, sizeof msg, l, (uint64_t)__builtin_ctzll(left) + 1);
