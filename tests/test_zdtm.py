@@ -48,6 +48,7 @@ PROGRAMS = {
     "procstate": [],
     "procattr": [],
     "itimers": [],
+    "posixtimers": [],
     "opath": [],
     "recorded": [],
     "sockets": [],

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "posix-timers.h"
 #include "sigpending.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
@@ -200,31 +201,6 @@ static int check_dumpable(void)
 	return -1;
 }
 
-/* POSIX timers live in the kernel and are not in the image (fork does
- * not even copy them into the snapshot): refuse rather than restore a
- * process whose timer silently never fires. (Interval timers, alarm()'s
- * included, are carried: procattr.c.) */
-static int check_timers(void)
-{
-	char msg[300];
-	char buf[4096];
-	long n = rrc_read_file("/proc/self/timers", buf, sizeof buf - 1);
-	if (n > 0) {
-		buf[n] = 0;
-		uint64_t count = 0;
-		for (const char *q = buf; (q = strstr(q, "ID:")) != NULL; q += 3)
-			count++;
-		if (count) {
-			size_t l = rrc_bput(msg, sizeof msg, 0, "the process has ");
-			l = rrc_bput_u64(msg, sizeof msg, l, count);
-			rrc_bput(msg, sizeof msg, l, " POSIX timer(s) (timer_create): timers are not checkpointed yet");
-			rrc_set_err(RRC_ERR_TIMERS, 0, msg, -1, 0);
-			return -1;
-		}
-	}
-	return 0;
-}
-
 static int zero_id(const uint8_t *id)
 {
 	for (int i = 0; i < 16; i++)
@@ -331,7 +307,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_msg[0] = 0;
 	rrc_phelper_reap();
 	rrc_lib_ranges();
-	if (check_dumpable() < 0 || check_children() < 0 || check_timers() < 0 || rrc_check_maps() < 0 ||
+	if (check_dumpable() < 0 || check_children() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 ||
 	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0 || rrc_sigs_settle() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;

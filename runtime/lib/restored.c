@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include "rrc_lib.h"
+#include "posix-timers.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
 #include "rr-log.h"
@@ -98,6 +99,8 @@ void rrc_post_restore(void)
 	struct rrc_replay_request replay = ra->replay;
 	int park = replay.fd >= 0 && (replay.flags & RRC_REPLAY_CONNECTIONS);
 	rrc_aq_restore(park);
+	/* POSIX timers, with their ids (posix-timers.c) */
+	rrc_timers_restored();
 	rrc_g.restored = 1;
 	/* `rrc restore --replay`: the log indexed and replay on before any
 	 * thread runs. A log that cannot be replayed leaves the threads parked

@@ -181,6 +181,11 @@ static inline long rrc_sys_rt_sigqueueinfo(int tgid, int sig, const void *info)
 static inline long rrc_sys_rt_tgsigqueueinfo(int tgid, int tid, int sig, const void *info)
 { return rrc_syscall4(SYS_rt_tgsigqueueinfo, tgid, tid, sig, (long)info); }
 static inline long rrc_sys_getitimer(int which, void *val) { return rrc_syscall2(SYS_getitimer, which, (long)val); }
+static inline long rrc_sys_timer_create(int clock, void *sigevent, int32_t *id)
+{ return rrc_syscall3(SYS_timer_create, clock, (long)sigevent, (long)id); }
+static inline long rrc_sys_timer_gettime(int32_t id, void *its) { return rrc_syscall2(SYS_timer_gettime, id, (long)its); }
+static inline long rrc_sys_timer_settime(int32_t id, int flags, const void *its, void *old)
+{ return rrc_syscall4(SYS_timer_settime, id, flags, (long)its, (long)old); }
 static inline long rrc_sys_rseq(uint64_t addr, uint32_t len, int flags, uint32_t sig)
 { return rrc_syscall4(SYS_rseq, (long)addr, len, flags, sig); }
 

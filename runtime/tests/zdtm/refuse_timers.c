@@ -1,6 +1,7 @@
 /* Refusal probe: kernel state that no image holds yet, which `rrc dump`
  * must refuse (naming it) rather than lose silently:
- *   posix    a POSIX timer (timer_create + timer_settime)
+ *   posix    70 POSIX timers (timer_create + timer_settime): more than
+ *            the library carries (64; fewer are: zdtm posixtimers)
  *   pending  70 instances of a blocked real-time signal pending for the
  *            process, values 0..69: more than the library carries (64);
  *            clearing takes them all and checks they are all there, in
@@ -20,7 +21,7 @@ int main(int argc, char **argv)
 	if (argc != 2)
 		zdtm_fail("usage: refuse_timers posix|pending");
 	const char *mode = argv[1];
-	timer_t tid;
+	timer_t tid[70];
 	sigset_t usr1;
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
@@ -28,8 +29,10 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "posix")) {
 		struct sigevent ev = { .sigev_notify = SIGEV_NONE };
 		struct itimerspec its = { { 0, 0 }, { 3600, 0 } };
-		zdtm_check(timer_create(CLOCK_MONOTONIC, &ev, &tid) == 0, "timer_create");
-		zdtm_check(timer_settime(tid, 0, &its, NULL) == 0, "timer_settime");
+		for (int i = 0; i < 70; i++) {
+			zdtm_check(timer_create(CLOCK_MONOTONIC, &ev, &tid[i]) == 0, "timer_create");
+			zdtm_check(timer_settime(tid[i], 0, &its, NULL) == 0, "timer_settime");
+		}
 	} else if (!strcmp(mode, "pending")) {
 		sigset_t rt;
 		sigemptyset(&rt);
@@ -44,7 +47,8 @@ int main(int argc, char **argv)
 	while (!zdtm_file_exists("clear"))
 		zdtm_sleep_ms(5);
 	if (!strcmp(mode, "posix")) {
-		zdtm_check(timer_delete(tid) == 0, "timer_delete");
+		for (int i = 0; i < 70; i++)
+			zdtm_check(timer_delete(tid[i]) == 0, "timer_delete");
 	} else {
 		sigset_t rt;
 		sigemptyset(&rt);
