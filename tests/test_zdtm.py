@@ -45,6 +45,7 @@ PROGRAMS = {
     "timerfd": [],
     "signals": [],
     "sigpending": [],
+    "signalfd": [],
     "procstate": [],
     "procattr": [],
     "itimers": [],

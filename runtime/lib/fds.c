@@ -103,6 +103,8 @@ static int classify(int fd, const char *link)
 		return RRC_FD_EPOLL;
 	if (!rrc_strncmp(link, "anon_inode:[timerfd]", 21))
 		return RRC_FD_TIMERFD;
+	if (!rrc_strncmp(link, "anon_inode:[signalfd]", 22))
+		return RRC_FD_SIGNALFD;
 	if (!rrc_strncmp(link, "anon_inode:[io_uring]", 22)) {
 		rrc_set_err(RRC_ERR_IO_URING, 0, "fd ", fd,
 			    " is an io_uring instance: its in-flight requests cannot be checkpointed");
@@ -110,9 +112,7 @@ static int classify(int fd, const char *link)
 	}
 	if (rrc_startswith(link, "anon_inode:")) {
 		const char *what = "an anonymous-inode object";
-		if (rrc_startswith(link, "anon_inode:[signalfd]"))
-			what = "a signalfd";
-		else if (rrc_startswith(link, "anon_inode:inotify"))
+		if (rrc_startswith(link, "anon_inode:inotify"))
 			what = "an inotify instance";
 		else if (rrc_startswith(link, "anon_inode:[fanotify]"))
 			what = "a fanotify instance";
@@ -257,6 +257,7 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 	case RRC_FD_EVENTFD: r = rrc_capture_eventfd(f, fd); break;
 	case RRC_FD_EPOLL:   r = rrc_capture_epoll(fd, f); break;
 	case RRC_FD_TIMERFD: r = rrc_capture_timerfd(f, fd); break;
+	case RRC_FD_SIGNALFD: r = rrc_capture_signalfd(f, fd); break;
 	default: r = 0;
 	}
 	if (r < 0) {

@@ -123,6 +123,7 @@ const char *fd_kind_name(uint32_t kind)
 	case RRC_FD_EVENTFD: return "EVENTFD";
 	case RRC_FD_EPOLL: return "EPOLL";
 	case RRC_FD_TIMERFD: return "TIMERFD";
+	case RRC_FD_SIGNALFD: return "SIGNALFD";
 	case RRC_FD_INET_LISTEN: return "INET_LISTEN";
 	case RRC_FD_INET_DGRAM: return "INET_DGRAM";
 	case RRC_FD_INET_CONN: return "INET_CONN";
@@ -200,6 +201,9 @@ void fds_restore(struct fd_ctx *x)
 			break;
 		case RRC_FD_TIMERFD:
 			restore_timerfd(x, r);
+			break;
+		case RRC_FD_SIGNALFD:
+			restore_signalfd(x, r);
 			break;
 		case RRC_FD_INET_LISTEN:
 		case RRC_FD_INET_DGRAM:

@@ -611,6 +611,7 @@ pub enum FdKind {
     UnixOther,
     /// The same open file description as an earlier fd (`FdDetail::Dup`).
     Dup,
+    Signalfd,
     LibControl,
     LibInternal,
 }
@@ -631,6 +632,7 @@ impl FdKind {
             11 => FdKind::UnixListen,
             12 => FdKind::UnixOther,
             13 => FdKind::Dup,
+            14 => FdKind::Signalfd,
             100 => FdKind::LibControl,
             101 => FdKind::LibInternal,
             _ => return None,
@@ -651,6 +653,7 @@ impl FdKind {
             FdKind::UnixListen => "unix_listen",
             FdKind::UnixOther => "unix_other",
             FdKind::Dup => "dup",
+            FdKind::Signalfd => "signalfd",
             FdKind::LibControl => "lib_control",
             FdKind::LibInternal => "lib_internal",
         }
@@ -753,6 +756,8 @@ pub enum FdDetail {
     None,
     Pipe { pipe_size: u32, has_data: u32 },
     Eventfd { count: u64, semaphore: u32 },
+    /// The signals it reads (bit n-1: signal n).
+    Signalfd { sigmask: u64 },
     Timerfd { clockid: i32, flags: u32, ticks: u64, value_sec: i64, value_nsec: i64, interval_sec: i64, interval_nsec: i64 },
     Socket {
         family: i32,
@@ -829,6 +834,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
         let detail = match kind {
             FdKind::Pipe => FdDetail::Pipe { pipe_size: u32_at(r, u), has_data: u32_at(r, u + 4) },
             FdKind::Eventfd => FdDetail::Eventfd { count: u64_at(r, u), semaphore: u32_at(r, u + 8) },
+            FdKind::Signalfd => FdDetail::Signalfd { sigmask: u64_at(r, u) },
             FdKind::Timerfd => FdDetail::Timerfd {
                 clockid: i32_at(r, u),
                 flags: u32_at(r, u + 4),

@@ -223,6 +223,7 @@ enum rrc_fd_kind {
 	RRC_FD_DUP        = 13, /* the same open file description as the earlier fd u.dup.of
 	                         * (dup, dup2, fcntl F_DUPFD): restored by dup3, so that the
 	                         * offset and the status flags stay shared */
+	RRC_FD_SIGNALFD   = 14, /* signalfd: the set of signals it reads (u.signalfd.sigmask) */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */
 	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
 };
@@ -296,6 +297,7 @@ struct rrc_fd {
 		struct { uint32_t pipe_size; uint32_t has_data; } pipe; /* data = bytes in flight */
 		struct { uint64_t count; uint32_t semaphore; uint32_t reserved; } eventfd;
 		struct { int32_t of; uint32_t reserved; } dup;
+		struct { uint64_t sigmask; } signalfd;  /* bit n-1: signal n */
 		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
 			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
 		struct { int32_t family, type, protocol, backlog;
