@@ -65,8 +65,10 @@ enum { GATE_UNKNOWN = 0, GATE_READING = 1, GATE_OPEN = 2, GATE_SHUT = 3 };
 static uint32_t gate;
 /* more pending than the pool holds (the gate, or a take with no room) */
 static uint32_t too_many;
-/* signals that could not be queued again (kept across pauses) */
-static uint32_t lost;
+/* signals that could not be queued again (kept across pauses), and how
+ * many of them the log has told of */
+static uint32_t lost, lost_told;
+static uint32_t lost_errno;
 
 /* From the thread's status file: the signals queued for its user (the
  * count of SigQ, decimal: a bound on what this process has pending), its
@@ -208,6 +210,7 @@ void rrc_sigs_requeue(int32_t tid, int is_main)
 			continue;
 		if (r < 0) {
 			e->requeue_errno = (uint32_t)-r;
+			RRC_STORE(&lost_errno, (uint32_t)-r);
 			__atomic_fetch_add(&lost, 1, __ATOMIC_SEQ_CST);
 		}
 		RRC_STORE(&e->state, SIG_REQUEUED);
@@ -228,6 +231,17 @@ static uint32_t outstanding(void)
 
 int rrc_sigs_settle(void)
 {
+	uint32_t l = RRC_LOAD(&lost);
+	if (l != lost_told) {
+		char m[200];
+		size_t n = rrc_bput(m, sizeof m, 0, "pending signals the last pauses took could not be queued again: ");
+		n = rrc_bput_u64(m, sizeof m, n, l - lost_told);
+		n = rrc_bput(m, sizeof m, n, " lost (errno ");
+		n = rrc_bput_u64(m, sizeof m, n, RRC_LOAD(&lost_errno));
+		rrc_bput(m, sizeof m, n, ")");
+		rrc_log(m);
+		lost_told = l;
+	}
 	/* a woken thread queues its signals before it leaves the handler:
 	 * wait for that (it needs a CPU), at most a second */
 	uint64_t deadline = rrc_mono_ns() + 1000000000ull;

@@ -2,8 +2,9 @@
 //!
 //! One thread reads the queue (and, on the AF_XDP output path, the
 //! service's output from its XDP sockets; on the observed input path, the
-//! clients' frames from the ring) and gives the immediate verdicts; `commit` (called from any thread) computes the releases and
-//! sends their verdicts itself. Both do so while holding the core's lock,
+//! clients' frames from the ring) and gives the immediate verdicts;
+//! `commit` (called from any thread) computes the releases and sends their
+//! verdicts itself. Both do so while holding the core's lock,
 //! so the verdicts reach the kernel in the order the core decided them: a
 //! stream's packets never overtake each other.
 
