@@ -45,30 +45,27 @@ struct saved_timer {
 static struct saved_timer table[TIMERS_MAX];
 static uint32_t nr_timers;
 
-/* "KEY: " at the start of a line of p, or NULL. */
+/* The value of the line "KEY ..." of the block [p, end), or NULL. */
 static const char *field(const char *p, const char *end, const char *key)
 {
-	size_t k = rrc_strlen(key);
-	for (const char *q = p; q + k <= end; q++)
-		if ((q == p || q[-1] == '\n') && !rrc_strncmp(q, key, k))
-			return q + k;
-	return NULL;
+	const char *q = rrc_fdinfo_field(p, key);
+	return q && q < end ? q : NULL;
 }
 
 /* One "ID:" block of /proc/self/timers, [p, end). 0 or -1. */
 static int parse_block(const char *p, const char *end, struct saved_timer *t)
 {
 	const char *q;
-	if (!(q = field(p, end, "ID: ")))
+	if (!(q = field(p, end, "ID:")))
 		return -1;
 	t->id = (int32_t)rrc_parse_u64(q, 10, NULL);
-	if (!(q = field(p, end, "signal: ")))
+	if (!(q = field(p, end, "signal:")))
 		return -1;
 	t->signo = (int32_t)rrc_parse_u64(q, 10, &q);
 	if (*q != '/')
 		return -1;
 	t->value = rrc_parse_u64(q + 1, 16, NULL);
-	if (!(q = field(p, end, "notify: ")))
+	if (!(q = field(p, end, "notify:")))
 		return -1;
 	int kind;
 	if (!rrc_strncmp(q, "signal/", 7))
@@ -84,7 +81,7 @@ static int parse_block(const char *p, const char *end, struct saved_timer *t)
 		return -1;
 	t->tid = (int32_t)rrc_parse_u64(q + 4, 10, NULL);
 	t->notify = kind | (to_thread ? SIGEV_THREAD_ID : 0);
-	if (!(q = field(p, end, "ClockID: ")))
+	if (!(q = field(p, end, "ClockID:")))
 		return -1;
 	/* CPU-time clocks are negative (they name a thread or process) */
 	int neg = *q == '-';

@@ -313,12 +313,18 @@ impl Gate {
     /// that what it tells is as current as with the queue.
     fn synced(&self) -> MutexGuard<'_, GateCore> {
         let mut core = self.shared.core();
-        let mut ids = Vec::new();
-        read_observed(&self.shared, &mut core, &mut ids);
-        if let Err(e) = self.send_release(&ids) {
+        if let Err(e) = self.read_ring(&mut core) {
             tracing::error!(error = %e, "sending releases");
         }
         core
+    }
+
+    /// Records what waits in the observed input path's ring and sends on
+    /// what that releases (called with the core locked).
+    fn read_ring(&self, core: &mut GateCore) -> Result<(), GateError> {
+        let mut ids = Vec::new();
+        read_observed(&self.shared, core, &mut ids);
+        self.send_release(&ids)
     }
 
     fn running(&self) -> Result<(), GateError> {
@@ -364,12 +370,11 @@ impl Gate {
     /// with the core locked (so that they reach the kernel in its order).
     fn release_by(&self, decide: impl FnOnce(&mut GateCore) -> Vec<PacketId>) -> Result<usize, GateError> {
         self.running()?;
-        let core = &mut *self.shared.core();
         // the clients' packets first: what they acknowledge or bring in
         // counts before this decision, as when the queue brought them
-        let mut ids = Vec::new();
-        read_observed(&self.shared, core, &mut ids);
-        ids.extend(decide(core));
+        let core = &mut *self.shared.core();
+        self.read_ring(core)?;
+        let ids = decide(core);
         self.send_release(&ids)?;
         Ok(ids.len())
     }
@@ -430,15 +435,13 @@ impl Gate {
     /// the old primary is recorded before anything is held.
     pub fn hold_input(&self) -> Result<(), GateError> {
         self.running()?;
-        let core = &mut *self.shared.core();
-        let mut ids = Vec::new();
         if let Some(mut o) = self.shared.observed() {
             o.observer.detach();
         }
-        read_observed(&self.shared, core, &mut ids);
-        // (releases by what they acknowledged: the gate still releases
-        // until the failover stops it, next)
-        self.send_release(&ids)?;
+        // (what the ring's packets acknowledged is released: the gate
+        // still releases until the failover stops it, next)
+        let core = &mut *self.shared.core();
+        self.read_ring(core)?;
         core.hold_input();
         Ok(())
     }
