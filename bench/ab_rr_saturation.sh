@@ -12,11 +12,15 @@
 # AB_OLD_ENV / AB_NEW_ENV: VAR=VALUE words set for that side's `rrc lab
 # up` (so for its agents), e.g. one binary against itself with
 # AB_OLD_ENV=RRC_GATE_OUTPUT=nfqueue AB_NEW_ENV=RRC_GATE_OUTPUT=xdp.
+# AB_OLD_RUN / AB_NEW_RUN: extra words for that side's `rrc run` (the
+# service's environment goes there, not through the agents), e.g.
+# AB_NEW_RUN='--env RRC_PRECOPY_PASSES=0'.
 #
 #   bench/ab_rr_saturation.sh OLD_RRC NEW_RRC [ROUNDS] [redis|memcached]
 set -eu
 old=$1 new=$2 rounds=${3:-4} kind=${4:-redis}
 old_env=${AB_OLD_ENV:-} new_env=${AB_NEW_ENV:-}
+old_run=${AB_OLD_RUN:-} new_run=${AB_NEW_RUN:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
 libdir_of() {
 	local d
@@ -40,7 +44,9 @@ for round in $(seq "$rounds"); do
 		side_env=${which}_env
 		# shellcheck disable=SC2086 # VAR=VALUE words
 		env ${!side_env} "$rrc" lab up >/dev/null
-		ip=$("$rrc" run --name ab --primary a --backup b --mode rr --epoch 100ms --json -- "${server[@]}" |
+		side_run=${which}_run
+		# shellcheck disable=SC2086 # extra words for rrc run
+		ip=$("$rrc" run --name ab --primary a --backup b --mode rr --epoch 100ms ${!side_run} --json -- "${server[@]}" |
 			python3 -c 'import json,sys; print(json.load(sys.stdin)["service_ip"])')
 		sleep 3
 		load=$("$rrc" lab exec client -- "$check" "$kind" --server "$ip:$port" --threads 64 --duration 8s --json)
