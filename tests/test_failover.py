@@ -10,6 +10,7 @@ Each test builds a fresh lab (a killed host stays dead) under the lab lock.
 import contextlib
 import json
 import os
+import pwd
 import random
 import subprocess
 import sys
@@ -164,6 +165,33 @@ def check_aof_copy(live: Path, host: str, state: Path, tmp_path: Path):
 
 def test_primary_failure_memcached(lab, tmp_path):
     fail_primary_under_load("memcached", MEMCACHED, 11211, tmp_path, "mc")
+
+
+def thread_ids(pid: int) -> set:
+    """The Uid and Gid lines of every thread of pid (as /proc shows them)."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        st = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines() if ":" in line)
+        out.add((" ".join(st["Uid"].split()), " ".join(st["Gid"].split()), " ".join(st["CapEff"].split())))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["checkpoint", "rr"])
+def test_primary_failure_of_a_server_that_dropped_privileges(lab, tmp_path, mode):
+    """memcached as Debian runs it (`-u memcache`: it starts as root and
+    switches users, which leaves it not dumpable): protected in both
+    modes, checkpointed every epoch, failed over under load with zero
+    errors and every acknowledged write there, and the process b restored
+    runs as memcache in every thread, as the primary's did."""
+    cmd = [c if c != "root" else "memcache" for c in MEMCACHED]
+    name = f"mcu{mode[0]}"
+    ip = run_service(name, cmd, extra=("--mode", mode))
+    before = thread_ids(status(name)["primary_view"]["pid"])
+    memcache = pwd.getpwnam("memcache")
+    assert before == {(" ".join([str(memcache.pw_uid)] * 4), " ".join([str(memcache.pw_gid)] * 4), "0000000000000000")}, before
+    fail_primary_under_load_on(name, ip, "memcached", 11211, tmp_path)
+    after = thread_ids(status(name)["primary_view"]["pid"])
+    assert after == before, f"the restored memcached's threads have {after}, the primary's had {before}"
 
 
 def test_primary_failure_in_rr_mode(lab, tmp_path):

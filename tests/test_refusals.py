@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (CGROUP_ROOT, CMD_TIMEOUT, RESULT_TIMEOUT, RUNTIME_BUILD, Rrc, ZDTM_DIR, delete_netns, netns_exec,
+from conftest import (CGROUP_ROOT, CMD_TIMEOUT, RESULT_TIMEOUT, RUNTIME_BUILD, Rrc, ZDTM_DIR, delete_netns,
                       last_line_int, pid_alive, read_text, run, snapshot_cgroups, wait_for_file, wait_until, zdtm_bin,
                       NETNS_PREFIX, TOOLS)
 
@@ -175,6 +175,21 @@ def test_dump_refuses_state_it_would_lose(rrc, tmp_path, netns, mode, words):
     p.still_works()
 
 
+def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
+    """The probe's dump is refused naming words, leaves no image and the
+    probe runs on; once it cleared its state it dumps and restores."""
+    msg = rrc.fails("dump", "--pid", str(p.pid), "--images", str(tmp_path / "img-refused"), "--leave-running",
+                    "--snapshot", snapshot)
+    assert_names(msg, *words)
+    assert not (tmp_path / "img-refused" / "checkpoint.rrc").exists(), "a refused dump left an image"
+    (p.zdir / "clear").touch()
+    wait_for_file(p.zdir / "cleared", pid=p.pid, log=p.log)
+    rrc.dump(p.pid, tmp_path / "img", leave_running=False, snapshot=snapshot)
+    wait_until(lambda: not pid_alive(p.pid), 15, "the probe to end after its final dump")
+    p.pid = rrc.restore(tmp_path / "img", netns=netns)
+    p.still_works()
+
+
 @pytest.mark.parametrize("snapshot", ["fork", "copy"])
 @pytest.mark.parametrize("mode,words", [
     ("pty", ["character device", "/dev/ptmx", "fd 3"]),
@@ -189,41 +204,19 @@ def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, m
     runs on, and once the state is gone the same process dumps and
     restores (refuse_fds.c)."""
     p = Probe(rrc, tmp_path, netns, "refuse_fds", mode)
-    msg = rrc.fails("dump", "--pid", str(p.pid), "--images", str(tmp_path / "img-refused"), "--leave-running",
-                    "--snapshot", snapshot)
-    assert_names(msg, *words)
-    assert not (tmp_path / "img-refused" / "checkpoint.rrc").exists(), "a refused dump left an image"
-    (p.zdir / "clear").touch()
-    wait_for_file(p.zdir / "cleared", pid=p.pid, log=p.log)
-    rrc.dump(p.pid, tmp_path / "img", leave_running=False, snapshot=snapshot)
-    wait_until(lambda: not pid_alive(p.pid), 15, "the probe to end after its final dump")
-    p.pid = rrc.restore(tmp_path / "img", netns=netns)
-    p.still_works()
+    refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words)
 
 
 @pytest.mark.parametrize("snapshot", ["fork", "copy"])
-def test_dump_refuses_a_server_that_switched_users(rrc, tmp_path, netns, snapshot):
-    """memcached -u nobody drops root with setuid, which makes it not
-    dumpable: the kernel then denies it its own /proc/self/pagemap and mem.
-    The dump is refused naming that, and memcached runs on and answers."""
-    port = 11311
-    log = tmp_path / "memcached.log"
-    memcached = shutil.which("memcached") or "/usr/bin/memcached"
-    pid = rrc.exec([memcached, "-t", "2", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-m", "16",
-                    "-u", "nobody"], netns=netns, log=log)
-    version = ("import socket\n"
-               f"s=socket.create_connection(('127.0.0.1',{port}),timeout=5)\n"
-               "s.sendall(b'version\\r\\n')\n"
-               "print(s.recv(100).decode().strip())\n")
-    wait_until(lambda: netns_exec(netns, [sys.executable, "-c", version], check=False).returncode == 0,
-               30, "memcached to answer", interval=0.05, diag=lambda: read_text(log))
-    msg = rrc.fails("dump", "--pid", str(pid), "--images", str(tmp_path / "img"), "--leave-running",
-                    "--snapshot", snapshot)
-    assert_names(msg, "not dumpable", "setuid")
-    assert not (tmp_path / "img" / "checkpoint.rrc").exists(), "a refused dump left an image"
-    assert pid_alive(pid), f"a refused dump killed memcached\n{read_text(log)}"
-    assert netns_exec(netns, [sys.executable, "-c", version]).stdout.startswith("VERSION"), \
-        "memcached does not answer after the refused dump"
+def test_dump_refuses_threads_with_different_credentials(rrc, tmp_path, netns, snapshot):
+    """The image gives every thread the main thread's credentials (a
+    server that switched users with glibc's setuid has one set: carried,
+    tests/test_servers.py memcached -u memcache, zdtm creds). A raw
+    setresuid in one thread changes that thread's alone: refused naming
+    it, the process runs on, and with its ids alike again it dumps and
+    restores (refuse_creds.c)."""
+    p = Probe(rrc, tmp_path, netns, "refuse_creds")
+    refused_then_restored(rrc, tmp_path, netns, p, snapshot, "threads", "raw system call", "PROCESS_STATE")
 
 
 # ------------------------------------------------------------------ restore-time refusals

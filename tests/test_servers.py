@@ -10,10 +10,12 @@ restored server answers new clients.
 """
 import hashlib
 import os
+import pwd
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,24 +141,60 @@ def test_redis_sleep_is_not_cut_short_by_dumps(rrc, tmp_path, netns):
 
 # ------------------------------------------------------------------ memcached
 
-def test_memcached(rrc, tmp_path, netns):
+def proc_creds(pid: int) -> dict:
+    """Every thread's Uid, Gid, Groups and capability lines, and whether
+    the process is dumpable (one that is not has root's /proc files; for
+    a process of root's, None: its files are root's either way)."""
+    out = {}
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        st = dict(line.split(":", 1) for line in read_text(task / "status").splitlines() if ":" in line)
+        out[task.name] = tuple(" ".join(st[k].split()) for k in ("Uid", "Gid", "Groups", "CapPrm", "CapEff", "CapBnd"))
+    euid = int(next(iter(out.values()))[0].split()[1])
+    return {"threads": out, "dumpable": os.stat(f"/proc/{pid}/pagemap").st_uid != 0 if euid else None}
+
+
+@pytest.mark.parametrize("user", ["root", "memcache"])
+def test_memcached(rrc, tmp_path, netns, user):
+    """memcached -t 4 through a chain of dumps and a restore. As `-u
+    memcache` (Debian's own configuration) it switches users after its
+    start, which leaves it not dumpable: every dump makes it dumpable for
+    its duration only, and the restore gives every thread the credentials
+    it had (ids, groups, capabilities) and leaves it not dumpable again."""
     port = 11211
     log = tmp_path / "memcached.log"
     pid = rrc.exec([server_bin("memcached"), "-t", 4, "-p", port, "-l", "127.0.0.1", "-U", 0, "-m", 1024,
-                    "-u", "root"], netns=netns, log=log)
+                    "-u", user], netns=netns, log=log)
     wait_serving(netns, ["memcstat", f"--servers=127.0.0.1:{port}"], pid, log, "memcached")
+    creds = proc_creds(pid)
+    if user != "root":
+        uid = str(pwd.getpwnam(user).pw_uid)
+        assert all(c[0] == " ".join([uid] * 4) for c in creds["threads"].values()), creds
+        assert not creds["dumpable"], f"memcached -u {user} is dumpable before any dump: {creds}"
     chain = Chain(rrc, tmp_path)
     kv(netns, "mc-load", port, 0)
     chain.dump(pid)
     for phase in range(1, INCREMENTS + 1):
         kv(netns, "mc-load", port, phase)
         chain.dump(pid)
+    assert proc_creds(pid) == creds, "the dumps changed memcached's credentials or left it dumpable"
     kv(netns, "mc-model", port, INCREMENTS + 1)
     kv(netns, "mc-snapshot", port, tmp_path / "snap.json")
     chain.final(pid)
+    shown = rrc.inspect(chain.images[-1])["images"][-1]["creds"]
+    assert shown["uids"] == [int(c) for c in next(iter(creds["threads"].values()))[0].split()], shown
+    assert shown["dumpable"] == (creds["dumpable"] if user != "root" else True), shown
 
     rpid = rrc.restore(chain.images[-1], netns=netns)
     wait_serving(netns, ["memcstat", f"--servers=127.0.0.1:{port}"], rpid, log, "restored memcached")
+    restored = proc_creds(rpid)
+    assert sorted(restored["threads"].values()) == sorted(creds["threads"].values()) and \
+        restored["dumpable"] == creds["dumpable"], f"credentials before the dumps: {creds}\nafter the restore: {restored}"
+    # the restored process goes on being checkpointed (an incremental on
+    # the image it came from), and keeps its credentials through it
+    chain.dump(rpid)
+    after = proc_creds(rpid)
+    assert sorted(after["threads"].values()) == sorted(creds["threads"].values()) and \
+        after["dumpable"] == creds["dumpable"], f"a dump of the restored memcached changed its credentials: {after}"
     kv(netns, "mc-model", port, INCREMENTS + 1)
     kv(netns, "mc-compare", port, tmp_path / "snap.json")
     # new clients: the libmemcached tools store and read back a file
@@ -243,6 +281,61 @@ mimetype.assign = (".html" => "text/html", "" => "application/octet-stream")
         re.search(r"^Failed requests:\s+0$", ab.stdout, re.M), ab.stdout
     assert pid_alive(rpid), f"restored lighttpd died\n{read_text(log)}"
     print(chain.report())
+
+
+def test_lighttpd_that_switches_users(rrc, tmp_path, netns):
+    """lighttpd with `server.username` (Debian's configuration runs it as
+    www-data): it binds as root, then switches users. Dumped in a chain,
+    restored, and the restored server serves the same bytes, in every
+    thread as www-data and not dumpable, as before the dumps."""
+    port = 8081
+    # www-data must reach the site: not under pytest's root-only tmp_path
+    base = Path(tempfile.mkdtemp(prefix="rrc-www-"))
+    www, logs = base / "www", base / "logs"
+    www_data = pwd.getpwnam("www-data")
+    try:
+        os.chmod(base, 0o755)
+        logs.mkdir()
+        os.chown(logs, www_data.pw_uid, www_data.pw_gid)  # lighttpd opens its log as www-data
+        files = make_files(www, "u", 40, 50_000)
+        os.chmod(www, 0o755)
+        (www / "index.html").write_text("<html>rrc</html>\n")
+        for f in www.iterdir():
+            os.chmod(f, 0o644)
+        conf = tmp_path / "lighttpd.conf"
+        conf.write_text(f'''
+server.document-root = "{www}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.username = "www-data"
+server.groupname = "www-data"
+server.errorlog = "{logs / 'error.log'}"
+server.max-worker = 0
+index-file.names = ("index.html")
+mimetype.assign = (".html" => "text/html", "" => "application/octet-stream")
+''')
+        log = tmp_path / "lighttpd.log"
+        pid = rrc.exec([server_bin("lighttpd"), "-D", "-f", conf], netns=netns, log=log)
+        index = ["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/index.html"]
+        wait_serving(netns, index, pid, log, "lighttpd")
+        creds = proc_creds(pid)
+        assert {c[0] for c in creds["threads"].values()} == {" ".join([str(www_data.pw_uid)] * 4)}, creds
+        assert creds["dumpable"] is False, creds
+        chain = Chain(rrc, tmp_path)
+        chain.dump(pid)
+        assert fetch_all(netns, port, list(files), tmp_path / "fetch0") == files
+        chain.dump(pid)
+        assert proc_creds(pid) == creds, "the dumps changed lighttpd's credentials or left it dumpable"
+        chain.final(pid)
+        rpid = rrc.restore(chain.images[-1], netns=netns)
+        wait_serving(netns, index, rpid, log, "restored lighttpd")
+        got = fetch_all(netns, port, list(files), tmp_path / "fetch-restored")
+        assert got == files, "the restored lighttpd serves other bytes"
+        restored = proc_creds(rpid)
+        assert sorted(restored["threads"].values()) == sorted(creds["threads"].values()) and \
+            restored["dumpable"] is False, f"before: {creds}\nrestored: {restored}"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ mtkv (the project's own server)

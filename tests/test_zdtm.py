@@ -48,6 +48,7 @@ PROGRAMS = {
     "signalfd": [],
     "procstate": [],
     "procattr": [],
+    "creds": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -19,6 +19,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "posix-timers.h"
+#include "creds.h"
 #include "sigpending.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
@@ -183,24 +184,6 @@ static int check_children(void)
 	return -1;
 }
 
-/* A process that switched users (setuid/setgid: memcached -u, lighttpd's
- * server.username, a daemon dropping root) or called
- * prctl(PR_SET_DUMPABLE, 0) is not dumpable: the kernel then makes its
- * /proc files root's, and denies it its own /proc/self/pagemap and
- * /proc/self/mem, and the timers and children files the other checks
- * read. Refused by name, before anything is paused. */
-static int check_dumpable(void)
-{
-	if (rrc_sys_prctl(3 /* PR_GET_DUMPABLE */, 0, 0, 0, 0) == 1)
-		return 0;
-	rrc_set_err(RRC_ERR_SNAPSHOT, 0,
-		    "the process is not dumpable (it switched users with setuid/setgid, e.g. memcached -u "
-		    "or a server's user setting, or called prctl(PR_SET_DUMPABLE, 0)): the kernel denies it "
-		    "its own /proc/self/pagemap and /proc/self/mem, which a checkpoint reads; run the server "
-		    "without switching users", -1, 0);
-	return -1;
-}
-
 static int zero_id(const uint8_t *id)
 {
 	for (int i = 0; i < 16; i++)
@@ -307,7 +290,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_msg[0] = 0;
 	rrc_phelper_reap();
 	rrc_lib_ranges();
-	if (check_dumpable() < 0 || check_children() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 ||
+	if (check_children() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 ||
 	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0 || rrc_sigs_settle() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
@@ -342,6 +325,11 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed && rrc_sigs_check() < 0) {
 		failed = 1;
 		rrc_release(); /* nothing was scanned: dirty tracking is intact */
+	}
+	/* the credentials captured before the pause are still the process's */
+	if (!failed && rrc_creds_check() < 0) {
+		failed = 1;
+		rrc_release();
 	}
 	if (!failed && rrc_fj_check() < 0) {
 		failed = 1;
@@ -777,8 +765,16 @@ static int serve(int c)
 		/* above the application's fds, like every library fd */
 		int imgfd = rrc_fd_high(fd);
 		fd = -1;
+		/* a process that switched users is dumpable while it is
+		 * dumped, and only then (creds.c) */
+		if (rrc_creds_dump_begin() < 0) {
+			rrc_libfd_close(imgfd);
+			send_error(c, rrc_s->err_code, rrc_s->err_errno, rrc_s->err_msg);
+			break;
+		}
 		if (do_dump(c, &req, imgfd) == DUMP_RESTORED)
 			return DUMP_RESTORED;
+		rrc_creds_dump_end();
 		break;
 	}
 	case RRC_CTL_HOLD: {

@@ -59,6 +59,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include "rrc_lib.h"
+#include "creds.h"
 #include "rr-sink.h"
 
 /* The application's VMAs smaller than this are inherited by the helper
@@ -312,6 +313,10 @@ int rrc_phelper_spawn(void)
 		return 0;
 	if (h->pid > 0)
 		return 1;
+	/* a helper with fewer capabilities than the application's main
+	 * thread would be denied the application's /proc (creds.c) */
+	if (!rrc_creds_helper_may_read())
+		return 0;
 	uint64_t t0 = rrc_mono_ns();
 	struct rrc_helper_box *b = rrc_phelper_box();
 	if (!b)

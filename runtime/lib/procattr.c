@@ -27,6 +27,7 @@
  */
 #include <sys/prctl.h>
 #include "rrc_lib.h"
+#include "creds.h"
 
 /* A field of /proc/self/status, which shows the main thread's (seccomp
  * and no_new_privs are a thread's: the control thread's own would be
@@ -49,6 +50,9 @@ int rrc_procattr_capture(void)
 			    "inside the process, so no restore could install it again", -1, 0);
 		return -1;
 	}
+	/* the credentials from the same read (creds.c) */
+	if (rrc_creds_capture(st) < 0)
+		return -1;
 	rrc_memset(a, 0, sizeof *a);
 	a->size = sizeof *a;
 	char buf[32];

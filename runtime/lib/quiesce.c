@@ -19,6 +19,7 @@
 #include <asm/prctl.h>
 #include <sys/prctl.h>
 #include "rrc_lib.h"
+#include "creds.h"
 #include "lib-fds.h"
 #include "rr-replay.h"
 #include "sigpending.h"
@@ -113,6 +114,8 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 		uint64_t others = s->pending & ~(1ull << (RRC_PARK_SIG - 1));
 		if (others)
 			rrc_sigs_save(others, (int32_t)s->t.tid, s->t.flags & RRC_THR_F_MAIN);
+		if (s->t.flags & RRC_THR_F_MAIN)
+			rrc_creds_park_main(); /* its securebits: a thread's own (creds.c) */
 		if (rrc_ctx_save(&s->t.resume) == 0) {
 			RRC_ATOMIC_INC(&rrc_g.parked);
 			rrc_sys_futex(&rrc_g.parked, RRC_FUTEX_WAKE, 1, 0);

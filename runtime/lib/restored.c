@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include "rrc_lib.h"
 #include "posix-timers.h"
+#include "creds.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
 #include "rr-log.h"
@@ -101,6 +102,9 @@ void rrc_post_restore(void)
 	rrc_aq_restore(park);
 	/* POSIX timers, with their ids (posix-timers.c) */
 	rrc_timers_restored();
+	/* last of what may need root: this thread's own credentials, which
+	 * the restorer gave every application thread (creds.c) */
+	rrc_creds_restored();
 	rrc_g.restored = 1;
 	/* `rrc restore --replay`: the log indexed and replay on before any
 	 * thread runs. A log that cannot be replayed leaves the threads parked

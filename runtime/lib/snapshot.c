@@ -32,6 +32,7 @@
 #include <sys/uio.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
+#include "creds.h"
 
 #define USER_END 0x7ffffffff000ull
 #define OBUF     (1u << 20)
@@ -1371,6 +1372,9 @@ static __attribute__((noreturn)) void write_image(void)
 	/* PROCATTR: read by the control thread before the pause (procattr.c) */
 	if (rrc_s->procattr.size)
 		emit_section(RRC_SEC_PROCATTR, &rrc_s->procattr, sizeof rrc_s->procattr);
+	/* CREDS: with PROCATTR, before the pause (creds.c) */
+	if (rrc_s->procattr.size)
+		emit_section(RRC_SEC_CREDS, rrc_creds_image(), sizeof(struct rrc_creds));
 
 	/* FILEOPS: the data directory's changes up to the snapshot instant
 	 * (files-journal.c), straight from the journal in the arena */

@@ -189,6 +189,23 @@ static void chain_check_newest(struct chain *c)
 		c->attrs = a;
 	}
 
+	c->creds = 0;
+	if (nw->have[RRC_SEC_CREDS]) {
+		const struct rrc_creds *cr = nw->sec[RRC_SEC_CREDS];
+		if (nw->sec_len[RRC_SEC_CREDS] != sizeof *cr)
+			FAIL_NEWEST(c, "section CREDS has %llu bytes, expected %zu",
+				    (unsigned long long)nw->sec_len[RRC_SEC_CREDS], sizeof *cr);
+		if (cr->nr_groups > RRC_CREDS_GROUPS_MAX || cr->dumpable > 1)
+			FAIL_NEWEST(c, "section CREDS: %u groups (at most %d), dumpable %u (0 or 1)",
+				    cr->nr_groups, RRC_CREDS_GROUPS_MAX, cr->dumpable);
+		if ((cr->cap_eff & ~cr->cap_prm) || (cr->cap_amb & ~(cr->cap_prm & cr->cap_inh)))
+			FAIL_NEWEST(c, "section CREDS: effective capabilities %#llx not within the permitted %#llx, "
+				    "or ambient %#llx not within permitted and inheritable",
+				    (unsigned long long)cr->cap_eff, (unsigned long long)cr->cap_prm,
+				    (unsigned long long)cr->cap_amb);
+		c->creds = cr;
+	}
+
 	if (nw->sec_len[RRC_SEC_THREADS] % sizeof(struct rrc_thread))
 		FAIL_NEWEST(c, "section THREADS has a partial record");
 	c->threads = nw->sec[RRC_SEC_THREADS];

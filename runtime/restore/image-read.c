@@ -41,6 +41,7 @@ const char *section_name(uint32_t type)
 	case RRC_SEC_TCP:     return "TCP";
 	case RRC_SEC_FILEOPS: return "FILEOPS";
 	case RRC_SEC_PROCATTR: return "PROCATTR";
+	case RRC_SEC_CREDS:   return "CREDS";
 	case RRC_SEC_END:     return "END";
 	}
 	return "unknown";

@@ -134,6 +134,45 @@ static void restore_no_new_privs(const struct rrc_procattr *a)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_NO_NEW_PRIVS failed: %s", rst_strerror(errno));
 }
 
+/* The image's credentials are given to the threads by the blob, at the
+ * very end (rrc/creds.h); what would make that fail is found here, before
+ * anything changed: capabilities this restorer cannot grant (a capability
+ * set only shrinks), or its own lack of the capabilities the change
+ * needs. */
+static void check_creds(const struct rrc_creds *cr)
+{
+	struct { uint32_t version; int pid; } h = { 0x20080522u /* _LINUX_CAPABILITY_VERSION_3 */, 0 };
+	struct { uint32_t effective, permitted, inheritable; } d[2];
+	if (!cr)
+		return;
+	long r = rrc_sys_capget(&h, d);
+	if (r < 0)
+		rst_fail(RRC_RST_PROCESS, (int)-r, 0, "capget failed: %s", rst_strerror((int)-r));
+	uint64_t prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
+	uint64_t eff = d[0].effective | (uint64_t)d[1].effective << 32;
+	uint64_t need = 1ull << 6 /* CAP_SETGID */ | 1ull << 7 /* CAP_SETUID */ | 1ull << 8 /* CAP_SETPCAP */;
+	if ((eff & need) != need)
+		rst_fail(RRC_RST_PROCESS, EPERM, 0,
+			 "rrc-restore lacks CAP_SETUID, CAP_SETGID or CAP_SETPCAP (effective %#llx): it cannot give the "
+			 "process its credentials (uid %u, gid %u)", (unsigned long long)eff, cr->euid, cr->egid);
+	uint64_t bnd = 0;
+	for (unsigned cap = 0; cap < 64; cap++) {
+		int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+		if (in < 0)
+			break;
+		if (in)
+			bnd |= 1ull << cap;
+	}
+	uint64_t missing = (cr->cap_prm | cr->cap_inh) & ~prm;
+	if (missing)
+		rst_fail(RRC_RST_PROCESS, EPERM, 0,
+			 "the image's process had capabilities %#llx that rrc-restore does not have (its permitted set "
+			 "is %#llx): a restore cannot grant them", (unsigned long long)missing, (unsigned long long)prm);
+	if (cr->cap_bnd & ~bnd)
+		rst_log("warning: the image's bounding set %#llx has capabilities %#llx this restorer's has not; "
+			"they stay out of it", (unsigned long long)cr->cap_bnd, (unsigned long long)(cr->cap_bnd & ~bnd));
+}
+
 static void restore_process(const struct rrc_process *p)
 {
 	if (p->cwd[0] && chdir(p->cwd) < 0)
@@ -239,6 +278,7 @@ int main(int argc, char **argv)
 	chain_resolve_pages(&c);
 	mem_check_vmas(&c);
 	mem_check_vdso(&c);
+	check_creds(c.creds);
 
 	/* fds: ours (images, status, log, repaired sockets) move above the
 	 * image's numbers */

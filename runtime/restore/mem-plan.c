@@ -433,6 +433,10 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 	memcpy(a->auxv, c->proc->auxv, c->proc->auxv_words * 8);
 	memcpy(a->sigs, c->sigs, sizeof(a->sigs));
 	a->restore_area_addr = c->proc->restore_area_addr;
+	if (c->creds) {
+		a->has_creds = 1;
+		a->creds = *c->creds;
+	}
 	memcpy(a->image_id, c->newest->hdr.image_id, 16);
 	a->replay = in->replay;
 

@@ -27,7 +27,7 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 
 /* ---- image-read.c: one image file, verified ---- */
-#define RRC_SEC_MAX 11 /* section types 1..10 (8 TCP, 9 FILEOPS, 10 PROCATTR) */
+#define RRC_SEC_MAX 12 /* section types 1..11 (8 TCP, 9 FILEOPS, 10 PROCATTR, 11 CREDS) */
 
 struct pm_range {          /* pages of this image's PAGES section */
 	uint64_t vaddr, npages;
@@ -92,6 +92,7 @@ struct chain {
 	size_t nr_threads;
 	const struct rrc_sigaction *sigs;
 	const struct rrc_procattr *attrs; /* NULL: an image from before PROCATTR */
+	const struct rrc_creds *creds;    /* NULL: an image from before CREDS */
 	struct fill *fills;
 	size_t nr_fills, cap_fills;
 	uint64_t nr_pages;         /* pages to fill */

@@ -57,6 +57,8 @@ pub struct Image {
     pub fileops: Option<crate::fileops::FileOps>,
     /// PROCATTR (None: an image from before it).
     pub procattr: Option<crate::sections::ProcAttr>,
+    /// CREDS (None: an image from before it).
+    pub creds: Option<crate::sections::Creds>,
     /// The TCP stream table at this snapshot (not merged with a parent's).
     pub tcp: Vec<TcpStream>,
     /// File offset of the PAGES payload; page data of the IN_IMAGE entries
@@ -322,6 +324,11 @@ impl Image {
             None => None,
         };
 
+        let creds = match payloads.get(&SectionKind::Creds) {
+            Some(p) => Some(crate::sections::parse_creds(p).map_err(|m| malformed(path, sec(SectionKind::Creds), m))?),
+            None => None,
+        };
+
         if process.nr_threads as usize != threads.len() {
             return Err(malformed(
                 path,
@@ -355,6 +362,7 @@ impl Image {
             signals,
             fileops,
             procattr,
+            creds,
             tcp,
             pages_offset,
             pages_bytes,

@@ -27,6 +27,8 @@ pub enum SectionKind {
     Fileops,
     /// Optional: process attributes (images from before it have none).
     ProcAttr,
+    /// Optional: credentials (images from before it have none).
+    Creds,
     End,
 }
 
@@ -55,6 +57,7 @@ impl SectionKind {
             8 => SectionKind::Tcp,
             9 => SectionKind::Fileops,
             10 => SectionKind::ProcAttr,
+            11 => SectionKind::Creds,
             0xffff => SectionKind::End,
             _ => return None,
         })
@@ -72,6 +75,7 @@ impl SectionKind {
             SectionKind::Tcp => 8,
             SectionKind::Fileops => 9,
             SectionKind::ProcAttr => 10,
+            SectionKind::Creds => 11,
             SectionKind::End => 0xffff,
         }
     }
@@ -90,6 +94,7 @@ impl fmt::Display for SectionKind {
             SectionKind::Tcp => "TCP",
             SectionKind::Fileops => "FILEOPS",
             SectionKind::ProcAttr => "PROCATTR",
+            SectionKind::Creds => "CREDS",
             SectionKind::End => "END",
         })
     }
@@ -166,6 +171,65 @@ pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
             })
         }),
     })
+}
+
+/* ---- CREDS ------------------------------------------------------------ */
+
+/// sizeof(struct rrc_creds): the CREDS section's exact length.
+pub const CREDS_SIZE: usize = 344;
+/// `RRC_CREDS_GROUPS_MAX`.
+pub const CREDS_GROUPS_MAX: usize = 64;
+
+/// `struct rrc_creds`: the process's credentials (every thread's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Creds {
+    /// real, effective, saved, file-system
+    pub uids: [u32; 4],
+    pub gids: [u32; 4],
+    pub groups: Vec<u32>,
+    pub cap_inheritable: u64,
+    pub cap_permitted: u64,
+    pub cap_effective: u64,
+    pub cap_bounding: u64,
+    pub cap_ambient: u64,
+    pub securebits: u32,
+    /// the application's PR_GET_DUMPABLE (a dump makes it dumpable meanwhile)
+    pub dumpable: bool,
+}
+
+pub fn parse_creds(p: &[u8]) -> Result<Creds, String> {
+    if p.len() != CREDS_SIZE {
+        return Err(format!("{} bytes, struct rrc_creds is {CREDS_SIZE}", p.len()));
+    }
+    let ids = |o: usize| std::array::from_fn(|i| u32_at(p, o + 4 * i));
+    let nr_groups = u32_at(p, 80) as usize;
+    if nr_groups > CREDS_GROUPS_MAX {
+        return Err(format!("{nr_groups} supplementary groups, at most {CREDS_GROUPS_MAX}"));
+    }
+    let dumpable = match u32_at(p, 76) {
+        0 => false,
+        1 => true,
+        v => return Err(format!("dumpable is {v}, not 0 or 1")),
+    };
+    let c = Creds {
+        uids: ids(0),
+        gids: ids(16),
+        cap_inheritable: u64_at(p, 32),
+        cap_permitted: u64_at(p, 40),
+        cap_effective: u64_at(p, 48),
+        cap_bounding: u64_at(p, 56),
+        cap_ambient: u64_at(p, 64),
+        securebits: u32_at(p, 72),
+        dumpable,
+        groups: (0..nr_groups).map(|i| u32_at(p, 88 + 4 * i)).collect(),
+    };
+    if c.cap_effective & !c.cap_permitted != 0 || c.cap_ambient & !(c.cap_permitted & c.cap_inheritable) != 0 {
+        return Err(format!(
+            "effective capabilities {:#x} not within the permitted {:#x}, or ambient {:#x} not within permitted and inheritable",
+            c.cap_effective, c.cap_permitted, c.cap_ambient
+        ));
+    }
+    Ok(c)
 }
 
 /* ---- END -------------------------------------------------------------- */
@@ -1172,6 +1236,37 @@ mod tests {
         assert!(parse_procattr(&small).unwrap_err().contains("this reader knows 136"));
         p[12..16].copy_from_slice(&2u32.to_le_bytes());
         assert!(parse_procattr(&p).unwrap_err().contains("no_new_privs is 2"));
+    }
+
+    #[test]
+    fn credentials_are_read_at_their_offsets_and_checked() {
+        let mut p = vec![0u8; CREDS_SIZE];
+        let put32 = |p: &mut Vec<u8>, o: usize, v: u32| p[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        for (i, v) in [2001, 2002, 2003, 2002, 1001, 1002, 1003, 1002].into_iter().enumerate() {
+            put32(&mut p, 4 * i, v);
+        }
+        let caps = [0x400u64, 0x422, 0x402, 0x1fffeffffff, 0x400]; // inh prm eff bnd amb
+        for (i, v) in caps.into_iter().enumerate() {
+            p[32 + 8 * i..40 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        put32(&mut p, 72, 0x10);
+        put32(&mut p, 80, 3);
+        for (i, g) in [3, 7, 11].into_iter().enumerate() {
+            put32(&mut p, 88 + 4 * i, g);
+        }
+        let c = parse_creds(&p).unwrap();
+        assert_eq!((c.uids, c.gids, c.groups.clone()), ([2001, 2002, 2003, 2002], [1001, 1002, 1003, 1002], vec![3, 7, 11]));
+        assert_eq!((c.cap_inheritable, c.cap_permitted, c.cap_effective, c.cap_ambient, c.securebits, c.dumpable), (0x400, 0x422, 0x402, 0x400, 0x10, false));
+        assert!(parse_creds(&p[..CREDS_SIZE - 8]).unwrap_err().contains("struct rrc_creds is 344"));
+        let mut bad = p.clone();
+        put32(&mut bad, 76, 2);
+        assert!(parse_creds(&bad).unwrap_err().contains("dumpable is 2"));
+        let mut bad = p.clone();
+        put32(&mut bad, 80, 65);
+        assert!(parse_creds(&bad).unwrap_err().contains("65 supplementary groups"));
+        let mut bad = p.clone();
+        bad[48..56].copy_from_slice(&0x1000u64.to_le_bytes()); // effective outside permitted
+        assert!(parse_creds(&bad).unwrap_err().contains("not within the permitted"));
     }
 
     /// A record of kind 13 names the fd whose open file description it

@@ -38,6 +38,9 @@ pub struct ImageSummary {
     /// PROCATTR: the process attributes the restorer sets again (absent: an older image).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub procattr: Option<crate::sections::ProcAttr>,
+    /// CREDS: the credentials every thread gets back (absent: an older image).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creds: Option<crate::sections::Creds>,
     /// The TCP stream table of this snapshot, every record.
     pub tcp: Vec<crate::sections::TcpStream>,
 }
@@ -71,6 +74,7 @@ impl Image {
             fd_records: self.fds.clone(),
             fileops: self.fileops.as_ref().map(|f| f.summary()),
             procattr: self.procattr.clone(),
+            creds: self.creds.clone(),
             tcp: self.tcp.clone(),
         }
     }

@@ -32,10 +32,13 @@ pub struct ImageWriter<W: Write> {
     sections: u32,
     /// Index into `SectionKind::REQUIRED` of the next section allowed.
     next: usize,
-    /// The optional PROCATTR was written (between SIGNALS and TCP, as
-    /// snapshot.c places it).
-    procattr: bool,
+    /// How many of `OPTIONAL` were passed (they go between SIGNALS and
+    /// TCP, in that order, as snapshot.c places them).
+    optional: usize,
 }
+
+/// The optional sections the writer takes, in their order.
+const OPTIONAL: [SectionKind; 2] = [SectionKind::ProcAttr, SectionKind::Creds];
 
 impl<W: Write> ImageWriter<W> {
     /// Writes the image header (its CRC computed here).
@@ -50,17 +53,17 @@ impl<W: Write> ImageWriter<W> {
             return Err(invalid("FULL flag, parent_id and sequence disagree (FULL <=> parent 0 <=> sequence 0)".into()));
         }
         w.write_all(&header.encode())?;
-        Ok(ImageWriter { w, off: IMAGE_HEADER_SIZE as u64, sections: 0, next: 0, procattr: false })
+        Ok(ImageWriter { w, off: IMAGE_HEADER_SIZE as u64, sections: 0, next: 0, optional: 0 })
     }
 
     fn admit(&mut self, kind: SectionKind) -> io::Result<()> {
         let tcp_at = SectionKind::REQUIRED.iter().position(|&k| k == SectionKind::Tcp);
-        if kind == SectionKind::ProcAttr {
-            if Some(self.next) == tcp_at && !self.procattr {
-                self.procattr = true;
+        if let Some(i) = OPTIONAL.iter().position(|&k| k == kind) {
+            if Some(self.next) == tcp_at && i >= self.optional {
+                self.optional = i + 1;
                 return Ok(());
             }
-            return Err(invalid("section PROCATTR out of order: it goes once, between SIGNALS and TCP".into()));
+            return Err(invalid(format!("section {kind} out of order: it goes once, between SIGNALS and TCP, PROCATTR before CREDS")));
         }
         match SectionKind::REQUIRED.iter().position(|&k| k == kind) {
             Some(i) if i == self.next => {

@@ -84,6 +84,8 @@ struct Meta {
     tcp: Vec<u8>,
     /// The newest image's PROCATTR payload, if it has one.
     procattr: Option<Vec<u8>>,
+    /// The newest image's CREDS payload, if it has one.
+    creds: Option<Vec<u8>>,
     /// The newest image's pagemap (its flags as received).
     pagemap: Vec<PagemapEntry>,
     /// The decoded image (for summaries); its page offsets refer to the
@@ -211,6 +213,7 @@ impl Store {
             signals: payload(SectionKind::Signals),
             tcp: payload(SectionKind::Tcp),
             procattr: image.sections.iter().any(|s| s.kind == SectionKind::ProcAttr).then(|| payload(SectionKind::ProcAttr)),
+            creds: image.sections.iter().any(|s| s.kind == SectionKind::Creds).then(|| payload(SectionKind::Creds)),
             pagemap: image.pagemap.clone(),
             image,
             base_id,
@@ -327,6 +330,9 @@ impl Store {
         wr.section(SectionKind::Signals, &m.signals)?;
         if let Some(a) = &m.procattr {
             wr.section(SectionKind::ProcAttr, a)?;
+        }
+        if let Some(c) = &m.creds {
+            wr.section(SectionKind::Creds, c)?;
         }
         wr.section(SectionKind::Tcp, &m.tcp)?;
         wr.section_chunks(SectionKind::Pages, &chunks)?;

@@ -107,6 +107,22 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
                 }
             }
         }
+        if let Some(c) = &im.creds {
+            let groups: Vec<String> = c.groups.iter().map(u32::to_string).collect();
+            println!(
+                "   creds uid {:?} gid {:?} groups [{}] caps eff {:#x} prm {:#x} inh {:#x} bnd {:#x} amb {:#x} securebits {:#x} dumpable {}",
+                c.uids,
+                c.gids,
+                groups.join(" "),
+                c.cap_effective,
+                c.cap_permitted,
+                c.cap_inheritable,
+                c.cap_bounding,
+                c.cap_ambient,
+                c.securebits,
+                c.dumpable
+            );
+        }
         println!("   tcp   {} stream(s)", im.tcp.len());
         for t in &im.tcp {
             let seq = match (t.write_seq_rel, t.read_seq_rel) {

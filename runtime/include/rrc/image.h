@@ -61,6 +61,7 @@ enum rrc_section_type {
 	RRC_SEC_TCP     = 8,      /* rrc_tcp_table + rrc_tcp_stream records */
 	RRC_SEC_FILEOPS = 9,      /* rrc_fileops_header + rrc_fileop records (optional) */
 	RRC_SEC_PROCATTR = 10,    /* struct rrc_procattr (optional: older images have none) */
+	RRC_SEC_CREDS   = 11,     /* struct rrc_creds (optional: older images have none) */
 	RRC_SEC_END     = 0xffff, /* struct rrc_end; always last */
 };
 
@@ -130,6 +131,30 @@ struct rrc_procattr {
 	 * pause): set again with the time that was left */
 	struct rrc_itimer itimers[3];
 };
+
+/* ---- CREDS ------------------------------------------------------------ */
+
+/* The process's credentials (runtime/lib/creds.c): the main thread's, read
+ * from /proc/self/status and prctl just before the pause, which every
+ * thread has (glibc's setuid and its kin change all threads at once; the
+ * pause refuses a control thread whose ids differ). The restorer gives
+ * them to every thread (restore/pie/restorer.c, common/creds.c) once
+ * nothing it still has to do needs root; the library's control thread
+ * takes them last (restored.c). `dumpable` is the application's
+ * PR_GET_DUMPABLE, not the one the dump ran with: a dump makes the process
+ * dumpable for its duration (a setuid cleared it, and the kernel then
+ * denies the process its own /proc/self/pagemap and mem). */
+#define RRC_CREDS_GROUPS_MAX 64
+struct rrc_creds {
+	uint32_t uid, euid, suid, fsuid;
+	uint32_t gid, egid, sgid, fsgid;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_bnd, cap_amb; /* bit n: capability n */
+	uint32_t secbits;         /* PR_GET_SECUREBITS */
+	uint32_t dumpable;        /* the application's PR_GET_DUMPABLE: 0 or 1 */
+	uint32_t nr_groups;       /* valid entries of groups */
+	uint32_t reserved;
+	uint32_t groups[RRC_CREDS_GROUPS_MAX]; /* supplementary groups */
+};                                /* 344 bytes: the section's exact length */
 
 /* ---- VMAS ------------------------------------------------------------- */
 
@@ -478,5 +503,12 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_fileops_header) == 16, "fileops header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_fileop) == 32, "fileop layout");
+/* rrc-image's parse_creds reads these offsets */
+RRC_STATIC_ASSERT(sizeof(struct rrc_creds) == 344, "creds layout");
+RRC_STATIC_ASSERT(__builtin_offsetof(struct rrc_creds, cap_inh) == 32 &&
+		  __builtin_offsetof(struct rrc_creds, secbits) == 72 &&
+		  __builtin_offsetof(struct rrc_creds, dumpable) == 76 &&
+		  __builtin_offsetof(struct rrc_creds, nr_groups) == 80 &&
+		  __builtin_offsetof(struct rrc_creds, groups) == 88, "creds field offsets");
 
 #endif /* RRC_IMAGE_H */

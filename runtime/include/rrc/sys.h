@@ -189,6 +189,18 @@ static inline long rrc_sys_timer_settime(int32_t id, int flags, const void *its,
 static inline long rrc_sys_rseq(uint64_t addr, uint32_t len, int flags, uint32_t sig)
 { return rrc_syscall4(SYS_rseq, (long)addr, len, flags, sig); }
 
+/* credentials (common/creds.c): per thread, as the kernel has them */
+static inline long rrc_sys_setgroups(int n, const uint32_t *g) { return rrc_syscall2(SYS_setgroups, n, (long)g); }
+static inline long rrc_sys_getgroups(int n, uint32_t *g) { return rrc_syscall2(SYS_getgroups, n, (long)g); }
+static inline long rrc_sys_setresuid(uint32_t r, uint32_t e, uint32_t s) { return rrc_syscall3(SYS_setresuid, r, e, s); }
+static inline long rrc_sys_setresgid(uint32_t r, uint32_t e, uint32_t s) { return rrc_syscall3(SYS_setresgid, r, e, s); }
+static inline long rrc_sys_getresuid(uint32_t *r, uint32_t *e, uint32_t *s) { return rrc_syscall3(SYS_getresuid, (long)r, (long)e, (long)s); }
+static inline long rrc_sys_getresgid(uint32_t *r, uint32_t *e, uint32_t *s) { return rrc_syscall3(SYS_getresgid, (long)r, (long)e, (long)s); }
+static inline long rrc_sys_setfsuid(uint32_t u) { return rrc_syscall1(SYS_setfsuid, u); }
+static inline long rrc_sys_setfsgid(uint32_t g) { return rrc_syscall1(SYS_setfsgid, g); }
+static inline long rrc_sys_capget(void *hdr, void *data) { return rrc_syscall2(SYS_capget, (long)hdr, (long)data); }
+static inline long rrc_sys_capset(void *hdr, const void *data) { return rrc_syscall2(SYS_capset, (long)hdr, (long)data); }
+
 /* Monotonic nanoseconds through the raw syscall (no vDSO: safe in the
  * restorer blob, where the vDSO moves). */
 static inline uint64_t rrc_mono_ns(void)

@@ -92,6 +92,10 @@ struct blob_args {
 
 	uint64_t restore_area_addr;
 	uint8_t  image_id[16];
+	/* the image's credentials, which each application thread takes last
+	 * (has_creds 0: an image from before CREDS, threads keep root's) */
+	uint32_t has_creds, reserved1;
+	struct rrc_creds creds;
 	struct rrc_replay_request replay; /* fd -1: no replay */
 
 	uint32_t nr_threads;                   /* including the main thread */

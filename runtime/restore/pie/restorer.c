@@ -29,6 +29,7 @@
 #include <linux/sched.h>
 #include <asm/prctl.h>
 #include "rrc/crc32c.h"
+#include "rrc/creds.h"
 #include "rrc/sys.h"
 #include "rrc/uapi.h"
 #include "blob.h"
@@ -459,6 +460,11 @@ static void child_thread(void *arg)
 
 	/* CLONE_SETTLS already set FS */
 	r = thread_setup(&bt->t, 0, &what);
+	/* an application thread takes the image's credentials now; the
+	 * library's control thread keeps root's for what it still does after
+	 * the restore, and takes them itself (lib/creds.c) */
+	if (r == 0 && a->has_creds && !(bt->t.flags & RRC_THR_F_CONTROL))
+		r = rrc_creds_apply(&a->creds, &what);
 	if (r < 0) {
 		a->fail_tid = bt->t.tid;
 		a->fail_errno = (int32_t)-r;
@@ -559,6 +565,9 @@ void restorer_main(struct blob_args *a)
 	 * can fail is done before "ok" is written. */
 	mt = &a->threads[a->main_index];
 	r = thread_setup(&mt->t, 1, &what);
+	/* last: clone3 with set_tid and PR_SET_MM needed root's */
+	if (r == 0 && a->has_creds)
+		r = rrc_creds_apply(&a->creds, &what);
 	if (r < 0) {
 		msg_str(&m, "thread ");
 		msg_dec(&m, mt->t.tid);

@@ -86,7 +86,9 @@ ZDTM_FN int zdtm_file_exists(const char *file)
 {
 	char path[PATH_MAX];
 	zdtm_path(path, sizeof(path), file);
-	return access(path, F_OK) == 0;
+	/* with the effective ids and capabilities: access() takes the real
+	 * ones, which a program that dropped privileges (creds.c) lacks */
+	return faccessat(AT_FDCWD, path, F_OK, AT_EACCESS) == 0;
 }
 
 /* $ZDTM_RUN_MS: verify that long after ready (0: when the file appears) */
