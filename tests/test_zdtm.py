@@ -49,6 +49,7 @@ PROGRAMS = {
     "procstate": [],
     "procattr": [],
     "creds": [],
+    "filelocks": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -122,12 +122,8 @@ int rrc_capture_epoll(int fd, struct rrc_fd *f)
 		}
 		if (!still_held(fd, e.fd, toff, ino, kdev))
 			return -1;
-		if (s->fdbuf_len + sizeof e > s->fdbuf_cap) {
-			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd buffer full at epoll fd ", fd, 0);
+		if (rrc_fd_data_put(&e, sizeof e, "fd buffer full at epoll fd ", fd) < 0)
 			return -1;
-		}
-		rrc_memcpy(s->fdbuf + s->fdbuf_len, &e, sizeof e);
-		s->fdbuf_len += sizeof e;
 		n++;
 	}
 	f = (struct rrc_fd *)(s->fdbuf + rec_off);

@@ -40,6 +40,18 @@ struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len)
 	return f;
 }
 
+int rrc_fd_data_put(const void *p, uint32_t n, const char *full, int fd)
+{
+	struct rrc_scratch *s = rrc_s;
+	if (s->fdbuf_len + n > s->fdbuf_cap) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, full, fd, 0);
+		return -1;
+	}
+	rrc_memcpy(s->fdbuf + s->fdbuf_len, p, n);
+	s->fdbuf_len += n;
+	return 0;
+}
+
 long rrc_read_fdinfo(int fd, char *buf, size_t cap)
 {
 	char path[64];

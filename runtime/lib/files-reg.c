@@ -2,7 +2,8 @@
  *
  * Regular files, directories and character devices: path (already in the
  * record), flags, and the offset, which the snapshot child shares with the
- * running parent and so must be read in the pause.
+ * running parent and so must be read in the pause; for files and
+ * directories, the locks they hold (file-locks.c).
  * ASYNC-SIGNAL-SAFE.
  */
 #include <sys/stat.h>
@@ -44,5 +45,6 @@ int rrc_capture_reg(struct rrc_fd *f, const char *link)
 	}
 	long pos = rrc_sys_lseek(f->fd, 0, 1 /* SEEK_CUR */);
 	f->pos = pos < 0 ? 0 : (uint64_t)pos;
-	return 0;
+	/* the locks it holds, the record's data (file-locks.c) */
+	return f->kind == RRC_FD_CHR ? 0 : rrc_capture_locks(f, f->fd);
 }

@@ -403,8 +403,12 @@ int rrc_procattr_capture(void) RRC_HIDDEN;
 int rrc_fds_share(void) RRC_HIDDEN;          /* fds-shared.c: later numbers of one open file -> RRC_FD_DUP */
 void rrc_fds_cleanup(void) RRC_HIDDEN;       /* parent, after the child: close library pipes */
 struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len) RRC_HIDDEN;
+/* n bytes more of the last record's inline data (epoll entries, file
+ * locks); 0, or -1 with the error "<full><fd>" set */
+int rrc_fd_data_put(const void *p, uint32_t n, const char *full, int fd) RRC_HIDDEN;
 int rrc_fd_kind_of_link(const char *link) RRC_HIDDEN;
 int rrc_capture_reg(struct rrc_fd *f, const char *link) RRC_HIDDEN;     /* files-reg.c */
+int rrc_capture_locks(struct rrc_fd *f, int fd) RRC_HIDDEN;             /* file-locks.c: f's data */
 int rrc_capture_pipe(struct rrc_fd *f, int fd) RRC_HIDDEN;              /* pipes.c */
 int rrc_capture_eventfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* eventfd.c */
 int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll.c */
@@ -417,7 +421,7 @@ static inline int rrc_fd_data_inline(const struct rrc_fd *f)
 {
 	/* a DUP keeps the place of the record it replaced (fds-shared.c):
 	 * any data it has is that record's inline data */
-	return f->kind == RRC_FD_EPOLL || f->kind == RRC_FD_DUP ||
+	return f->kind == RRC_FD_EPOLL || f->kind == RRC_FD_DUP || f->kind == RRC_FD_REG || f->kind == RRC_FD_DIR ||
 	       (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
 }
 /* size of a record in the scratch fd buffer: struct, path padded to 8,

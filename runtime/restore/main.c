@@ -279,6 +279,7 @@ int main(int argc, char **argv)
 	mem_check_vmas(&c);
 	mem_check_vdso(&c);
 	check_creds(c.creds);
+	locks_check(&c);
 
 	/* fds: ours (images, status, log, repaired sockets) move above the
 	 * image's numbers */
@@ -326,6 +327,8 @@ int main(int argc, char **argv)
 				 c.proc->exe_path, rst_strerror(errno));
 		in.exe_fd = fd_high(&x, fd);
 	}
+	/* the file locks once no fd of the process is closed any more */
+	locks_restore(&c);
 	rq.fd = replay_fd;
 	if (replay_races) {
 		if (!strcmp(replay_races, "off"))

@@ -131,6 +131,8 @@ const char *fd_kind_name(uint32_t kind);
 void restore_reg(struct fd_ctx *x, struct rfd *r);      /* files-reg.c: REG, DIR, CHR */
 void restore_pipe(struct fd_ctx *x, struct rfd *r);     /* pipes.c */
 void restore_eventfd(struct fd_ctx *x, struct rfd *r);  /* eventfd.c */
+void locks_check(const struct chain *c);               /* file-locks.c: before any change */
+void locks_restore(const struct chain *c);             /* file-locks.c: after every fd */
 void restore_epoll(struct fd_ctx *x, struct rfd *r);    /* epoll.c: create */
 void restore_epoll_entries(struct fd_ctx *x, struct rfd *r); /* epoll.c: after all others */
 void restore_timerfd(struct fd_ctx *x, struct rfd *r);  /* timerfd.c */

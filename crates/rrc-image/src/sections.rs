@@ -842,6 +842,50 @@ pub enum FdDetail {
     Epoll { entries: Vec<EpollEntry> },
     /// Restored by dup3 of fd `of` (kind `Dup`).
     Dup { of: i32 },
+    /// A file or directory holding locks (its record's data).
+    Locks { locks: Vec<FileLock> },
+}
+
+/// sizeof(struct rrc_file_lock).
+pub const FILE_LOCK_SIZE: usize = 24;
+/// `RRC_LOCKS_PER_FD`.
+pub const LOCKS_PER_FD: usize = 64;
+
+/// `struct rrc_file_lock`: a lock a file or directory record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FileLock {
+    /// "flock", "posix" or "ofd"
+    pub kind: &'static str,
+    pub write: bool,
+    /// POSIX and OFD: the first byte and the length (0: to the end of the file).
+    pub start: i64,
+    pub len: i64,
+}
+
+fn parse_locks(data: &[u8]) -> Result<Vec<FileLock>, String> {
+    if data.len() % FILE_LOCK_SIZE != 0 || data.len() / FILE_LOCK_SIZE > LOCKS_PER_FD {
+        return Err(format!("{} bytes of file locks: not a whole number of at most {LOCKS_PER_FD} records", data.len()));
+    }
+    data.chunks_exact(FILE_LOCK_SIZE)
+        .map(|l| {
+            let kind = match u32_at(l, 0) {
+                1 => "flock",
+                2 => "posix",
+                3 => "ofd",
+                k => return Err(format!("file lock of unknown kind {k}")),
+            };
+            let write = match u32_at(l, 4) {
+                0 => false,
+                1 => true,
+                t => return Err(format!("file lock of type {t}, not read 0 or write 1")),
+            };
+            let (start, len) = (i64_at(l, 8), i64_at(l, 16));
+            if start < 0 || len < 0 {
+                return Err(format!("file lock at {start} of length {len}"));
+            }
+            Ok(FileLock { kind, write, start, len })
+        })
+        .collect()
 }
 
 /// `struct rrc_fd` + path + data.
@@ -933,6 +977,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
                 }
             }
             FdKind::Dup => FdDetail::Dup { of: i32_at(r, u) },
+            FdKind::Reg | FdKind::Dir if data_len > 0 => FdDetail::Locks { locks: parse_locks(data).map_err(ctx)? },
             _ => FdDetail::None,
         };
         if let FdDetail::Pipe { has_data, .. } = detail {
@@ -1236,6 +1281,27 @@ mod tests {
         assert!(parse_procattr(&small).unwrap_err().contains("this reader knows 136"));
         p[12..16].copy_from_slice(&2u32.to_le_bytes());
         assert!(parse_procattr(&p).unwrap_err().contains("no_new_privs is 2"));
+    }
+
+    #[test]
+    fn a_file_record_carries_its_locks() {
+        let lock = |kind: u32, ty: u32, start: i64, len: i64| {
+            let mut l = vec![0u8; FILE_LOCK_SIZE];
+            l[0..4].copy_from_slice(&kind.to_le_bytes());
+            l[4..8].copy_from_slice(&ty.to_le_bytes());
+            l[8..16].copy_from_slice(&start.to_le_bytes());
+            l[16..24].copy_from_slice(&len.to_le_bytes());
+            l
+        };
+        let data = [lock(2, 1, 0, 100), lock(3, 1, 100, 50), lock(1, 0, 0, 0)].concat();
+        let locks = parse_locks(&data).unwrap();
+        assert_eq!(locks[0], FileLock { kind: "posix", write: true, start: 0, len: 100 });
+        assert_eq!((locks[1].kind, locks[2].kind, locks[2].write), ("ofd", "flock", false));
+        assert!(parse_locks(&data[..30]).unwrap_err().contains("not a whole number"));
+        assert!(parse_locks(&lock(4, 0, 0, 0)).unwrap_err().contains("unknown kind 4"));
+        assert!(parse_locks(&lock(2, 2, 0, 0)).unwrap_err().contains("type 2"));
+        assert!(parse_locks(&lock(2, 0, -1, 0)).unwrap_err().contains("at -1"));
+        assert!(parse_locks(&lock(1, 0, 0, 0).repeat(LOCKS_PER_FD + 1)).unwrap_err().contains("at most 64"));
     }
 
     #[test]

@@ -233,8 +233,8 @@ struct rrc_thread {
 /* ---- FDS -------------------------------------------------------------- */
 
 enum rrc_fd_kind {
-	RRC_FD_REG        = 1,  /* regular file: path, flags, pos */
-	RRC_FD_DIR        = 2,  /* directory: path, flags, pos */
+	RRC_FD_REG        = 1,  /* regular file: path, flags, pos; data: its rrc_file_locks */
+	RRC_FD_DIR        = 2,  /* directory: path, flags, pos; data: its rrc_file_locks */
 	RRC_FD_CHR        = 3,  /* character device node: path, flags */
 	RRC_FD_PIPE       = 4,  /* pipe end; data with the first end of each pipe */
 	RRC_FD_EVENTFD    = 5,
@@ -302,6 +302,25 @@ struct rrc_sockopts {
 	char     bindtodevice[16]; /* IFNAMSIZ, NUL-padded */
 	uint64_t reserved;
 };                                /* 96 bytes */
+
+/* The data of a REG or DIR record: the file locks its open file holds
+ * (runtime/lib/file-locks.c, from the fdinfo's "lock:" lines; restored by
+ * restore/file-locks.c once every fd is in place). A POSIX lock is the
+ * process's and is shown, and recorded, on the fd it was taken through;
+ * flock and OFD locks belong to the open file description (a DUP of the
+ * record shares them). */
+enum rrc_lock_kind {
+	RRC_LOCK_FLOCK = 1,       /* flock(2) */
+	RRC_LOCK_POSIX = 2,       /* fcntl F_SETLK, lockf */
+	RRC_LOCK_OFD   = 3,       /* fcntl F_OFD_SETLK */
+};
+#define RRC_LOCKS_PER_FD 64
+struct rrc_file_lock {
+	uint32_t kind;            /* enum rrc_lock_kind */
+	uint32_t type;            /* F_RDLCK 0, F_WRLCK 1 */
+	int64_t  start;           /* POSIX, OFD: the first byte */
+	int64_t  len;             /* POSIX, OFD: bytes; 0: to the end of the file, however long */
+};                                /* 24 bytes */
 
 struct rrc_epoll_entry {
 	int32_t  fd;
@@ -498,6 +517,7 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_vma) == 40, "vma layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_pagemap_entry) == 16, "pagemap layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sigaction) == 32, "sigaction layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_file_lock) == 24, "file lock layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sockopts) == RRC_SOCKOPTS_SIZE, "sockopts layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");

@@ -9,6 +9,8 @@
  *                two entries "tfd: A", the first no longer A's file
  *   epoll_socket a UDP socket added as A, dup2'd to B, A closed and a new
  *                socket made at A (not added): the entry's file is not A's
+ *   lease        a read lease (F_SETLEASE) on a file at fd A: an image does
+ *                not carry leases (file locks it does: zdtm filelocks)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -33,7 +35,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|lease|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -65,6 +67,13 @@ int main(int argc, char **argv)
 			ev.data.u64 = 2;
 			zdtm_check(epoll_ctl(EP, EPOLL_CTL_ADD, A, &ev) == 0, "add the new A");
 		}
+	} else if (!strcmp(mode, "lease")) {
+		char p[PATH_MAX];
+		zdtm_path(p, sizeof p, "leased");
+		int f = open(p, O_RDONLY | O_CREAT, 0644);
+		zdtm_check(f >= 0 && dup2(f, A) == A, "a file at A");
+		close(f);
+		zdtm_check(fcntl(A, F_SETLEASE, F_RDLCK) == 0, "F_SETLEASE F_RDLCK");
 	} else if (!strcmp(mode, "seccomp")) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		struct sock_fprog prog = { 1, &allow };
@@ -84,6 +93,8 @@ int main(int argc, char **argv)
 	if (m >= 0) {
 		close(s);
 		close(m);
+	} else if (!strcmp(mode, "lease")) {
+		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
 	} else {
 		zdtm_check(close(B) == 0, "close B: the first eventfd's last fd, its entry goes");
 	}
