@@ -197,10 +197,12 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("epoll_collide", ["epoll fd 22", "fd 20", "another file"]),
     ("epoll_socket", ["epoll fd 22", "fd 20", "another file"]),
     ("lease", ["fd 20", "file lease", "F_SETLEASE"]),
+    ("unix_dgram", ["unix socket fd 20", "datagrams queued"]),
+    ("unix_rights", ["unix socket fd 20", "file descriptors", "in flight", "SCM_RIGHTS"]),
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
     """A terminal, an epoll entry whose number no longer holds its file, a
-    file lease:
+    file lease, a datagram queued on a unix socket, an fd in flight:
     before these were refused the dump succeeded and the restore failed
     (or registered the wrong file). Refused naming the fd, the process
     runs on, and once the state is gone the same process dumps and

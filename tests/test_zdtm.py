@@ -50,6 +50,7 @@ PROGRAMS = {
     "procattr": [],
     "creds": [],
     "filelocks": [],
+    "unixpairs": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -81,6 +81,7 @@ static int lib_fd_kind(int fd)
 		return RRC_FD_LIB_CONTROL;
 	if (fd == rrc_g.uffd || fd == rrc_g.conn_fd || fd == rrc_g.pagemap_fd ||
 	    fd == rrc_g.maps_fd || fd == rrc_g.image_fd || fd == rrc_s->walk_fd || fd == rrc_s->diag_fd ||
+	    (rrc_s->unix_nl && fd == rrc_s->unix_nl - 1) ||
 	    fd == rrc_s->res_rfd || fd == rrc_s->res_wfd || fd == rrc_rp_log_fd() || rrc_rr_log_owns(fd))
 		return RRC_FD_LIB_INTERNAL;
 	for (uint32_t i = 0; i < rrc_s->nr_libpipes; i++)
@@ -203,8 +204,8 @@ static struct rrc_fd *new_record(struct walk *w, int fd, uint32_t plen, int kind
 static int capture_in_pause(struct walk *w, int fd, int lk)
 {
 	struct rrc_scratch *s = rrc_s;
-	if (lk == RRC_FD_LIB_INTERNAL && (fd == s->walk_fd || fd == s->diag_fd))
-		return 0; /* the walk's own directory fd, the TCP table's socket: gone in a moment */
+	if (lk == RRC_FD_LIB_INTERNAL && (fd == s->walk_fd || fd == s->diag_fd || (s->unix_nl && fd == s->unix_nl - 1)))
+		return 0; /* the walk's own directory fd, the TCP and unix tables' sockets: gone in a moment */
 	if (lk == RRC_FD_LIB_INTERNAL) /* not restored (the library remakes them): the kind is all */
 		return new_record(w, fd, 0, lk) ? 0 : 1;
 	struct stat st;
@@ -262,6 +263,8 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 			r = rrc_capture_socket(f, fd, prev);
 			if (r == 0)
 				r = rrc_capture_sockopts(f, fd, prev);
+			if (r == 0 && f->kind == RRC_FD_UNIX_OTHER)
+				r = rrc_capture_unix_peer(f, fd);
 		} else
 			r = rrc_capture_reg(f, link);
 		break;
@@ -369,6 +372,7 @@ int rrc_fds_capture(void)
 	char dir[64];
 	rrc_proc_path(dir, sizeof dir, "fd", -1);
 	long r = rrc_for_each_num_dirent(dir, s->dirbuf, sizeof s->dirbuf, capture_one, &w);
+	rrc_unix_walk_end();
 	if (!w.failed && r < 0)
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot read /proc/self/fd", -1, 0);
 	if (!w.failed && r >= 0 && rrc_fds_share() < 0)

@@ -30,6 +30,7 @@
 #define RRC_PARK_SIG      64      /* SIGRTMAX: the park signal */
 #define RRC_MAX_THREADS   1024
 #define RRC_MAX_FDS       4096    /* fds above this are refused at dump */
+#define RRC_MAX_UNIX      4096    /* unix sockets of the namespace a dump can look through */
 #define RRC_MAX_LIBPIPES  256
 #define RRC_CTL_STACK     (512 * 1024)
 
@@ -261,6 +262,11 @@ struct rrc_scratch {
 	int      diag_fd;               /* the TCP table's netlink socket while the control thread
 					 * takes the table in a pause, the helper listing the fds (-1) */
 	uint8_t  nlbuf[65536];          /* netlink receive buffer */
+	/* the unix sockets of the namespace (sk-unix.c): read at the walk's
+	 * first connected unix socket, on a netlink socket of the walk's own */
+	int      unix_nl;               /* that socket + 1 while open, 0: none */
+	uint32_t nr_unix, unix_read;
+	struct rrc_unix_ent { uint64_t ino, peer; uint32_t shutdown, rqueue; } unix_tab[RRC_MAX_UNIX];
 	/* general buffers */
 	char     dirbuf[32768];
 	char     pathbuf[RRC_PATH_MAX + 64];
@@ -433,6 +439,16 @@ static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)
 /* sockets.c: a socket's options appended after its record (the record is
  * the last in the fd buffer); prev: the last capture's record of the fd */
 int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_HIDDEN;
+/* sk-unix.c: a connected unix socket's peer, shutdown and queued bytes
+ * appended after its options (the record is the last); the walk's end
+ * closes what it opened */
+int rrc_capture_unix_peer(struct rrc_fd *f, int fd) RRC_HIDDEN;
+void rrc_unix_walk_end(void) RRC_HIDDEN;
+/* sk-diag.c: one NETLINK_SOCK_DIAG dump (body: the family's request,
+ * after the netlink header), each answer to each() (which returns 0, or
+ * < 0 to stop with that); 0 at NLMSG_DONE or -errno */
+long rrc_diag_dump(int nl, const void *body, size_t body_len, uint32_t seq, uint8_t *buf, size_t buflen,
+		   long (*each)(const uint8_t *msg, long len, void *arg), void *arg) RRC_HIDDEN;
 /* the setsockopt wrapper, before and after the call (ASYNC-SIGNAL-SAFE) */
 void rrc_sockopt_bump(int fd) RRC_HIDDEN;
 long rrc_read_fdinfo(int fd, char *buf, size_t cap) RRC_HIDDEN;

@@ -141,29 +141,27 @@ static void fill(struct rrc_tcp_stream *t, const struct inet_diag_msg *m, const 
 
 /* One SOCK_DIAG_BY_FAMILY dump of one family (the states of the mask),
  * appended at out[*n]. */
-static long dump_family(int nl, uint8_t family, uint32_t states, uint32_t seq, struct rrc_tcp_stream *out,
-			uint32_t *n, uint32_t cap, uint8_t *buf, size_t buflen)
+long rrc_diag_dump(int nl, const void *body, size_t body_len, uint32_t seq, uint8_t *buf, size_t buflen,
+		   long (*each)(const uint8_t *msg, long len, void *arg), void *arg)
 {
 	struct {
 		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 r;
+		uint8_t body[96];
 	} req;
-	struct sockaddr_nl kernel;
-
+	if (body_len > sizeof req.body)
+		return -EINVAL;
 	rrc_memset(&req, 0, sizeof req);
-	req.nlh.nlmsg_len = sizeof req;
+	req.nlh.nlmsg_len = (uint32_t)(NLMSG_HDRLEN + body_len);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	req.nlh.nlmsg_seq = seq;
-	req.r.sdiag_family = family;
-	req.r.sdiag_protocol = IPPROTO_TCP;
-	req.r.idiag_ext = 1u << (INET_DIAG_INFO - 1);
-	req.r.idiag_states = states;
+	rrc_memcpy(req.body, body, body_len);
+	struct sockaddr_nl kernel;
 	rrc_memset(&kernel, 0, sizeof kernel);
 	kernel.nl_family = AF_NETLINK;
 	long r;
 	do
-		r = rrc_sys_sendto(nl, &req, sizeof req, 0, &kernel, sizeof kernel);
+		r = rrc_sys_sendto(nl, &req, req.nlh.nlmsg_len, 0, &kernel, sizeof kernel);
 	while (r == -EINTR);
 	if (r < 0)
 		return r;
@@ -193,16 +191,10 @@ static long dump_family(int nl, uint8_t family, uint32_t states, uint32_t seq, s
 				rrc_memcpy(&e, p + NLMSG_HDRLEN, sizeof e);
 				return e.error ? e.error : -EIO;
 			}
-			if (h.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
-			    h.nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
-				struct inet_diag_msg m;
-				rrc_memcpy(&m, p + NLMSG_HDRLEN, sizeof m);
-				if (*n >= cap)
-					return -ENOSPC;
-				uint32_t hdr = NLMSG_LENGTH(NLMSG_ALIGN(sizeof m));
-				const uint8_t *attrs = p + hdr;
-				long alen = (long)h.nlmsg_len - (long)hdr;
-				fill(&out[(*n)++], &m, attrs, alen < 0 ? 0 : alen);
+			if (h.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+				long e = each(p + NLMSG_HDRLEN, (long)h.nlmsg_len - NLMSG_HDRLEN, arg);
+				if (e < 0)
+					return e;
 			}
 		next:;
 			uint32_t step = NLMSG_ALIGN(h.nlmsg_len);
@@ -212,6 +204,38 @@ static long dump_family(int nl, uint8_t family, uint32_t states, uint32_t seq, s
 			left -= step;
 		}
 	}
+}
+
+struct tcp_out {
+	struct rrc_tcp_stream *out;
+	uint32_t *n, cap;
+};
+
+static long tcp_each(const uint8_t *msg, long len, void *arg)
+{
+	struct tcp_out *o = arg;
+	struct inet_diag_msg m;
+	if (len < (long)sizeof m)
+		return 0;
+	rrc_memcpy(&m, msg, sizeof m);
+	if (*o->n >= o->cap)
+		return -ENOSPC;
+	long hdr = NLMSG_ALIGN(sizeof m);
+	fill(&o->out[(*o->n)++], &m, msg + hdr, len - hdr < 0 ? 0 : len - hdr);
+	return 0;
+}
+
+static long dump_family(int nl, uint8_t family, uint32_t states, uint32_t seq, struct rrc_tcp_stream *out,
+			uint32_t *n, uint32_t cap, uint8_t *buf, size_t buflen)
+{
+	struct inet_diag_req_v2 req;
+	rrc_memset(&req, 0, sizeof req);
+	req.sdiag_family = family;
+	req.sdiag_protocol = IPPROTO_TCP;
+	req.idiag_ext = 1u << (INET_DIAG_INFO - 1);
+	req.idiag_states = states;
+	struct tcp_out o = { out, n, cap };
+	return rrc_diag_dump(nl, &req, sizeof req, seq, buf, buflen, tcp_each, &o);
 }
 
 static int addr_zero(const uint8_t *a)

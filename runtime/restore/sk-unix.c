@@ -6,11 +6,17 @@
  * path the container gives every restored process (docs/architecture.md).
  * A path is bound relative to the process's cwd, and the socket file gets
  * the mode it had.
- * Other unix sockets (connected ones) come back as one end of a fresh
- * socketpair whose other end is closed: the peer is gone.
+ * Other unix sockets (connected ones): two records that name each other
+ * as peers (struct rrc_unix_peer after the options, image.h) are the two
+ * ends of one socketpair of the process and come back as one, each end
+ * with the bytes that were queued for it (written from the other end) and
+ * its shutdown state; a socket whose peer is not in the process comes back
+ * as one end of a fresh socketpair whose other end is closed once its
+ * queued bytes are written: it reads them, then EOF, as from a peer gone.
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -51,6 +57,90 @@ static int listener(const struct rfd *r, int type, const struct sockaddr_un *sun
 	return fd;
 }
 
+/* The rrc_unix_peer of a UNIX_OTHER record, after its options, or NULL
+ * (an image from before it); *queued points at its bytes. */
+static const struct rrc_unix_peer *peer_of(const struct rfd *r, const uint8_t **queued)
+{
+	uint32_t size;
+	if (r->f->kind != RRC_FD_UNIX_OTHER || r->data_len < 4)
+		return 0;
+	memcpy(&size, r->data, 4);
+	if (size > r->data_len || r->data_len - size < sizeof(struct rrc_unix_peer))
+		return 0;
+	const struct rrc_unix_peer *p = (const struct rrc_unix_peer *)(r->data + size);
+	if (p->queued > r->data_len - size - sizeof *p)
+		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)r->f->fd, "fd %d: %u queued bytes, but the record holds %u",
+			 r->f->fd, p->queued, (unsigned)(r->data_len - size - sizeof *p));
+	*queued = (const uint8_t *)(p + 1);
+	return p;
+}
+
+/* the bytes queued for `to`, written from its peer `from` */
+static void refill(const struct rfd *r, int from, const struct rrc_unix_peer *p, const uint8_t *bytes)
+{
+	uint32_t off = 0;
+	/* the queue may have grown under the application's buffer sizes,
+	 * which are set again later (sk-opts.c) */
+	int room = (int)p->queued * 2 + 65536;
+	if (p->queued)
+		setsockopt(from, SOL_SOCKET, SO_SNDBUFFORCE, &room, sizeof room);
+	while (off < p->queued) {
+		ssize_t n = send(from, bytes + off, p->queued - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n <= 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: cannot queue its %u unread bytes again: %s",
+				 r->f->fd, p->queued, n < 0 ? rst_strerror(errno) : "short write");
+		off += (uint32_t)n;
+	}
+}
+
+static void shut(const struct rfd *r, int fd, uint32_t flags)
+{
+	int how = (flags & 3) == 3 ? SHUT_RDWR : (flags & 2) ? SHUT_WR : SHUT_RD;
+	if (flags & 3 && shutdown(fd, how) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: shutdown(%d) failed: %s", r->f->fd, how,
+			 rst_strerror(errno));
+}
+
+/* A connected unix socket: with its peer if the process has it */
+static int connected(struct fd_ctx *x, struct rfd *r, int type)
+{
+	int sv[2];
+	const uint8_t *q = 0, *pq = 0;
+	const struct rrc_unix_peer *p = peer_of(r, &q), *pp = 0;
+	struct rfd *peer = 0;
+
+	for (size_t i = 0; p && p->peer_ino && i < x->c->nr_fds; i++) {
+		struct rfd *o = &x->c->fds[i];
+		if (o != r && !o->done && o->f->kind == RRC_FD_UNIX_OTHER && o->f->ino == p->peer_ino &&
+		    (pp = peer_of(o, &pq)) != 0 && pp->peer_ino == r->f->ino) {
+			peer = o;
+			break;
+		}
+	}
+	if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: socketpair failed: %s", r->f->fd,
+			 rst_strerror(errno));
+	/* both above the image's numbers before either is placed */
+	sv[0] = fd_high(x, sv[0]);
+	sv[1] = fd_high(x, sv[1]);
+	if (p)
+		refill(r, sv[1], p, q);
+	if (peer) {
+		refill(peer, sv[0], pp, pq);
+		shut(r, sv[0], p->shutdown);
+		shut(peer, sv[1], pp->shutdown);
+		rst_log("fd %d and fd %d: one socketpair again, %u and %u bytes queued", r->f->fd, peer->f->fd,
+			p->queued, pp->queued);
+		fd_place(x, fd_high(x, sv[1]), peer);
+		peer->done = 1;
+	} else {
+		if (p)
+			shut(r, sv[0], p->shutdown & 2); /* its receive side ends with the peer's close */
+		close(sv[1]);
+	}
+	return sv[0];
+}
+
 void restore_unix(struct fd_ctx *x, struct rfd *r)
 {
 	const struct rrc_fd *f = r->f;
@@ -86,13 +176,7 @@ void restore_unix(struct fd_ctx *x, struct rfd *r)
 			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot set the mode %04o of unix socket %s: %s",
 				 f->fd, f->u.sock.file_mode & 07777, sun.sun_path, rst_strerror(errno));
 	} else {
-		int sv[2];
-
-		if (socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) < 0)
-			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: socketpair failed: %s", f->fd,
-				 rst_strerror(errno));
-		close(sv[1]);
-		fd = sv[0];
+		fd = connected(x, r, type);
 	}
 	fd_place(x, fd_high(x, fd), r);
 }

@@ -813,6 +813,35 @@ impl SockOpts {
     }
 }
 
+/// `struct rrc_unix_peer`: after a UNIX_OTHER record's options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnixPeer {
+    /// The peer socket's inode (0: none).
+    pub peer_ino: u64,
+    /// 1: receive side shut, 2: send side.
+    pub shutdown: u32,
+    /// Bytes queued for reading (they follow in the record).
+    pub queued: u32,
+}
+
+/// The `struct rrc_unix_peer` after the options of a connected unix
+/// socket's data, if there is one.
+fn parse_unix_peer(data: &[u8]) -> Result<Option<UnixPeer>, String> {
+    if data.len() < 4 {
+        return Ok(None);
+    }
+    let size = u32_at(data, 0) as usize;
+    if data.len() < size + 16 {
+        return Ok(None);
+    }
+    let p = &data[size..];
+    let peer = UnixPeer { peer_ino: u64_at(p, 0), shutdown: u32_at(p, 8), queued: u32_at(p, 12) };
+    if peer.shutdown > 3 || peer.queued as usize > p.len() - 16 {
+        return Err(format!("unix peer: shutdown {} and {} queued bytes in {} bytes", peer.shutdown, peer.queued, p.len() - 16));
+    }
+    Ok(Some(peer))
+}
+
 /// The kind-specific part of `struct rrc_fd` (its union), decoded by kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -838,6 +867,9 @@ pub enum FdDetail {
         /// The record's data (None: an image written before options were
         /// carried, or the library's control socket).
         options: Option<SockOpts>,
+        /// A connected unix socket's peer, shutdown and queued bytes
+        /// (after the options; None: another kind, or an older image).
+        unix_peer: Option<UnixPeer>,
     },
     Epoll { entries: Vec<EpollEntry> },
     /// Restored by dup3 of fd `of` (kind `Dup`).
@@ -964,6 +996,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
                 local: parse_sockaddr(&r[u + 32..u + 32 + SOCKADDR_SIZE]).map_err(|m| ctx(format!("local address: {m}")))?,
                 peer: parse_sockaddr(&r[u + 32 + SOCKADDR_SIZE..u + 32 + 2 * SOCKADDR_SIZE]).map_err(|m| ctx(format!("peer address: {m}")))?,
                 options: SockOpts::parse(data).map_err(ctx)?,
+                unix_peer: if kind == FdKind::UnixOther { parse_unix_peer(data).map_err(ctx)? } else { None },
             },
             FdKind::Epoll => {
                 if data_len % EPOLL_ENTRY_SIZE != 0 {

@@ -322,6 +322,19 @@ struct rrc_file_lock {
 	int64_t  len;             /* POSIX, OFD: bytes; 0: to the end of the file, however long */
 };                                /* 24 bytes */
 
+/* A connected unix socket's record (UNIX_OTHER) has, after its
+ * rrc_sockopts (at the offset of their size), its peer, its shutdown
+ * state and the bytes queued to be read from it (runtime/lib/sk-unix.c,
+ * from NETLINK_SOCK_DIAG and a MSG_PEEK; restore/sk-unix.c). Two records
+ * naming each other's inodes are the two ends of one socketpair, rebuilt
+ * connected. */
+struct rrc_unix_peer {
+	uint64_t peer_ino;        /* the peer's inode (0: none: unconnected, or its peer closed) */
+	uint32_t shutdown;        /* the socket's: 1 receive side, 2 send side (SHUT_RD/WR, its own or its peer's) */
+	uint32_t queued;          /* bytes queued for reading (a stream socket's), which follow, padded to 8 */
+};                                /* 16 bytes */
+#define RRC_UNIX_QUEUE_MAX (1u << 20) /* a receive queue beyond this is refused */
+
 struct rrc_epoll_entry {
 	int32_t  fd;
 	uint32_t events;
@@ -518,6 +531,7 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_pagemap_entry) == 16, "pagemap layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sigaction) == 32, "sigaction layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_file_lock) == 24, "file lock layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_unix_peer) == 16, "unix peer layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sockopts) == RRC_SOCKOPTS_SIZE, "sockopts layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");

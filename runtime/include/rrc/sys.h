@@ -156,6 +156,7 @@ static inline long rrc_sys_sendmsg(int fd, const void *msg, int flags)
 static inline long rrc_sys_recvfrom(int fd, void *buf, size_t n, int flags, void *addr, void *alen)
 { return rrc_syscall6(SYS_recvfrom, fd, (long)buf, (long)n, flags, (long)addr, (long)alen); }
 /* the accept queue of repaired connections after a restore (runtime/lib/accept-queue.c) */
+static inline long rrc_sys_recvmsg(int fd, void *msg, int flags) { return rrc_syscall3(SYS_recvmsg, fd, (long)msg, flags); }
 static inline long rrc_sys_connect(int fd, const void *addr, uint32_t alen) { return rrc_syscall3(SYS_connect, fd, (long)addr, alen); }
 static inline long rrc_sys_accept4(int fd, void *addr, void *alen, int flags) { return rrc_syscall4(SYS_accept4, fd, (long)addr, (long)alen, flags); }
 static inline long rrc_sys_setsockopt(int fd, int lvl, int opt, const void *val, uint32_t len)

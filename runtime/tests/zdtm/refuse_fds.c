@@ -9,6 +9,9 @@
  *                two entries "tfd: A", the first no longer A's file
  *   epoll_socket a UDP socket added as A, dup2'd to B, A closed and a new
  *                socket made at A (not added): the entry's file is not A's
+ *   unix_dgram   a datagram pair (fds A, B) with a datagram queued at A:
+ *                datagram boundaries are not carried yet
+ *   unix_rights  a stream pair (A, B) with an fd in flight to A (SCM_RIGHTS)
  *   lease        a read lease (F_SETLEASE) on a file at fd A: an image does
  *                not carry leases (file locks it does: zdtm filelocks)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
@@ -35,7 +38,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|lease|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_dgram|unix_rights|lease|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -67,6 +70,27 @@ int main(int argc, char **argv)
 			ev.data.u64 = 2;
 			zdtm_check(epoll_ctl(EP, EPOLL_CTL_ADD, A, &ev) == 0, "add the new A");
 		}
+	} else if (!strncmp(mode, "unix_", 5)) {
+		int sv[2];
+		int dgram = !strcmp(mode, "unix_dgram");
+		zdtm_check(socketpair(AF_UNIX, dgram ? SOCK_DGRAM : SOCK_STREAM, 0, sv) == 0, "socketpair");
+		zdtm_check(dup2(sv[0], A) == A && dup2(sv[1], B) == B, "the pair at A and B");
+		close(sv[0]);
+		close(sv[1]);
+		if (dgram) {
+			zdtm_check(send(B, "dgram", 5, 0) == 5, "a datagram to A");
+		} else {
+			char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, one = '1';
+			struct iovec iov = { &one, 1 };
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			int passed = 0;
+			memcpy(CMSG_DATA(cm), &passed, sizeof passed);
+			zdtm_check(sendmsg(B, &mh, 0) == 1, "an fd in flight to A");
+		}
 	} else if (!strcmp(mode, "lease")) {
 		char p[PATH_MAX];
 		zdtm_path(p, sizeof p, "leased");
@@ -95,6 +119,17 @@ int main(int argc, char **argv)
 		close(m);
 	} else if (!strcmp(mode, "lease")) {
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
+	} else if (!strncmp(mode, "unix_", 5)) {
+		char buf[8], cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { buf, sizeof buf };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+		zdtm_check(recvmsg(A, &mh, 0) > 0, "take what was queued at A");
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		if (cm && cm->cmsg_type == SCM_RIGHTS) {
+			int got;
+			memcpy(&got, CMSG_DATA(cm), sizeof got);
+			close(got);
+		}
 	} else {
 		zdtm_check(close(B) == 0, "close B: the first eventfd's last fd, its entry goes");
 	}
