@@ -51,6 +51,7 @@ PROGRAMS = {
     "creds": [],
     "filelocks": [],
     "unixpairs": [],
+    "ghosts": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

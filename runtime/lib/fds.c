@@ -138,14 +138,10 @@ static int classify(int fd, const char *link)
 	}
 	if (link[0] == '/') {
 		size_t l = rrc_strlen(link);
-		if (l > 10 && !rrc_strncmp(link + l - 10, " (deleted)", 10)) {
-			unsupported(fd, "a deleted file", link);
-			return -1;
-		}
-		if (rrc_startswith(link, "/memfd:")) {
-			unsupported(fd, "a memfd", link);
-			return -1;
-		}
+		/* a file deleted while open, a memfd: its contents go into
+		 * the image (files-ghost.c) */
+		if ((l > 10 && !rrc_strncmp(link + l - 10, " (deleted)", 10)) || rrc_startswith(link, "/memfd:"))
+			return RRC_FD_GHOST;
 		return 0;
 	}
 	unsupported(fd, "an object of an unsupported kind", link);
@@ -239,7 +235,7 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 			w->failed = 1;
 			return 1;
 		}
-		if (kind == 0 && !rrc_startswith(link, "socket:["))
+		if ((kind == 0 && !rrc_startswith(link, "socket:[")) || kind == RRC_FD_GHOST)
 			plen = (uint32_t)n;
 	}
 	int is_socket = kind == 0 && !plen;
@@ -273,6 +269,7 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 	case RRC_FD_EPOLL:   r = rrc_capture_epoll(fd, f); break;
 	case RRC_FD_TIMERFD: r = rrc_capture_timerfd(f, fd); break;
 	case RRC_FD_SIGNALFD: r = rrc_capture_signalfd(f, fd); break;
+	case RRC_FD_GHOST:   r = rrc_capture_ghost(f, fd); break;
 	default: r = 0;
 	}
 	if (r < 0) {
@@ -375,7 +372,7 @@ int rrc_fds_capture(void)
 	rrc_unix_walk_end();
 	if (!w.failed && r < 0)
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot read /proc/self/fd", -1, 0);
-	if (!w.failed && r >= 0 && rrc_fds_share() < 0)
+	if (!w.failed && r >= 0 && (rrc_fds_share() < 0 || rrc_ghosts_check() < 0))
 		w.failed = 1;
 	if (w.failed || r < 0) {
 		/* a partial list is no reference for the next capture */

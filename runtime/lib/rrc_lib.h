@@ -415,6 +415,8 @@ int rrc_fd_data_put(const void *p, uint32_t n, const char *full, int fd) RRC_HID
 int rrc_fd_kind_of_link(const char *link) RRC_HIDDEN;
 int rrc_capture_reg(struct rrc_fd *f, const char *link) RRC_HIDDEN;     /* files-reg.c */
 int rrc_capture_locks(struct rrc_fd *f, int fd) RRC_HIDDEN;             /* file-locks.c: f's data */
+int rrc_capture_ghost(struct rrc_fd *f, int fd) RRC_HIDDEN;             /* files-ghost.c: contents as data */
+int rrc_ghosts_check(void) RRC_HIDDEN;      /* files-ghost.c, after the walk: one open file per ghost */
 int rrc_capture_pipe(struct rrc_fd *f, int fd) RRC_HIDDEN;              /* pipes.c */
 int rrc_capture_eventfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* eventfd.c */
 int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll.c */
@@ -428,6 +430,7 @@ static inline int rrc_fd_data_inline(const struct rrc_fd *f)
 	/* a DUP keeps the place of the record it replaced (fds-shared.c):
 	 * any data it has is that record's inline data */
 	return f->kind == RRC_FD_EPOLL || f->kind == RRC_FD_DUP || f->kind == RRC_FD_REG || f->kind == RRC_FD_DIR ||
+	       f->kind == RRC_FD_GHOST ||
 	       (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
 }
 /* size of a record in the scratch fd buffer: struct, path padded to 8,

@@ -117,6 +117,7 @@ const char *fd_kind_name(uint32_t kind)
 {
 	switch (kind) {
 	case RRC_FD_REG: return "REG";
+	case RRC_FD_GHOST: return "GHOST";
 	case RRC_FD_DIR: return "DIR";
 	case RRC_FD_CHR: return "CHR";
 	case RRC_FD_PIPE: return "PIPE";
@@ -204,6 +205,9 @@ void fds_restore(struct fd_ctx *x)
 			break;
 		case RRC_FD_SIGNALFD:
 			restore_signalfd(x, r);
+			break;
+		case RRC_FD_GHOST:
+			restore_ghost(x, r);
 			break;
 		case RRC_FD_INET_LISTEN:
 		case RRC_FD_INET_DGRAM:

@@ -676,6 +676,8 @@ pub enum FdKind {
     /// The same open file description as an earlier fd (`FdDetail::Dup`).
     Dup,
     Signalfd,
+    /// A file deleted while open, or a memfd: its contents in the record.
+    Ghost,
     LibControl,
     LibInternal,
 }
@@ -697,6 +699,7 @@ impl FdKind {
             12 => FdKind::UnixOther,
             13 => FdKind::Dup,
             14 => FdKind::Signalfd,
+            15 => FdKind::Ghost,
             100 => FdKind::LibControl,
             101 => FdKind::LibInternal,
             _ => return None,
@@ -718,6 +721,7 @@ impl FdKind {
             FdKind::UnixOther => "unix_other",
             FdKind::Dup => "dup",
             FdKind::Signalfd => "signalfd",
+            FdKind::Ghost => "ghost",
             FdKind::LibControl => "lib_control",
             FdKind::LibInternal => "lib_internal",
         }
@@ -876,7 +880,13 @@ pub enum FdDetail {
     Dup { of: i32 },
     /// A file or directory holding locks (its record's data).
     Locks { locks: Vec<FileLock> },
+    /// A ghost file: `size` bytes of contents in the record's data; a
+    /// memfd's seals (F_GET_SEALS).
+    Ghost { size: u64, seals: u32, memfd: bool },
 }
+
+/// `RRC_GHOST_MAX`.
+pub const GHOST_MAX: u64 = 1 << 20;
 
 /// sizeof(struct rrc_file_lock).
 pub const FILE_LOCK_SIZE: usize = 24;
@@ -1011,6 +1021,13 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
             }
             FdKind::Dup => FdDetail::Dup { of: i32_at(r, u) },
             FdKind::Reg | FdKind::Dir if data_len > 0 => FdDetail::Locks { locks: parse_locks(data).map_err(ctx)? },
+            FdKind::Ghost => {
+                let size = u64_at(r, u);
+                if size > GHOST_MAX || size > data_len as u64 {
+                    return Err(ctx(format!("a ghost file of {size} bytes, {data_len} in the record (at most {GHOST_MAX})")));
+                }
+                FdDetail::Ghost { size, seals: u32_at(r, u + 8), memfd: u32_at(r, u + 12) != 0 }
+            }
             _ => FdDetail::None,
         };
         if let FdDetail::Pipe { has_data, .. } = detail {

@@ -244,16 +244,20 @@ enum rrc_fd_kind {
 	RRC_FD_INET_DGRAM = 9,  /* UDP socket, bound */
 	RRC_FD_INET_CONN  = 10, /* TCP connection: restored closed, or as the repaired socket handed in */
 	RRC_FD_UNIX_LISTEN = 11,
-	RRC_FD_UNIX_OTHER = 12, /* other unix socket: restored as a closed pair end */
+	RRC_FD_UNIX_OTHER = 12, /* other unix socket: with its peer, shutdown and queued bytes (rrc_unix_peer) */
 	RRC_FD_DUP        = 13, /* the same open file description as the earlier fd u.dup.of
 	                         * (dup, dup2, fcntl F_DUPFD): restored by dup3, so that the
 	                         * offset and the status flags stay shared */
 	RRC_FD_SIGNALFD   = 14, /* signalfd: the set of signals it reads (u.signalfd.sigmask) */
+	RRC_FD_GHOST      = 15, /* a regular file deleted while open, or a memfd ("ghost file"):
+	                         * path as its link read (" (deleted)" included), u.ghost,
+	                         * data: its contents (u.ghost.size bytes, padded to 8) */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */
 	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
 };
 
 #define RRC_SOCK_FILE_MODE 0x80000000u /* file_mode is valid */
+#define RRC_GHOST_MAX (1u << 20)          /* a ghost file's contents beyond this are refused */
 
 struct rrc_sockaddr {             /* big enough for sockaddr_in6 and short unix paths */
 	uint16_t family;
@@ -355,6 +359,7 @@ struct rrc_fd {
 		struct { uint64_t count; uint32_t semaphore; uint32_t reserved; } eventfd;
 		struct { int32_t of; uint32_t reserved; } dup;
 		struct { uint64_t sigmask; } signalfd;  /* bit n-1: signal n */
+		struct { uint64_t size; uint32_t seals; uint32_t memfd; } ghost; /* seals: F_GET_SEALS */
 		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
 			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
 		struct { int32_t family, type, protocol, backlog;

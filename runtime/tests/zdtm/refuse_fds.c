@@ -12,6 +12,9 @@
  *   unix_dgram   a datagram pair (fds A, B) with a datagram queued at A:
  *                datagram boundaries are not carried yet
  *   unix_rights  a stream pair (A, B) with an fd in flight to A (SCM_RIGHTS)
+ *   ghost_big    a memfd of 2 MiB at fd A: ghost contents over 1 MiB
+ *   ghost_twice  a memfd at A and the same memfd opened again at B (through
+ *                /proc/self/fd): two open files of one ghost
  *   lease        a read lease (F_SETLEASE) on a file at fd A: an image does
  *                not carry leases (file locks it does: zdtm filelocks)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
@@ -25,6 +28,7 @@
 #include <linux/seccomp.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -38,7 +42,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_dgram|unix_rights|lease|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_dgram|unix_rights|ghost_big|ghost_twice|lease|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -91,6 +95,19 @@ int main(int argc, char **argv)
 			memcpy(CMSG_DATA(cm), &passed, sizeof passed);
 			zdtm_check(sendmsg(B, &mh, 0) == 1, "an fd in flight to A");
 		}
+	} else if (!strncmp(mode, "ghost_", 6)) {
+		int big = !strcmp(mode, "ghost_big");
+		int mfd = memfd_create("refuse", 0);
+		zdtm_check(mfd >= 0 && dup2(mfd, A) == A, "a memfd at A");
+		close(mfd);
+		zdtm_check(ftruncate(A, big ? 2 << 20 : 4096) == 0, "its size");
+		if (!big) {
+			char self[64];
+			snprintf(self, sizeof self, "/proc/self/fd/%d", A);
+			int again = open(self, O_RDONLY);
+			zdtm_check(again >= 0 && dup2(again, B) == B, "the memfd opened again at B");
+			close(again);
+		}
 	} else if (!strcmp(mode, "lease")) {
 		char p[PATH_MAX];
 		zdtm_path(p, sizeof p, "leased");
@@ -117,6 +134,9 @@ int main(int argc, char **argv)
 	if (m >= 0) {
 		close(s);
 		close(m);
+	} else if (!strncmp(mode, "ghost_", 6)) {
+		close(A);
+		close(B);
 	} else if (!strcmp(mode, "lease")) {
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
 	} else if (!strncmp(mode, "unix_", 5)) {
