@@ -18,8 +18,8 @@
  * The credentials themselves (ids, supplementary groups, the capability
  * sets, securebits) are the main thread's, from /proc/self/status read
  * just before the pause (securebits, which no /proc file shows, by the
- * main thread itself in its park handler) into this file's state, in the library's memory
- * and so in every image (the CREDS section too). glibc's setuid and its
+ * main thread itself in its park handler) into this file's state, in the
+ * library's memory and so in every image (the CREDS section too). glibc's setuid and its
  * kin change every thread's (a signal to each), the library's threads
  * included: a control thread whose ids differ from the main thread's
  * means a thread changed its own with a raw system call, which is refused
