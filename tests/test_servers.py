@@ -236,23 +236,30 @@ def fetch_all(ns: str, port: int, names, dest: Path) -> dict:
     return {n: hashlib.sha256((dest / n).read_bytes()).hexdigest() for n in names}
 
 
+def lighttpd_conf(conf: Path, www: Path, port: int, errorlog: Path, extra: str) -> Path:
+    """A single-process lighttpd serving www on 127.0.0.1:port, with
+    extra lines (a user to switch to, the stat cache)."""
+    conf.write_text(f'''
+server.document-root = "{www}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{errorlog}"
+server.max-worker = 0
+{extra}
+index-file.names = ("index.html")
+mimetype.assign = (".html" => "text/html", "" => "application/octet-stream")
+''')
+    return conf
+
+
 def test_lighttpd(rrc, tmp_path, netns):
     port = 8080
     www = tmp_path / "www"
     files = make_files(www, "base", 300, 200_000)
     files.update(make_files(www, "big", 2, 20_000_000))
     (www / "index.html").write_text("<html>rrc</html>\n")
-    conf = tmp_path / "lighttpd.conf"
-    conf.write_text(f'''
-server.document-root = "{www}"
-server.bind = "127.0.0.1"
-server.port = {port}
-server.errorlog = "{tmp_path / 'lighttpd-error.log'}"
-server.max-worker = 0
-server.stat-cache-engine = "simple"
-index-file.names = ("index.html")
-mimetype.assign = (".html" => "text/html", "" => "application/octet-stream")
-''')
+    conf = lighttpd_conf(tmp_path / "lighttpd.conf", www, port, tmp_path / "lighttpd-error.log",
+                         'server.stat-cache-engine = "simple"')
     log = tmp_path / "lighttpd.log"
     pid = rrc.exec([server_bin("lighttpd"), "-D", "-f", conf], netns=netns, log=log)
     wait_serving(netns, ["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/index.html"], pid, log,
@@ -302,18 +309,8 @@ def test_lighttpd_that_switches_users(rrc, tmp_path, netns):
         (www / "index.html").write_text("<html>rrc</html>\n")
         for f in www.iterdir():
             os.chmod(f, 0o644)
-        conf = tmp_path / "lighttpd.conf"
-        conf.write_text(f'''
-server.document-root = "{www}"
-server.bind = "127.0.0.1"
-server.port = {port}
-server.username = "www-data"
-server.groupname = "www-data"
-server.errorlog = "{logs / 'error.log'}"
-server.max-worker = 0
-index-file.names = ("index.html")
-mimetype.assign = (".html" => "text/html", "" => "application/octet-stream")
-''')
+        conf = lighttpd_conf(tmp_path / "lighttpd.conf", www, port, logs / "error.log",
+                             'server.username = "www-data"\nserver.groupname = "www-data"')
         log = tmp_path / "lighttpd.log"
         pid = rrc.exec([server_bin("lighttpd"), "-D", "-f", conf], netns=netns, log=log)
         index = ["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/index.html"]

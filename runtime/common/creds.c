@@ -87,3 +87,15 @@ long rrc_creds_apply(const struct rrc_creds *c, const char **what)
 			return r;
 	return 0;
 }
+
+long rrc_creds_caps_self(uint64_t *permitted, uint64_t *effective)
+{
+	struct cap_header h = { CAP_VERSION_3_, 0 };
+	struct cap_data d[2];
+	long r = rrc_sys_capget(&h, d);
+	if (r < 0)
+		return r;
+	*permitted = d[0].permitted | (uint64_t)d[1].permitted << 32;
+	*effective = d[0].effective | (uint64_t)d[1].effective << 32;
+	return 0;
+}

@@ -200,14 +200,11 @@ int rrc_creds_check(void)
  * control thread alone. */
 int rrc_creds_helper_may_read(void)
 {
-	struct { uint32_t version; int32_t pid; } h = { 0x20080522u, 0 };
-	struct { uint32_t effective, permitted, inheritable; } d[2];
+	uint64_t prm, eff;
 	if (!captured_valid)
 		return 1;
-	if (rrc_sys_capget(&h, d) < 0)
+	if (rrc_creds_caps_self(&prm, &eff) < 0)
 		return 0;
-	uint64_t prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
-	uint64_t eff = d[0].effective | (uint64_t)d[1].effective << 32;
 	if ((captured.cap_prm & ~prm) == 0 || (eff & (1ull << 19 /* CAP_SYS_PTRACE */)))
 		return 1;
 	static int said;

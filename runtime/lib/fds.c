@@ -40,15 +40,28 @@ struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len)
 	return f;
 }
 
-int rrc_fd_data_put(const void *p, uint32_t n, const char *full, int fd)
+uint8_t *rrc_fd_data_reserve(uint32_t n, uint32_t *padded, const char *full, int fd)
 {
 	struct rrc_scratch *s = rrc_s;
-	if (s->fdbuf_len + n > s->fdbuf_cap) {
+	uint32_t p8 = (n + 7u) & ~7u;
+	if (s->fdbuf_len + p8 > s->fdbuf_cap) {
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, full, fd, 0);
-		return -1;
+		return 0;
 	}
-	rrc_memcpy(s->fdbuf + s->fdbuf_len, p, n);
-	s->fdbuf_len += n;
+	uint8_t *at = s->fdbuf + s->fdbuf_len;
+	rrc_memset(at + n, 0, p8 - n);
+	s->fdbuf_len += p8;
+	if (padded)
+		*padded = p8;
+	return at;
+}
+
+int rrc_fd_data_put(const void *p, uint32_t n, const char *full, int fd)
+{
+	uint8_t *at = rrc_fd_data_reserve(n, 0, full, fd);
+	if (!at)
+		return -1;
+	rrc_memcpy(at, p, n);
 	return 0;
 }
 

@@ -100,7 +100,6 @@ int rrc_capture_locks(struct rrc_fd *f, int fd)
 	}
 	buf[r] = 0;
 	/* the record is the last in the buffer: its locks follow its path */
-	uint64_t rec_off = (uint64_t)((uint8_t *)f - s->fdbuf);
 	uint32_t n = 0;
 	for (const char *p = buf; (p = rrc_fdinfo_field(p, "lock:")) != 0;) {
 		struct rrc_file_lock lk;
@@ -114,7 +113,6 @@ int rrc_capture_locks(struct rrc_fd *f, int fd)
 		while (*p && *p != '\n') /* the next line */
 			p++;
 	}
-	f = (struct rrc_fd *)(s->fdbuf + rec_off);
 	f->data_len = n * (uint32_t)sizeof(struct rrc_file_lock);
 	return 0;
 }

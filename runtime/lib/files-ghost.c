@@ -59,11 +59,10 @@ int rrc_capture_ghost(struct rrc_fd *f, int fd)
 	long pos = rrc_sys_lseek(fd, 0, 1 /* SEEK_CUR */);
 	f->pos = pos < 0 ? 0 : (uint64_t)pos;
 	/* the contents, after the path (the record is the last) */
-	uint64_t rec_off = (uint64_t)((uint8_t *)f - s->fdbuf);
-	uint32_t size = (uint32_t)st.st_size, padded = (size + 7u) & ~7u;
-	if (s->fdbuf_len + padded > s->fdbuf_cap)
-		return refuse(fd, ": the library's fd buffer is full at its contents");
-	uint8_t *dst = s->fdbuf + s->fdbuf_len;
+	uint32_t size = (uint32_t)st.st_size, padded;
+	uint8_t *dst = rrc_fd_data_reserve(size, &padded, "fd buffer full at the contents of fd ", fd);
+	if (!dst)
+		return -1;
 	uint32_t got = 0;
 	while (got < size) {
 		long n = rrc_sys_pread(fd, dst + got, size - got, (long)got);
@@ -76,9 +75,6 @@ int rrc_capture_ghost(struct rrc_fd *f, int fd)
 		}
 		got += (uint32_t)n;
 	}
-	rrc_memset(dst + size, 0, padded - size);
-	s->fdbuf_len += padded;
-	f = (struct rrc_fd *)(s->fdbuf + rec_off);
 	f->data_len = padded;
 	return 0;
 }

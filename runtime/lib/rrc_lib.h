@@ -410,8 +410,12 @@ int rrc_fds_share(void) RRC_HIDDEN;          /* fds-shared.c: later numbers of o
 void rrc_fds_cleanup(void) RRC_HIDDEN;       /* parent, after the child: close library pipes */
 struct rrc_fd *rrc_fd_append(uint32_t path_len, uint32_t data_len) RRC_HIDDEN;
 /* n bytes more of the last record's inline data (epoll entries, file
- * locks); 0, or -1 with the error "<full><fd>" set */
+ * locks); 0, or -1 with the error "<full><fd>" set. The buffer never
+ * moves: the record's pointer stays valid; its data_len is the caller's. */
 int rrc_fd_data_put(const void *p, uint32_t n, const char *full, int fd) RRC_HIDDEN;
+/* the same, for bytes the caller writes in place (a peek, a pread): n
+ * bytes padded to 8 with zeros (*padded, if asked), or NULL with the error */
+uint8_t *rrc_fd_data_reserve(uint32_t n, uint32_t *padded, const char *full, int fd) RRC_HIDDEN;
 int rrc_fd_kind_of_link(const char *link) RRC_HIDDEN;
 int rrc_capture_reg(struct rrc_fd *f, const char *link) RRC_HIDDEN;     /* files-reg.c */
 int rrc_capture_locks(struct rrc_fd *f, int fd) RRC_HIDDEN;             /* file-locks.c: f's data */

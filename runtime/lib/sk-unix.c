@@ -100,7 +100,6 @@ int rrc_capture_unix_peer(struct rrc_fd *f, int fd)
 	struct rrc_scratch *s = rrc_s;
 	if (!s->unix_read && read_table(fd) < 0)
 		return -1;
-	uint64_t rec_off = (uint64_t)((uint8_t *)f - s->fdbuf);
 	struct rrc_unix_peer p = { 0, 0, 0 };
 	for (uint32_t i = 0; i < s->nr_unix; i++)
 		if (s->unix_tab[i].ino == f->ino) {
@@ -119,10 +118,12 @@ int rrc_capture_unix_peer(struct rrc_fd *f, int fd)
 		if (rrc_sys_getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &peek_off, &l) == 0 && peek_off >= 0)
 			return refuse(fd, " has a peek offset (SO_PEEK_OFF) that reading its queue would move");
 	}
-	uint32_t padded = (p.queued + 7u) & ~7u;
-	if (s->fdbuf_len + sizeof p + padded > s->fdbuf_cap)
-		return refuse(fd, ": the library's fd buffer is full");
-	uint8_t *dst = s->fdbuf + s->fdbuf_len + sizeof p;
+	uint32_t len;
+	uint8_t *at = rrc_fd_data_reserve((uint32_t)sizeof p + p.queued, &len, "fd buffer full at unix socket fd ", fd);
+	if (!at)
+		return -1;
+	rrc_memcpy(at, &p, sizeof p);
+	uint8_t *dst = at + sizeof p;
 	if (p.queued) {
 		struct iovec iov = { dst, p.queued };
 		struct msghdr mh;
@@ -139,11 +140,7 @@ int rrc_capture_unix_peer(struct rrc_fd *f, int fd)
 		if (n != (long)p.queued)
 			return refuse(fd, ": its queued bytes could not all be read (file descriptors in flight behind them?)");
 	}
-	rrc_memset(dst + p.queued, 0, padded - p.queued);
-	rrc_memcpy(s->fdbuf + s->fdbuf_len, &p, sizeof p);
-	s->fdbuf_len += sizeof p + padded;
-	f = (struct rrc_fd *)(s->fdbuf + rec_off);
-	f->data_len += (uint32_t)(sizeof p + padded);
+	f->data_len += len;
 	return 0;
 }
 

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "rrc/control.h"
+#include "rrc/creds.h"
 #include "rrc/sys.h"
 #include "restore.h"
 
@@ -141,15 +142,12 @@ static void restore_no_new_privs(const struct rrc_procattr *a)
  * needs. */
 static void check_creds(const struct rrc_creds *cr)
 {
-	struct { uint32_t version; int pid; } h = { 0x20080522u /* _LINUX_CAPABILITY_VERSION_3 */, 0 };
-	struct { uint32_t effective, permitted, inheritable; } d[2];
+	uint64_t prm, eff;
 	if (!cr)
 		return;
-	long r = rrc_sys_capget(&h, d);
+	long r = rrc_creds_caps_self(&prm, &eff);
 	if (r < 0)
 		rst_fail(RRC_RST_PROCESS, (int)-r, 0, "capget failed: %s", rst_strerror((int)-r));
-	uint64_t prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
-	uint64_t eff = d[0].effective | (uint64_t)d[1].effective << 32;
 	uint64_t need = 1ull << 6 /* CAP_SETGID */ | 1ull << 7 /* CAP_SETUID */ | 1ull << 8 /* CAP_SETPCAP */;
 	if ((eff & need) != need)
 		rst_fail(RRC_RST_PROCESS, EPERM, 0,

@@ -131,7 +131,7 @@ static int connected(struct fd_ctx *x, struct rfd *r, int type)
 		shut(peer, sv[1], pp->shutdown);
 		rst_log("fd %d and fd %d: one socketpair again, %u and %u bytes queued", r->f->fd, peer->f->fd,
 			p->queued, pp->queued);
-		fd_place(x, fd_high(x, sv[1]), peer);
+		fd_place(x, sv[1], peer);
 		peer->done = 1;
 	} else {
 		if (p)

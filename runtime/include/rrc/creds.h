@@ -17,4 +17,8 @@
 /* 0, or -errno with *what naming the step that failed */
 long rrc_creds_apply(const struct rrc_creds *c, const char **what);
 
+/* the calling thread's permitted and effective capability sets (capget);
+ * 0 or -errno */
+long rrc_creds_caps_self(uint64_t *permitted, uint64_t *effective);
+
 #endif /* RRC_CREDS_H */
