@@ -58,6 +58,7 @@ PROGRAMS = {
     "recorded": [],
     "sockets": [],
     "sockopts": [],
+    "sockfilter": [],
     "threads": ["4"],
     "vmachurn": [],
     "waits": [],
@@ -358,6 +359,25 @@ def test_socket_options_changed_between_dumps(rrc, tmp_path, netns, snapshot):
         # the client end has the phase's keepidle; its accepted peer the default
         assert any(o and o["keepidle"] == 30 + k and o["nodelay"] == k % 2 for o in opts), \
             f"image of step {step} ({image}): no connection with phase {k}'s options: {opts}"
+    c.restore_and_verify()
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])
+def test_socket_filters_changed_between_dumps(rrc, tmp_path, netns, snapshot):
+    """Classic BPF socket filters come back (sockfilter.c): the program
+    attaches new ones at odd steps only, a dump follows every step, and
+    each image's UDP record carries the filter of its step (k + 1
+    instructions), read again or carried over; the restored process drops
+    and receives as its last filters say, and a locked filter stays locked."""
+    env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
+    c = Cycle(rrc, tmp_path, netns, "sockfilter", env=env, snapshot=snapshot.removesuffix("-no-helper")).start()
+    c.run_steps(5)
+    for step, image in enumerate(c.images):
+        k = (step + 1) // 2
+        udp = [r["detail"]["socket"]["options"] for r in rrc.inspect(image)["images"][-1]["fd_records"]
+               if r["kind"] == "inet_dgram"]
+        assert [(o["filter_len"], o["filter_lock"]) for o in udp] == [(k + 1, False)], \
+            f"image of step {step} ({image}): the UDP socket's filter is not phase {k}'s: {udp}"
     c.restore_and_verify()
 
 

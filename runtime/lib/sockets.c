@@ -3,12 +3,14 @@
  * Sockets: family, type, protocol, options that matter for re-binding,
  * local and peer addresses, listen backlog (recorded by the listen()
  * wrapper in guards.c); the options the restorer sets again (the record's
- * data, struct rrc_sockopts), read again only when a setsockopt call may
- * have changed them. TCP connections are described but restored
+ * data, struct rrc_sockopts, with a classic socket filter's program), read
+ * again only when a setsockopt call may have changed them. TCP connections are described but restored
  * unconnected (architecture.md); netlink, packet and raw sockets are refused.
  * ASYNC-SIGNAL-SAFE.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <netinet/in.h>
@@ -240,28 +242,76 @@ static void read_options(struct rrc_sockopts *o, int fd, const struct rrc_fd *f)
 		o->valid |= RRC_SO_BUFS;
 }
 
-int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
+/* The socket filter's length in instructions (0: none) into *len; -1 with
+ * the error set for one that cannot be read back (eBPF). */
+static int filter_len(int fd, uint32_t *len)
 {
-	struct rrc_scratch *s = rrc_s;
-	if (s->fdbuf_len + sizeof(struct rrc_sockopts) > s->fdbuf_cap) {
-		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd buffer full at the options of socket fd ", fd, 0);
+	socklen_t n = 0;
+	*len = 0;
+	long r = rrc_sys_getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, 0, &n);
+	if (r < 0) {
+		if (r == -EACCES) {
+			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "socket fd ", fd,
+				    " has an eBPF filter attached (SO_ATTACH_BPF): the image carries classic "
+				    "BPF filters only, and an eBPF program cannot be read back from the socket");
+			return -1;
+		}
+		return 0; /* no filter support on this socket: nothing to carry */
+	}
+	if (n > RRC_SOCK_FILTER_MAX) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "socket fd ", fd, "'s filter is longer than BPF_MAXINSNS");
 		return -1;
 	}
+	*len = n;
+	return 0;
+}
+
+/* The record's data: the options, then the socket filter's program. A
+ * socket no setsockopt touched since the last capture (prev) has them as
+ * they were: copied, filter included. */
+int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
+{
+	static const char full[] = "fd buffer full at the options of socket fd ";
 	struct rrc_sockopts o;
 	rrc_memset(&o, 0, sizeof o);
 	uint32_t gen = fd < RRC_MAX_FDS ? sockopt_gen(fd) : 1;
 	const struct rrc_sockopts *p = 0;
 	if (prev && prev->kind == f->kind && prev->ino == f->ino && prev->data_len >= sizeof o)
 		p = (const struct rrc_sockopts *)((const uint8_t *)(prev + 1) + ((prev->path_len + 7ull) & ~7ull));
-	if (p && p->size == sizeof o && p->gen == gen && !(gen & 1)) {
-		rrc_memcpy(&o, p, sizeof o); /* no setsockopt since: as they were */
-	} else {
-		o.size = sizeof o;
-		o.gen = gen;
-		read_options(&o, fd, f);
+	if (p && p->size >= sizeof o && p->size <= prev->data_len && p->gen == gen && !(gen & 1)) {
+		if (rrc_fd_data_put(p, p->size, full, fd) < 0) /* no setsockopt since: as they were */
+			return -1;
+		f->data_len = p->size;
+		return 0;
 	}
-	rrc_memcpy(s->fdbuf + s->fdbuf_len, &o, sizeof o);
-	s->fdbuf_len += sizeof o;
-	f->data_len = sizeof o;
+	o.gen = gen;
+	read_options(&o, fd, f);
+	uint32_t nf = 0;
+	if (filter_len(fd, &nf) < 0)
+		return -1;
+	int32_t locked = 0;
+	if (read_int(fd, SOL_SOCKET, SO_LOCK_FILTER, &locked)) {
+		o.valid |= RRC_SO_FILTER;
+		o.filter_lock = locked ? 1 : 0;
+	}
+	o.size = (uint32_t)sizeof o + nf * (uint32_t)sizeof(struct sock_filter);
+	uint8_t *at = rrc_fd_data_reserve(o.size, 0, full, fd);
+	if (!at)
+		return -1;
+	if (nf) {
+		socklen_t got = nf;
+		if (rrc_sys_getsockopt(fd, SOL_SOCKET, SO_GET_FILTER, at + sizeof o, &got) < 0 || got != nf) {
+			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "socket fd ", fd,
+				    "'s filter changed while it was read (SO_GET_FILTER)");
+			return -1;
+		}
+		if (!(o.valid & RRC_SO_FILTER)) { /* a filter without SO_LOCK_FILTER to read: carried unlocked */
+			o.valid |= RRC_SO_FILTER;
+			o.filter_lock = 0;
+		}
+		o.filter_len = (uint16_t)nf;
+	}
+	rrc_memcpy(at, &o, sizeof o);
+	f->data_len = o.size;
 	return 0;
 }

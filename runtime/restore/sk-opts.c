@@ -6,7 +6,10 @@
  * those a bind depends on (the device, a foreign address) before the bind
  * (sk-inet.c), the others once every fd is at its number and the repaired
  * connections are out of repair mode (fds.c), so that a connection rebuilt
- * at a failover keeps TCP_NODELAY, its keepalive and its buffers.
+ * at a failover keeps TCP_NODELAY, its keepalive and its buffers. A
+ * classic BPF socket filter is attached again from the program the
+ * options end with (SO_GET_FILTER gave it back at the snapshot), as
+ * CRIU's sockets.c does.
  *
  * Buffers: only a buffer the application locked (SO_BUF_LOCK) is set
  * again, to half the size getsockopt reported (the kernel doubles what it
@@ -16,6 +19,7 @@
  * kernel's autotuning).
  */
 #include <errno.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -45,7 +49,33 @@ static int opts_of(const struct rfd *r, struct rrc_sockopts *o)
 			 "fd %d: socket options say %u bytes in a record of %u (this restorer reads %u)", r->f->fd,
 			 size, r->data_len, RRC_SOCKOPTS_SIZE);
 	memcpy(o, r->data, sizeof(*o));
+	if ((o->valid & RRC_SO_FILTER) && (o->filter_len > RRC_SOCK_FILTER_MAX ||
+					    size < RRC_SOCKOPTS_SIZE + o->filter_len * sizeof(struct sock_filter)))
+		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)r->f->fd,
+			 "fd %d: a socket filter of %u instructions in socket options of %u bytes", r->f->fd,
+			 o->filter_len, size);
 	return 1;
+}
+
+/* SO_ATTACH_FILTER with the program recorded (the last filter_len
+ * instructions of the options), then SO_LOCK_FILTER: a locked filter
+ * cannot be changed, its lock included, so it comes last. */
+static void filter(const struct rfd *r, int fd, const struct rrc_sockopts *o)
+{
+	if (o->filter_len) {
+		struct sock_filter prog[RRC_SOCK_FILTER_MAX];
+		size_t bytes = o->filter_len * sizeof(prog[0]);
+
+		memcpy(prog, r->data + o->size - bytes, bytes);
+		struct sock_fprog fp = { .len = o->filter_len, .filter = prog };
+		if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fp, sizeof(fp)) < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)fd,
+				 "fd %d: %s %s: SO_ATTACH_FILTER of its %u-instruction filter failed: %s", fd,
+				 sk_proto_str(r->f), sk_addr_str(&r->f->u.sock.local), o->filter_len,
+				 rst_strerror(errno));
+	}
+	if (o->filter_lock)
+		sk_setopt(r, fd, SOL_SOCKET, SO_LOCK_FILTER, 1, "SO_LOCK_FILTER");
 }
 
 static int inet(const struct rfd *r)
@@ -122,6 +152,8 @@ static void apply(const struct rfd *r, const struct rrc_sockopts *o)
 			sk_setopt(r, fd, SOL_SOCKET, SO_RCVBUFFORCE, o->rcvbuf / 2, "SO_RCVBUFFORCE");
 		sk_setopt(r, fd, SOL_SOCKET, SO_BUF_LOCK, o->buf_lock, "SO_BUF_LOCK");
 	}
+	if (o->valid & RRC_SO_FILTER)
+		filter(r, fd, o);
 }
 
 void sk_opts_apply(struct fd_ctx *x)

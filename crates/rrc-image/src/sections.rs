@@ -782,9 +782,22 @@ pub struct SockOpts {
     pub freebind: i32,
     pub transparent: i32,
     pub bindtodevice: String,
+    /// A classic BPF socket filter's length in instructions (0: none); its
+    /// program ends the options (`SOCK_FILTER_SIZE` bytes each).
+    pub filter_len: u16,
+    /// SO_LOCK_FILTER
+    pub filter_lock: bool,
 }
 
+/// sizeof(struct sock_filter).
+pub const SOCK_FILTER_SIZE: usize = 8;
+/// `RRC_SOCK_FILTER_MAX` (BPF_MAXINSNS).
+pub const SOCK_FILTER_MAX: u16 = 4096;
+
 impl SockOpts {
+    /// `RRC_SO_FILTER`: filter_len and filter_lock were read.
+    pub const FILTER: u32 = 1 << 11;
+
     /// A socket record's data: none, or a `struct rrc_sockopts` of this
     /// version or a later one (larger: its known prefix is read).
     fn parse(data: &[u8]) -> Result<Option<SockOpts>, String> {
@@ -795,8 +808,15 @@ impl SockOpts {
         let i = |o| i32_at(data, o);
         let dev = &data[72..88];
         let dev = &dev[..dev.iter().position(|&b| b == 0).unwrap_or(dev.len())];
+        let valid = u32_at(data, 4);
+        let (filter_len, filter_lock) =
+            if valid & Self::FILTER != 0 { (u16::from_le_bytes([data[88], data[89]]), data[90] != 0) } else { (0, false) };
+        let size = u32_at(data, 0) as usize;
+        if filter_len > SOCK_FILTER_MAX || SOCKOPTS_SIZE + filter_len as usize * SOCK_FILTER_SIZE > size {
+            return Err(format!("socket options of {size} bytes with a socket filter of {filter_len} instructions"));
+        }
         Ok(Some(SockOpts {
-            valid: u32_at(data, 4),
+            valid,
             nodelay: i(8),
             cork: i(12),
             keepalive: i(16),
@@ -813,6 +833,8 @@ impl SockOpts {
             freebind: i(60),
             transparent: i(64),
             bindtodevice: lossy(dev),
+            filter_len,
+            filter_lock,
         }))
     }
 }
@@ -1278,9 +1300,19 @@ mod tests {
         let mut small = d.clone();
         small[0..4].copy_from_slice(&64u32.to_le_bytes());
         assert!(SockOpts::parse(&small).unwrap_err().contains("this reader knows 96"));
-        let mut over = d;
+        let mut over = d.clone();
         over[0..4].copy_from_slice(&200u32.to_le_bytes());
         assert!(SockOpts::parse(&over).is_err());
+        // a socket filter: its program ends the options; one longer than them is refused
+        let mut filtered = d;
+        filtered[4..8].copy_from_slice(&(1u32 | SockOpts::FILTER).to_le_bytes());
+        filtered[88..90].copy_from_slice(&2u16.to_le_bytes());
+        filtered[90] = 1;
+        assert!(SockOpts::parse(&filtered).unwrap_err().contains("socket filter of 2 instructions"));
+        filtered.extend([0u8; 2 * SOCK_FILTER_SIZE]);
+        filtered[0..4].copy_from_slice(&((SOCKOPTS_SIZE + 2 * SOCK_FILTER_SIZE) as u32).to_le_bytes());
+        let f = SockOpts::parse(&filtered).unwrap().unwrap();
+        assert_eq!((f.filter_len, f.filter_lock), (2, true));
     }
 
     use super::*;

@@ -290,10 +290,16 @@ enum rrc_sockopt_bit {
 	RRC_SO_FREEBIND   = 1u << 8,  /* IP_FREEBIND / IPV6_FREEBIND */
 	RRC_SO_TRANSPARENT = 1u << 9, /* IP_TRANSPARENT / IPV6_TRANSPARENT */
 	RRC_SO_BINDTODEVICE = 1u << 10, /* SO_BINDTODEVICE (empty: none) */
+	RRC_SO_FILTER     = 1u << 11, /* SO_ATTACH_FILTER (a classic BPF program), SO_LOCK_FILTER */
 };
+/* A socket filter's program is the last filter_len * 8 bytes of the
+ * options' size (struct sock_filter's, as SO_GET_FILTER gives them back:
+ * the program the application attached); none when filter_len is 0. An
+ * eBPF filter (SO_ATTACH_BPF) cannot be read back that way: refused. */
+#define RRC_SOCK_FILTER_MAX 4096u /* BPF_MAXINSNS */
 
 struct rrc_sockopts {
-	uint32_t size;            /* RRC_SOCKOPTS_SIZE when written */
+	uint32_t size;            /* RRC_SOCKOPTS_SIZE when written, plus the filter (8 * filter_len) */
 	uint32_t valid;           /* RRC_SO_* */
 	int32_t  nodelay, cork, keepalive;
 	int32_t  keepidle, keepintvl, keepcnt;
@@ -304,8 +310,10 @@ struct rrc_sockopts {
 				     when captured (not restored: tells the next capture
 				     whether the options can have changed) */
 	char     bindtodevice[16]; /* IFNAMSIZ, NUL-padded */
-	uint64_t reserved;
-};                                /* 96 bytes */
+	uint16_t filter_len;      /* RRC_SO_FILTER: instructions of the socket filter (0: none) */
+	uint16_t filter_lock;     /* RRC_SO_FILTER: SO_LOCK_FILTER */
+	uint32_t reserved;
+};                                /* 96 bytes, then the filter's program */
 
 /* The data of a REG or DIR record: the file locks its open file holds
  * (runtime/lib/file-locks.c, from the fdinfo's "lock:" lines; restored by

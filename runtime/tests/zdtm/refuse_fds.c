@@ -17,6 +17,9 @@
  *                /proc/self/fd): two open files of one ghost
  *   lease        a read lease (F_SETLEASE) on a file at fd A: an image does
  *                not carry leases (file locks it does: zdtm filelocks)
+ *   bpf_filter   a UDP socket at A with an eBPF socket filter (SO_ATTACH_BPF;
+ *                the program's fd closed): SO_GET_FILTER cannot give its
+ *                program back (classic filters are carried: zdtm sockfilter)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -24,7 +27,9 @@
  * terminal; deletes the stale entry by closing its last fd) and writes
  * "cleared", so the test can show that the same process then dumps fine.
  */
+#include <linux/bpf.h>
 #include <linux/filter.h>
+#include <sys/syscall.h>
 #include <linux/seccomp.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -42,7 +47,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_dgram|unix_rights|ghost_big|ghost_twice|lease|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_dgram|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -115,6 +120,20 @@ int main(int argc, char **argv)
 		zdtm_check(f >= 0 && dup2(f, A) == A, "a file at A");
 		close(f);
 		zdtm_check(fcntl(A, F_SETLEASE, F_RDLCK) == 0, "F_SETLEASE F_RDLCK");
+	} else if (!strcmp(mode, "bpf_filter")) {
+		struct bpf_insn accept[] = {
+			{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0xffff },
+			{ .code = BPF_JMP | BPF_EXIT },
+		};
+		union bpf_attr at = { .prog_type = BPF_PROG_TYPE_SOCKET_FILTER, .insns = (uintptr_t)accept,
+				      .insn_cnt = 2, .license = (uintptr_t)"GPL" };
+		int prog = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &at, sizeof at);
+		zdtm_check(prog >= 0, "BPF_PROG_LOAD of a socket filter");
+		int u = socket(AF_INET, SOCK_DGRAM, 0);
+		zdtm_check(u >= 0 && dup2(u, A) == A, "a UDP socket at A");
+		close(u);
+		zdtm_check(setsockopt(A, SOL_SOCKET, SO_ATTACH_BPF, &prog, sizeof prog) == 0, "SO_ATTACH_BPF");
+		close(prog);
 	} else if (!strcmp(mode, "seccomp")) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		struct sock_fprog prog = { 1, &allow };
@@ -139,6 +158,9 @@ int main(int argc, char **argv)
 		close(B);
 	} else if (!strcmp(mode, "lease")) {
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
+	} else if (!strcmp(mode, "bpf_filter")) {
+		int one = 1;
+		zdtm_check(setsockopt(A, SOL_SOCKET, SO_DETACH_BPF, &one, sizeof one) == 0, "SO_DETACH_BPF");
 	} else if (!strncmp(mode, "unix_", 5)) {
 		char buf[8], cbuf[CMSG_SPACE(sizeof(int))];
 		struct iovec iov = { buf, sizeof buf };
