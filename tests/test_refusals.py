@@ -197,7 +197,7 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("epoll_collide", ["epoll fd 22", "fd 20", "another file"]),
     ("epoll_socket", ["epoll fd 22", "fd 20", "another file"]),
     ("lease", ["fd 20", "file lease", "F_SETLEASE"]),
-    ("unix_dgram", ["unix socket fd 20", "datagrams queued"]),
+    ("unix_named_sender", ["unix socket fd 20", "datagrams queued", "named sender"]),
     ("unix_rights", ["unix socket fd 20", "file descriptors", "in flight", "SCM_RIGHTS"]),
     ("ghost_big", ["fd 20", "memfd", "more than 1 MiB"]),
     ("ghost_twice", ["fds 20 and 21", "two open files", "memfd"]),
@@ -205,7 +205,7 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
     """A terminal, an epoll entry whose number no longer holds its file, a
-    file lease, a datagram queued on a unix socket, an fd in flight, a
+    file lease, a datagram queued from a named sender, an fd in flight, a
     memfd too large to carry or opened twice, an eBPF socket filter:
     before these were refused the dump succeeded and the restore failed
     (or registered the wrong file). Refused naming the fd, the process

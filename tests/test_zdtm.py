@@ -51,6 +51,7 @@ PROGRAMS = {
     "creds": [],
     "filelocks": [],
     "unixpairs": [],
+    "unixdgram": [],
     "ghosts": [],
     "itimers": [],
     "posixtimers": [],
@@ -378,6 +379,26 @@ def test_socket_filters_changed_between_dumps(rrc, tmp_path, netns, snapshot):
                if r["kind"] == "inet_dgram"]
         assert [(o["filter_len"], o["filter_lock"]) for o in udp] == [(k + 1, False)], \
             f"image of step {step} ({image}): the UDP socket's filter is not phase {k}'s: {udp}"
+    c.restore_and_verify()
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])
+def test_unix_datagrams_queued_between_dumps(rrc, tmp_path, netns, snapshot):
+    """Unix datagram and seqpacket queues come back message by message, and
+    datagram sockets with their names (unixdgram.c): each step queues one
+    more datagram (step s: s * 37 bytes, an empty one first), a dump
+    follows every step, and each image holds every datagram queued by then
+    (with its 4-byte length: the empty one, peeked by the dump before,
+    included); the restored process reads them in order."""
+    env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
+    c = Cycle(rrc, tmp_path, netns, "unixdgram", env=env, snapshot=snapshot.removesuffix("-no-helper")).start()
+    c.run_steps(5)
+    for step, image in enumerate(c.images):
+        want = sum(4 + s * 37 for s in range(step + 1))
+        pair1 = [r["detail"]["socket"]["unix_peer"] for r in rrc.inspect(image)["images"][-1]["fd_records"]
+                 if r["fd"] == 4]
+        assert pair1 and pair1[0]["queued"] == want, \
+            f"image of step {step} ({image}): pair[1] (fd 4) holds {pair1}, not {want} bytes of messages"
     c.restore_and_verify()
 
 

@@ -133,7 +133,7 @@ static int capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 	get_addr(fd, &f->u.sock.local, 0);
 	get_addr(fd, &f->u.sock.peer, 1);
 
-	if (family == AF_UNIX && listening)
+	if (family == AF_UNIX && (listening || (type & 0xf) == SOCK_DGRAM)) /* a bound datagram socket's too */
 		f->u.sock.file_mode = unix_file_mode(&f->u.sock.local);
 	if (family == AF_INET || family == AF_INET6) {
 		if (type == SOCK_STREAM)

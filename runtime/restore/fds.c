@@ -236,6 +236,8 @@ void fds_restore(struct fd_ctx *x)
 	for (size_t i = 0; i < c->nr_fds; i++)
 		if (c->fds[i].f->kind == RRC_FD_DUP)
 			restore_dup(x, &c->fds[i]);
+	/* every unix name is bound: datagram sockets connect to theirs */
+	unix_dgram_connect_all(x);
 	for (size_t i = 0; i < c->nr_fds; i++)
 		if (c->fds[i].f->kind == RRC_FD_EPOLL)
 			restore_epoll_entries(x, &c->fds[i]);

@@ -140,6 +140,7 @@ void restore_signalfd(struct fd_ctx *x, struct rfd *r); /* signalfd.c */
 void restore_ghost(struct fd_ctx *x, struct rfd *r);    /* files-ghost.c */
 void restore_inet(struct fd_ctx *x, struct rfd *r);     /* sk-inet.c */
 void restore_unix(struct fd_ctx *x, struct rfd *r);     /* sk-unix.c: UNIX_*, LIB_CONTROL */
+void unix_dgram_connect_all(struct fd_ctx *x);          /* sk-unix.c: once every name is bound */
 /* sk-repaired.c: connections rebuilt with TCP_REPAIR, handed in */
 void repaired_receive(struct fd_ctx *x, int chan);   /* all of them, until EOF */
 void repaired_check(struct fd_ctx *x);               /* before any fd is placed */

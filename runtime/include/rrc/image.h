@@ -343,8 +343,13 @@ struct rrc_file_lock {
 struct rrc_unix_peer {
 	uint64_t peer_ino;        /* the peer's inode (0: none: unconnected, or its peer closed) */
 	uint32_t shutdown;        /* the socket's: 1 receive side, 2 send side (SHUT_RD/WR, its own or its peer's) */
-	uint32_t queued;          /* bytes queued for reading (a stream socket's), which follow, padded to 8 */
+	uint32_t queued;          /* bytes queued for reading, which follow, padded to 8: a stream
+	                           * socket's as they are; a datagram or seqpacket socket's as
+	                           * messages, each an rrc_unix_msg and its bytes */
 };                                /* 16 bytes */
+struct rrc_unix_msg {
+	uint32_t len;             /* the message's bytes, which follow (unaligned) */
+};
 #define RRC_UNIX_QUEUE_MAX (1u << 20) /* a receive queue beyond this is refused */
 
 struct rrc_epoll_entry {

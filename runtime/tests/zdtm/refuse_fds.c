@@ -9,8 +9,10 @@
  *                two entries "tfd: A", the first no longer A's file
  *   epoll_socket a UDP socket added as A, dup2'd to B, A closed and a new
  *                socket made at A (not added): the entry's file is not A's
- *   unix_dgram   a datagram pair (fds A, B) with a datagram queued at A:
- *                datagram boundaries are not carried yet
+ *   unix_named_sender a datagram socket at A bound to a name, with a
+ *                datagram queued from B, bound to another: a restore could
+ *                not send it from B's name again (datagrams from unnamed
+ *                senders are carried: zdtm unixdgram)
  *   unix_rights  a stream pair (A, B) with an fd in flight to A (SCM_RIGHTS)
  *   ghost_big    a memfd of 2 MiB at fd A: ghost contents over 1 MiB
  *   ghost_twice  a memfd at A and the same memfd opened again at B (through
@@ -36,6 +38,8 @@
 #include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include "zdtm.h"
 
@@ -47,7 +51,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_dgram|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -81,13 +85,25 @@ int main(int argc, char **argv)
 		}
 	} else if (!strncmp(mode, "unix_", 5)) {
 		int sv[2];
-		int dgram = !strcmp(mode, "unix_dgram");
-		zdtm_check(socketpair(AF_UNIX, dgram ? SOCK_DGRAM : SOCK_STREAM, 0, sv) == 0, "socketpair");
-		zdtm_check(dup2(sv[0], A) == A && dup2(sv[1], B) == B, "the pair at A and B");
+		int dgram = !strcmp(mode, "unix_named_sender");
+		if (dgram) {
+			sv[0] = socket(AF_UNIX, SOCK_DGRAM, 0);
+			sv[1] = socket(AF_UNIX, SOCK_DGRAM, 0);
+		} else {
+			zdtm_check(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+		}
+		zdtm_check(sv[0] >= 0 && sv[1] >= 0 && dup2(sv[0], A) == A && dup2(sv[1], B) == B, "sockets at A and B");
 		close(sv[0]);
 		close(sv[1]);
 		if (dgram) {
-			zdtm_check(send(B, "dgram", 5, 0) == 5, "a datagram to A");
+			struct sockaddr_un a = { .sun_family = AF_UNIX }, b = { .sun_family = AF_UNIX };
+			int la = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "rrc-refuse-a-%d", getpid());
+			int lb = snprintf(b.sun_path + 1, sizeof b.sun_path - 1, "rrc-refuse-b-%d", getpid());
+			socklen_t al = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + la);
+			zdtm_check(bind(A, (struct sockaddr *)&a, al) == 0, "bind A");
+			zdtm_check(bind(B, (struct sockaddr *)&b, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + lb)) == 0,
+				   "bind B");
+			zdtm_check(sendto(B, "dgram", 5, 0, (struct sockaddr *)&a, al) == 5, "a datagram to A from B");
 		} else {
 			char cbuf[CMSG_SPACE(sizeof(int))] = { 0 }, one = '1';
 			struct iovec iov = { &one, 1 };
