@@ -202,11 +202,14 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("ghost_big", ["fd 20", "memfd", "more than 1 MiB"]),
     ("ghost_twice", ["fds 20 and 21", "two open files", "memfd"]),
     ("bpf_filter", ["socket fd 20", "eBPF filter", "SO_ATTACH_BPF"]),
+    ("inotify_queued", ["inotify fd 20", "events queued"]),
+    ("inotify_moved", ["inotify fd 20", "watch 1", "no longer at the path"]),
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
     """A terminal, an epoll entry whose number no longer holds its file, a
     file lease, a datagram queued from a named sender, an fd in flight, a
-    memfd too large to carry or opened twice, an eBPF socket filter:
+    memfd too large to carry or opened twice, an eBPF socket filter, an
+    inotify instance with events queued or watching a file since moved:
     before these were refused the dump succeeded and the restore failed
     (or registered the wrong file). Refused naming the fd, the process
     runs on, and once the state is gone the same process dumps and

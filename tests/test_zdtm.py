@@ -53,6 +53,7 @@ PROGRAMS = {
     "unixpairs": [],
     "unixdgram": [],
     "ghosts": [],
+    "inotify": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -34,6 +34,7 @@ static int shareable(uint32_t kind)
 {
 	return kind == RRC_FD_REG || kind == RRC_FD_DIR || kind == RRC_FD_CHR || kind == RRC_FD_PIPE || kind == RRC_FD_GHOST ||
 	       kind == RRC_FD_EVENTFD || kind == RRC_FD_EPOLL || kind == RRC_FD_TIMERFD || kind == RRC_FD_SIGNALFD ||
+	       kind == RRC_FD_INOTIFY ||
 	       (kind >= RRC_FD_INET_LISTEN && kind <= RRC_FD_UNIX_OTHER);
 }
 

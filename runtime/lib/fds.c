@@ -131,6 +131,8 @@ static int classify(int fd, const char *link)
 		return RRC_FD_TIMERFD;
 	if (!rrc_strncmp(link, "anon_inode:[signalfd]", 22))
 		return RRC_FD_SIGNALFD;
+	if (!rrc_strncmp(link, "anon_inode:inotify", 19))
+		return RRC_FD_INOTIFY;
 	if (!rrc_strncmp(link, "anon_inode:[io_uring]", 22)) {
 		rrc_set_err(RRC_ERR_IO_URING, 0, "fd ", fd,
 			    " is an io_uring instance: its in-flight requests cannot be checkpointed");
@@ -138,9 +140,7 @@ static int classify(int fd, const char *link)
 	}
 	if (rrc_startswith(link, "anon_inode:")) {
 		const char *what = "an anonymous-inode object";
-		if (rrc_startswith(link, "anon_inode:inotify"))
-			what = "an inotify instance";
-		else if (rrc_startswith(link, "anon_inode:[fanotify]"))
+		if (rrc_startswith(link, "anon_inode:[fanotify]"))
 			what = "a fanotify instance";
 		else if (rrc_startswith(link, "anon_inode:[pidfd]"))
 			what = "a pidfd";
@@ -283,6 +283,7 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 	case RRC_FD_TIMERFD: r = rrc_capture_timerfd(f, fd); break;
 	case RRC_FD_SIGNALFD: r = rrc_capture_signalfd(f, fd); break;
 	case RRC_FD_GHOST:   r = rrc_capture_ghost(f, fd); break;
+	case RRC_FD_INOTIFY: r = rrc_capture_inotify(f, fd); break;
 	default: r = 0;
 	}
 	if (r < 0) {

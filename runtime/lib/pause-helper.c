@@ -340,6 +340,7 @@ int rrc_phelper_spawn(void)
 	b->sleeping = 0;
 	b->app_pid = rrc_g.pid;
 	rrc_memcpy(b->backlog, rrc_g.backlog, sizeof b->backlog);
+	rrc_inotify_to_box(b->inotify);
 	long pid = rrc_clone_on_stack(0x00000400 /* CLONE_FILES; exit signal 0 */,
 				      rrc_s->helper_stack + RRC_HELPER_STACK, helper_main);
 	for (uint32_t i = 0; i < n; i++)

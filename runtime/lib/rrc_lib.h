@@ -26,6 +26,7 @@
 #include "rrc/control.h"
 #include "rrc/sys.h"
 #include "rrc/uapi.h"
+#include "inotify.h"
 
 #define RRC_PARK_SIG      64      /* SIGRTMAX: the park signal */
 #define RRC_MAX_THREADS   1024
@@ -108,6 +109,8 @@ struct rrc_helper_box {
 	int32_t  backlog[RRC_MAX_FDS];
 	/* setsockopt counts (rrc_g.sockopt_gen, mirrored by the wrapper) */
 	uint32_t sockopt_gen[RRC_MAX_FDS];
+	/* inotify watches' paths (wrap-inotify.c, mirrored by the wrapper) */
+	struct rrc_inotify_ent inotify[RRC_INOTIFY_WATCHES];
 	/* the request, written by the control thread before GO */
 	int32_t  image_fd, conn_fd, res_rfd, res_wfd;
 	/* the record log's sink and the one RECORD handed over (-1: none):
@@ -426,6 +429,7 @@ int rrc_capture_eventfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* event
 int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll.c */
 int rrc_capture_timerfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* timerfd.c */
 int rrc_capture_signalfd(struct rrc_fd *f, int fd) RRC_HIDDEN;          /* signalfd.c */
+int rrc_capture_inotify(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* inotify.c */
 int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_HIDDEN; /* sockets.c */
 /* Whether a record's data follows it in the scratch fd buffer (epoll
  * entries, a socket's options); pipe data lives in a library pipe. */
@@ -434,7 +438,7 @@ static inline int rrc_fd_data_inline(const struct rrc_fd *f)
 	/* a DUP keeps the place of the record it replaced (fds-shared.c):
 	 * any data it has is that record's inline data */
 	return f->kind == RRC_FD_EPOLL || f->kind == RRC_FD_DUP || f->kind == RRC_FD_REG || f->kind == RRC_FD_DIR ||
-	       f->kind == RRC_FD_GHOST ||
+	       f->kind == RRC_FD_GHOST || f->kind == RRC_FD_INOTIFY ||
 	       (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
 }
 /* size of a record in the scratch fd buffer: struct, path padded to 8,

@@ -678,6 +678,8 @@ pub enum FdKind {
     Signalfd,
     /// A file deleted while open, or a memfd: its contents in the record.
     Ghost,
+    /// An inotify instance: its watches in the record.
+    Inotify,
     LibControl,
     LibInternal,
 }
@@ -700,6 +702,7 @@ impl FdKind {
             13 => FdKind::Dup,
             14 => FdKind::Signalfd,
             15 => FdKind::Ghost,
+            16 => FdKind::Inotify,
             100 => FdKind::LibControl,
             101 => FdKind::LibInternal,
             _ => return None,
@@ -722,6 +725,7 @@ impl FdKind {
             FdKind::Dup => "dup",
             FdKind::Signalfd => "signalfd",
             FdKind::Ghost => "ghost",
+            FdKind::Inotify => "inotify",
             FdKind::LibControl => "lib_control",
             FdKind::LibInternal => "lib_internal",
         }
@@ -905,6 +909,50 @@ pub enum FdDetail {
     /// A ghost file: `size` bytes of contents in the record's data; a
     /// memfd's seals (F_GET_SEALS).
     Ghost { size: u64, seals: u32, memfd: bool },
+    /// An inotify instance's watches.
+    Inotify { watches: Vec<InotifyWatch> },
+}
+
+/// sizeof(struct rrc_inotify_watch).
+pub const INOTIFY_WATCH_SIZE: usize = 24;
+/// `RRC_INOTIFY_PATH_MAX`.
+pub const INOTIFY_PATH_MAX: usize = 256;
+
+/// `struct rrc_inotify_watch` and the path after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InotifyWatch {
+    pub wd: i32,
+    pub mask: u32,
+    pub ino: u64,
+    pub sdev: u32,
+    pub path: String,
+}
+
+/// An inotify record's data: `n` watches, each a `struct rrc_inotify_watch`
+/// and its NUL-terminated path padded to 8.
+fn parse_inotify(data: &[u8], n: u32) -> Result<Vec<InotifyWatch>, String> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    for i in 0..n {
+        if data.len().saturating_sub(off) < INOTIFY_WATCH_SIZE {
+            return Err(format!("inotify watch {i} of {n} is cut"));
+        }
+        let w = &data[off..];
+        let plen = u32_at(w, 20) as usize;
+        off += INOTIFY_WATCH_SIZE;
+        if plen == 0 || plen > INOTIFY_PATH_MAX || plen > data.len() - off || data[off + plen - 1] != 0 {
+            return Err(format!("inotify watch {i}: a path of {plen} bytes"));
+        }
+        out.push(InotifyWatch {
+            wd: i32_at(w, 0),
+            mask: u32_at(w, 4),
+            ino: u64_at(w, 8),
+            sdev: u32_at(w, 16),
+            path: lossy(&data[off..off + plen - 1]),
+        });
+        off += (plen + 7) & !7;
+    }
+    Ok(out)
 }
 
 /// `RRC_GHOST_MAX`.
@@ -1043,6 +1091,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
             }
             FdKind::Dup => FdDetail::Dup { of: i32_at(r, u) },
             FdKind::Reg | FdKind::Dir if data_len > 0 => FdDetail::Locks { locks: parse_locks(data).map_err(ctx)? },
+            FdKind::Inotify => FdDetail::Inotify { watches: parse_inotify(data, u32_at(r, u)).map_err(ctx)? },
             FdKind::Ghost => {
                 let size = u64_at(r, u);
                 if size > GHOST_MAX || size > data_len as u64 {
@@ -1316,6 +1365,24 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn inotify_watches_are_read_with_their_paths_and_refused_when_cut() {
+        let mut d = Vec::new();
+        for (wd, path) in [(1i32, "/srv/conf.d\0"), (3, "/etc/app.conf\0")] {
+            d.extend(wd.to_le_bytes());
+            d.extend(2u32.to_le_bytes());
+            d.extend(77u64.to_le_bytes());
+            d.extend(0x0080_0001u32.to_le_bytes());
+            d.extend((path.len() as u32).to_le_bytes());
+            d.extend(path.as_bytes());
+            d.resize(d.len().div_ceil(8) * 8, 0);
+        }
+        let w = parse_inotify(&d, 2).unwrap();
+        assert_eq!((w[0].wd, w[0].path.as_str(), w[1].wd, w[1].path.as_str()), (1, "/srv/conf.d", 3, "/etc/app.conf"));
+        assert!(parse_inotify(&d, 3).unwrap_err().contains("watch 2 of 3 is cut"));
+        assert!(parse_inotify(&d[..30], 1).unwrap_err().contains("a path of 12 bytes"));
+    }
 
     /// Duplicate fd numbers and tids are found in linear time: a payload
     /// may be 256 MiB (~800k records), and comparing each record with every

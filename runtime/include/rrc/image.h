@@ -252,6 +252,8 @@ enum rrc_fd_kind {
 	RRC_FD_GHOST      = 15, /* a regular file deleted while open, or a memfd ("ghost file"):
 	                         * path as its link read (" (deleted)" included), u.ghost,
 	                         * data: its contents (u.ghost.size bytes, padded to 8) */
+	RRC_FD_INOTIFY    = 16, /* inotify instance: u.inotify, data: its watches (rrc_inotify_watch,
+	                         * each followed by its path, padded to 8) */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */
 	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
 };
@@ -352,6 +354,22 @@ struct rrc_unix_msg {
 };
 #define RRC_UNIX_QUEUE_MAX (1u << 20) /* a receive queue beyond this is refused */
 
+/* One watch of an inotify instance (RRC_FD_INOTIFY's data): its number,
+ * mask, the watched file (from the fdinfo) and the path it was added by,
+ * which the library's inotify_add_watch wrapper keeps (the kernel keeps
+ * none) and the dump checks still names that file. The restorer adds each
+ * watch by its path, in the order of their numbers, until the kernel
+ * gives it its number. */
+struct rrc_inotify_watch {
+	int32_t  wd;
+	uint32_t mask;            /* as the fdinfo shows it (IN_* events and flags) */
+	uint64_t ino;             /* the watched file's inode and device (major << 20 | minor) */
+	uint32_t sdev;
+	uint32_t path_len;        /* bytes of the absolute path that follows, with its NUL; then padding to 8 */
+};                                /* 24 bytes */
+#define RRC_INOTIFY_PATH_MAX 256u /* a watch's path, NUL included; a longer one is refused */
+#define RRC_INOTIFY_WATCHES 1024u /* watches the library can name, over all instances */
+
 struct rrc_epoll_entry {
 	int32_t  fd;
 	uint32_t events;
@@ -373,6 +391,7 @@ struct rrc_fd {
 		struct { int32_t of; uint32_t reserved; } dup;
 		struct { uint64_t sigmask; } signalfd;  /* bit n-1: signal n */
 		struct { uint64_t size; uint32_t seals; uint32_t memfd; } ghost; /* seals: F_GET_SEALS */
+		struct { uint32_t nr_watches; uint32_t reserved; } inotify;
 		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
 			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
 		struct { int32_t family, type, protocol, backlog;
@@ -550,6 +569,7 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_sigaction) == 32, "sigaction layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_file_lock) == 24, "file lock layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_unix_peer) == 16, "unix peer layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_inotify_watch) == 24, "inotify watch layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sockopts) == RRC_SOCKOPTS_SIZE, "sockopts layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");

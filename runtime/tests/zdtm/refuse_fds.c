@@ -22,6 +22,11 @@
  *   bpf_filter   a UDP socket at A with an eBPF socket filter (SO_ATTACH_BPF;
  *                the program's fd closed): SO_GET_FILTER cannot give its
  *                program back (classic filters are carried: zdtm sockfilter)
+ *   inotify_queued an inotify instance at A with an event queued and not
+ *                read: an image does not carry events (watches it does:
+ *                zdtm inotify)
+ *   inotify_moved an inotify instance at A watching a file since renamed:
+ *                its path names no file, a restore would watch another
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -34,6 +39,7 @@
 #include <sys/syscall.h>
 #include <linux/seccomp.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/eventfd.h>
@@ -51,7 +57,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -150,6 +156,23 @@ int main(int argc, char **argv)
 		close(u);
 		zdtm_check(setsockopt(A, SOL_SOCKET, SO_ATTACH_BPF, &prog, sizeof prog) == 0, "SO_ATTACH_BPF");
 		close(prog);
+	} else if (!strncmp(mode, "inotify_", 8)) {
+		char watched[PATH_MAX];
+		zdtm_path(watched, sizeof watched, "watched");
+		zdtm_check(zdtm_write_file("watched", "x\n") == 0, "a file to watch");
+		int in = inotify_init1(IN_NONBLOCK);
+		zdtm_check(in >= 0 && dup2(in, A) == A, "an inotify instance at A");
+		close(in);
+		zdtm_check(inotify_add_watch(A, watched, IN_MODIFY) == 1, "watch 1");
+		if (!strcmp(mode, "inotify_queued")) {
+			int f = open(watched, O_WRONLY | O_APPEND);
+			zdtm_check(f >= 0 && write(f, "y\n", 2) == 2, "an event queued");
+			close(f);
+		} else {
+			char away[PATH_MAX];
+			zdtm_path(away, sizeof away, "moved-away");
+			zdtm_check(rename(watched, away) == 0, "the watched file moved");
+		}
 	} else if (!strcmp(mode, "seccomp")) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		struct sock_fprog prog = { 1, &allow };
@@ -174,6 +197,14 @@ int main(int argc, char **argv)
 		close(B);
 	} else if (!strcmp(mode, "lease")) {
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
+	} else if (!strcmp(mode, "inotify_queued")) {
+		char ev[4096];
+		zdtm_check(read(A, ev, sizeof ev) > 0, "read the event");
+	} else if (!strcmp(mode, "inotify_moved")) {
+		char watched[PATH_MAX], away[PATH_MAX];
+		zdtm_path(watched, sizeof watched, "watched");
+		zdtm_path(away, sizeof away, "moved-away");
+		zdtm_check(rename(away, watched) == 0, "the watched file back");
 	} else if (!strcmp(mode, "bpf_filter")) {
 		int one = 1;
 		zdtm_check(setsockopt(A, SOL_SOCKET, SO_DETACH_BPF, &one, sizeof one) == 0, "SO_DETACH_BPF");
