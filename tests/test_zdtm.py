@@ -54,6 +54,7 @@ PROGRAMS = {
     "unixdgram": [],
     "ghosts": [],
     "inotify": [],
+    "fifo": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -33,6 +33,7 @@
 static int shareable(uint32_t kind)
 {
 	return kind == RRC_FD_REG || kind == RRC_FD_DIR || kind == RRC_FD_CHR || kind == RRC_FD_PIPE || kind == RRC_FD_GHOST ||
+	       kind == RRC_FD_FIFO ||
 	       kind == RRC_FD_EVENTFD || kind == RRC_FD_EPOLL || kind == RRC_FD_TIMERFD || kind == RRC_FD_SIGNALFD ||
 	       kind == RRC_FD_INOTIFY ||
 	       (kind >= RRC_FD_INET_LISTEN && kind <= RRC_FD_UNIX_OTHER);
@@ -51,7 +52,7 @@ static int alike(const struct rrc_fd *a, const struct rrc_fd *b)
 		return 0;
 	if (is_socket(a->kind))
 		return 1; /* one inode, one socket; its record may vary (carried over, or not) */
-	if (a->kind == RRC_FD_PIPE)
+	if (a->kind == RRC_FD_PIPE || a->kind == RRC_FD_FIFO)
 		return 1; /* the first end of a pipe carries its data (has_data, data_len): kcmp decides */
 	if (!rrc_memeq(&a->u, &b->u, sizeof a->u) || a->data_len != b->data_len)
 		return 0;

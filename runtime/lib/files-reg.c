@@ -36,9 +36,11 @@ int rrc_capture_reg(struct rrc_fd *f, const char *link)
 				 ") whose state an image cannot carry: only /dev/null, zero, full, random and urandom are");
 			return -1;
 		}
+	} else if (S_ISFIFO(f->mode)) {
+		return rrc_capture_fifo(f, f->fd, link);
 	} else {
 		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", f->fd,
-			    " is a file of an unsupported type (fifo, block device or socket file): ");
+			    " is a file of an unsupported type (block device or socket file): ");
 		size_t l = rrc_strlen(rrc_s->err_msg);
 		rrc_bput(rrc_s->err_msg, sizeof rrc_s->err_msg, l, link);
 		return -1;

@@ -5,12 +5,15 @@
  * without consuming) into a library pipe of the same capacity; the
  * snapshot child reads that pipe into the image. The data goes with the
  * first fd of each pipe in fd order (image.h), so each pipe inode is
- * captured once.
+ * captured once. A FIFO (a named pipe, RRC_FD_FIFO) is captured the same
+ * way, once its path is checked to still name it: the restorer opens it
+ * there again.
  * ASYNC-SIGNAL-SAFE.
  */
 #include <fcntl.h>
 #include <errno.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include "rrc_lib.h"
 #include "lib-fds.h"
 
@@ -19,14 +22,17 @@
 #define F_GETPIPE_SZ 1032
 #endif
 
-static int pipe_seen(uint64_t ino, const struct rrc_fd *self)
+/* An earlier record of the same pipe (FIFOs: the same inode at the same
+ * path; pipefs and a disk's inode numbers are apart by kind). */
+static int pipe_seen(const struct rrc_fd *self)
 {
 	struct rrc_scratch *s = rrc_s;
 	for (uint64_t off = 0; off < s->fdbuf_len;) {
 		const struct rrc_fd *f = (const struct rrc_fd *)(s->fdbuf + off);
 		if (f == self)
 			break;
-		if (f->kind == RRC_FD_PIPE && f->ino == ino)
+		if (f->kind == self->kind && f->ino == self->ino && f->path_len == self->path_len &&
+		    rrc_memeq(f + 1, self + 1, f->path_len))
 			return 1;
 		off += rrc_fd_rec_size(f);
 	}
@@ -38,7 +44,7 @@ int rrc_capture_pipe(struct rrc_fd *f, int fd)
 	struct rrc_scratch *s = rrc_s;
 	long sz = rrc_sys_fcntl(fd, F_GETPIPE_SZ, 0);
 	f->u.pipe.pipe_size = sz > 0 ? (uint32_t)sz : 65536;
-	if (pipe_seen(f->ino, f))
+	if (pipe_seen(f))
 		return 0;
 
 	/* a readable end of this pipe: the fd itself, or a new one through /proc */
@@ -106,4 +112,18 @@ fail:
 		rrc_libfd_close(rfd);
 	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-r, "cannot copy the contents of the pipe at fd ", fd, 0);
 	return -1;
+}
+
+int rrc_capture_fifo(struct rrc_fd *f, int fd, const char *link)
+{
+	struct stat st;
+	if (rrc_sys_fstatat(AT_FDCWD, link, &st, 0) < 0 || !S_ISFIFO(st.st_mode) || st.st_ino != f->ino) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd, " is a FIFO no longer at its path (");
+		size_t l = rrc_strlen(rrc_s->err_msg);
+		l = rrc_bput(rrc_s->err_msg, sizeof rrc_s->err_msg, l, link);
+		rrc_bput(rrc_s->err_msg, sizeof rrc_s->err_msg, l, "): a restore would open another one");
+		return -1;
+	}
+	f->kind = RRC_FD_FIFO;
+	return rrc_capture_pipe(f, fd);
 }

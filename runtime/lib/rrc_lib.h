@@ -430,6 +430,7 @@ int rrc_capture_epoll(int fd, struct rrc_fd *f) RRC_HIDDEN;             /* epoll
 int rrc_capture_timerfd(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* timerfd.c */
 int rrc_capture_signalfd(struct rrc_fd *f, int fd) RRC_HIDDEN;          /* signalfd.c */
 int rrc_capture_inotify(struct rrc_fd *f, int fd) RRC_HIDDEN;           /* inotify.c */
+int rrc_capture_fifo(struct rrc_fd *f, int fd, const char *link) RRC_HIDDEN; /* pipes.c */
 int rrc_capture_socket(struct rrc_fd *f, int fd, const struct rrc_fd *prev) RRC_HIDDEN; /* sockets.c */
 /* Whether a record's data follows it in the scratch fd buffer (epoll
  * entries, a socket's options); pipe data lives in a library pipe. */

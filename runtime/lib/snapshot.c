@@ -952,7 +952,7 @@ static void write_fds(void)
 		o_put(f + 1, f->path_len);
 		if (rrc_fd_data_inline(f)) {
 			o_put((uint8_t *)(f + 1) + ((f->path_len + 7ull) & ~7ull), f->data_len);
-		} else if (f->kind == RRC_FD_PIPE && f->data_len) {
+		} else if ((f->kind == RRC_FD_PIPE || f->kind == RRC_FD_FIFO) && f->data_len) {
 			int rfd = -1;
 			for (uint32_t i = 0; i < s->nr_libpipes; i++)
 				if (s->libpipes[i].app_fd == f->fd)

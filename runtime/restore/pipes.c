@@ -7,9 +7,17 @@
  * and every fd of that inode gets the end of its access mode. An end
  * absent from the image is closed: the reader then sees EOF after the data,
  * the writer EPIPE, as they would have had the other side gone.
+ * A FIFO (a named pipe) is opened again at its path: first by the
+ * restorer, read-write (which never blocks, and keeps the FIFO's buffer
+ * while its fds are opened), sized and refilled through that fd, then
+ * once per fd with the fd's own access mode (non-blocking: with the
+ * restorer's end open a write-only open needs no reader), then the
+ * restorer's end is closed.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "restore.h"
 
@@ -80,4 +88,58 @@ void restore_pipe(struct fd_ctx *x, struct rfd *first)
 	}
 	close(p[0]);
 	close(p[1]);
+}
+
+/* r's FIFO: the same inode at the same path */
+static int same_fifo(const struct rfd *a, const struct rfd *b)
+{
+	return b->f->kind == RRC_FD_FIFO && b->f->ino == a->f->ino && !strcmp(a->path, b->path);
+}
+
+void restore_fifo(struct fd_ctx *x, struct rfd *first)
+{
+	struct chain *c = x->c;
+	const struct rfd *with_data = NULL;
+	int own = open(first->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+
+	if (own < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)first->f->fd, "fd %d: cannot open the FIFO %s: %s", first->f->fd,
+			 first->path, rst_strerror(errno));
+	if (fstat(own, &st) < 0 || !S_ISFIFO(st.st_mode))
+		rst_fail(RRC_RST_FD, 0, (uint32_t)first->f->fd, "fd %d: %s is not a FIFO here", first->f->fd,
+			 first->path);
+	own = fd_high(x, own);
+	if (first->f->u.pipe.pipe_size && fcntl(own, F_GETPIPE_SZ) != (int)first->f->u.pipe.pipe_size &&
+	    fcntl(own, F_SETPIPE_SZ, (int)first->f->u.pipe.pipe_size) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)first->f->fd, "fd %d: cannot size the FIFO %s to %u bytes: %s",
+			 first->f->fd, first->path, first->f->u.pipe.pipe_size, rst_strerror(errno));
+	for (size_t i = 0; i < c->nr_fds; i++)
+		if (same_fifo(first, &c->fds[i]) && c->fds[i].data_len && !with_data)
+			with_data = &c->fds[i];
+	for (uint32_t off = 0; with_data && off < with_data->data_len;) {
+		ssize_t w = write(own, with_data->data + off, with_data->data_len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)with_data->f->fd,
+				 "fd %d: cannot put %u bytes back into the FIFO %s: %s", with_data->f->fd,
+				 with_data->data_len, first->path, w < 0 ? rst_strerror(errno) : "short write");
+		off += (uint32_t)w;
+	}
+	for (size_t i = 0; i < c->nr_fds; i++) {
+		struct rfd *r = &c->fds[i];
+
+		if (!same_fifo(first, r))
+			continue;
+		int fd = open(r->path, (int)(r->f->file_flags & O_ACCMODE) | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: cannot open the FIFO %s again: %s",
+				 r->f->fd, r->path, rst_strerror(errno));
+		fd_place(x, fd_high(x, fd), r);
+		r->done = 1;
+	}
+	if (with_data)
+		rst_log("FIFO %s: %u bytes put back", first->path, with_data->data_len);
+	close(own);
 }

@@ -138,6 +138,7 @@ void restore_epoll_entries(struct fd_ctx *x, struct rfd *r); /* epoll.c: after a
 void restore_timerfd(struct fd_ctx *x, struct rfd *r);  /* timerfd.c */
 void restore_signalfd(struct fd_ctx *x, struct rfd *r); /* signalfd.c */
 void restore_inotify(struct fd_ctx *x, struct rfd *r);  /* inotify.c */
+void restore_fifo(struct fd_ctx *x, struct rfd *first);  /* pipes.c: every fd of first's FIFO */
 void restore_ghost(struct fd_ctx *x, struct rfd *r);    /* files-ghost.c */
 void restore_inet(struct fd_ctx *x, struct rfd *r);     /* sk-inet.c */
 void restore_unix(struct fd_ctx *x, struct rfd *r);     /* sk-unix.c: UNIX_*, LIB_CONTROL */

@@ -680,6 +680,8 @@ pub enum FdKind {
     Ghost,
     /// An inotify instance: its watches in the record.
     Inotify,
+    /// A named pipe opened by its path (`FdDetail::Pipe`).
+    Fifo,
     LibControl,
     LibInternal,
 }
@@ -703,6 +705,7 @@ impl FdKind {
             14 => FdKind::Signalfd,
             15 => FdKind::Ghost,
             16 => FdKind::Inotify,
+            17 => FdKind::Fifo,
             100 => FdKind::LibControl,
             101 => FdKind::LibInternal,
             _ => return None,
@@ -726,6 +729,7 @@ impl FdKind {
             FdKind::Signalfd => "signalfd",
             FdKind::Ghost => "ghost",
             FdKind::Inotify => "inotify",
+            FdKind::Fifo => "fifo",
             FdKind::LibControl => "lib_control",
             FdKind::LibInternal => "lib_internal",
         }
@@ -1052,7 +1056,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
         }
         let u = 40usize;
         let detail = match kind {
-            FdKind::Pipe => FdDetail::Pipe { pipe_size: u32_at(r, u), has_data: u32_at(r, u + 4) },
+            FdKind::Pipe | FdKind::Fifo => FdDetail::Pipe { pipe_size: u32_at(r, u), has_data: u32_at(r, u + 4) },
             FdKind::Eventfd => FdDetail::Eventfd { count: u64_at(r, u), semaphore: u32_at(r, u + 8) },
             FdKind::Signalfd => FdDetail::Signalfd { sigmask: u64_at(r, u) },
             FdKind::Timerfd => FdDetail::Timerfd {

@@ -252,6 +252,8 @@ enum rrc_fd_kind {
 	RRC_FD_GHOST      = 15, /* a regular file deleted while open, or a memfd ("ghost file"):
 	                         * path as its link read (" (deleted)" included), u.ghost,
 	                         * data: its contents (u.ghost.size bytes, padded to 8) */
+	RRC_FD_FIFO       = 17, /* a named pipe opened by its path: path, u.pipe and data as a
+	                         * PIPE's (the bytes in flight with the first fd of each FIFO) */
 	RRC_FD_INOTIFY    = 16, /* inotify instance: u.inotify, data: its watches (rrc_inotify_watch,
 	                         * each followed by its path, padded to 8) */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */

@@ -27,6 +27,8 @@
  *                zdtm inotify)
  *   inotify_moved an inotify instance at A watching a file since renamed:
  *                its path names no file, a restore would watch another
+ *   fifo_deleted a FIFO open at A, its path since removed: a restore opens a
+ *                FIFO at its path (those are carried: zdtm fifo)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -44,6 +46,7 @@
 #include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <stddef.h>
 #include <netinet/in.h>
@@ -57,7 +60,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -173,6 +176,14 @@ int main(int argc, char **argv)
 			zdtm_path(away, sizeof away, "moved-away");
 			zdtm_check(rename(watched, away) == 0, "the watched file moved");
 		}
+	} else if (!strcmp(mode, "fifo_deleted")) {
+		char path[PATH_MAX];
+		zdtm_path(path, sizeof path, "fifo");
+		zdtm_check(mkfifo(path, 0600) == 0, "mkfifo");
+		int ff = open(path, O_RDWR);
+		zdtm_check(ff >= 0 && dup2(ff, A) == A, "the FIFO at A");
+		close(ff);
+		zdtm_check(unlink(path) == 0, "its path removed");
 	} else if (!strcmp(mode, "seccomp")) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		struct sock_fprog prog = { 1, &allow };
@@ -197,6 +208,8 @@ int main(int argc, char **argv)
 		close(B);
 	} else if (!strcmp(mode, "lease")) {
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
+	} else if (!strcmp(mode, "fifo_deleted")) {
+		zdtm_check(close(A) == 0, "close the FIFO");
 	} else if (!strcmp(mode, "inotify_queued")) {
 		char ev[4096];
 		zdtm_check(read(A, ev, sizeof ev) > 0, "read the event");
