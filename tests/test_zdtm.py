@@ -55,6 +55,7 @@ PROGRAMS = {
     "ghosts": [],
     "inotify": [],
     "fifo": [],
+    "uts": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -82,5 +82,13 @@ int rrc_procattr_capture(void)
 	}
 	if (itimers)
 		a->valid |= RRC_PA_ITIMERS;
+	/* the UTS namespace's names (the container's own) */
+	struct { char sysname[65], nodename[65], release[65], version[65], machine[65], domainname[65]; } u;
+	if (rrc_syscall1(SYS_uname, (long)&u) == 0) {
+		rrc_memcpy(a->nodename, u.nodename, sizeof a->nodename);
+		rrc_memcpy(a->domainname, u.domainname, sizeof a->domainname);
+		a->nodename[sizeof a->nodename - 1] = a->domainname[sizeof a->domainname - 1] = 0;
+		a->valid |= RRC_PA_UTS;
+	}
 	return 0;
 }

@@ -180,13 +180,21 @@ static void chain_check_newest(struct chain *c)
 
 	c->attrs = 0;
 	if (nw->have[RRC_SEC_PROCATTR]) {
+		/* an image of before the UTS names is read too (it has none:
+		 * its valid bits say so); the fields it lacks stay 0 */
+		static struct rrc_procattr attrs;
 		const struct rrc_procattr *a = nw->sec[RRC_SEC_PROCATTR];
-		if (nw->sec_len[RRC_SEC_PROCATTR] < sizeof *a || a->size < sizeof *a ||
+		if (nw->sec_len[RRC_SEC_PROCATTR] < RRC_PROCATTR_SIZE_V1 || a->size < RRC_PROCATTR_SIZE_V1 ||
 		    a->size > nw->sec_len[RRC_SEC_PROCATTR])
-			FAIL_NEWEST(c, "section PROCATTR: %llu bytes saying %u, this restorer knows %zu",
+			FAIL_NEWEST(c, "section PROCATTR: %llu bytes saying %u, this restorer reads %u or more",
 				    (unsigned long long)nw->sec_len[RRC_SEC_PROCATTR],
-				    nw->sec_len[RRC_SEC_PROCATTR] >= 4 ? a->size : 0, sizeof *a);
-		c->attrs = a;
+				    nw->sec_len[RRC_SEC_PROCATTR] >= 4 ? a->size : 0, RRC_PROCATTR_SIZE_V1);
+		memset(&attrs, 0, sizeof attrs);
+		memcpy(&attrs, a, a->size < sizeof attrs ? a->size : sizeof attrs);
+		if (attrs.size < sizeof attrs)
+			attrs.valid &= RRC_PA_OOM_SCORE_ADJ | RRC_PA_ITIMERS;
+		attrs.nodename[sizeof attrs.nodename - 1] = attrs.domainname[sizeof attrs.domainname - 1] = 0;
+		c->attrs = &attrs;
 	}
 
 	c->creds = 0;

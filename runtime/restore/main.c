@@ -98,6 +98,16 @@ static void restore_attrs(const struct rrc_procattr *a)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_CHILD_SUBREAPER failed: %s", rst_strerror(errno));
 	if (prctl(PR_SET_THP_DISABLE, (unsigned long)a->thp_disable, 0, 0, 0) < 0)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_THP_DISABLE failed: %s", rst_strerror(errno));
+	/* the container's UTS namespace is the restorer's own (rrc-container
+	 * makes one for every process it starts): its names as they were, on
+	 * whatever host the restore runs */
+	if (a->valid & RRC_PA_UTS) {
+		if (sethostname(a->nodename, strlen(a->nodename)) < 0)
+			rst_fail(RRC_RST_PROCESS, errno, 0, "sethostname(%s) failed: %s", a->nodename, rst_strerror(errno));
+		if (setdomainname(a->domainname, strlen(a->domainname)) < 0)
+			rst_fail(RRC_RST_PROCESS, errno, 0, "setdomainname(%s) failed: %s", a->domainname,
+				 rst_strerror(errno));
+	}
 }
 
 /* The interval timers with the time they had left: just before the jump,

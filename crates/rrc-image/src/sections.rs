@@ -112,6 +112,10 @@ pub const PROCATTR_SIZE: usize = 136;
 pub const PA_OOM_SCORE_ADJ: u32 = 1;
 /// `RRC_PA_ITIMERS`.
 pub const PA_ITIMERS: u32 = 2;
+/// `RRC_PA_UTS`.
+pub const PA_UTS: u32 = 4;
+/// The size of a PROCATTR with the UTS names (`nodename` at `PROCATTR_SIZE`).
+pub const PROCATTR_UTS_SIZE: usize = 272;
 
 /// `struct rrc_itimer`: an interval timer's period and the time it had left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,6 +136,10 @@ pub struct ProcAttr {
     pub thp_disable: bool,
     /// ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF (None: not read).
     pub itimers: Option<[Itimer; 3]>,
+    /// The UTS namespace's host and domain names (None: not read, or an
+    /// image of before them).
+    pub nodename: Option<String>,
+    pub domainname: Option<String>,
 }
 
 /// The size-versioned structs (`struct rrc_sockopts`, `struct
@@ -154,6 +162,7 @@ fn check_versioned(p: &[u8], known: usize, what: &str) -> Result<(), String> {
 pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
     check_versioned(p, PROCATTR_SIZE, "process attributes")?;
     let valid = u32_at(p, 4);
+    let uts = valid & PA_UTS != 0 && u32_at(p, 0) as usize >= PROCATTR_UTS_SIZE;
     let flag = |o: usize, what: &str| match u32_at(p, o) {
         0 => Ok(false),
         1 => Ok(true),
@@ -170,7 +179,14 @@ pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
                 Itimer { interval_sec: i64_at(p, o), interval_usec: i64_at(p, o + 8), value_sec: i64_at(p, o + 16), value_usec: i64_at(p, o + 24) }
             })
         }),
+        nodename: uts.then(|| c_string(&p[PROCATTR_SIZE..PROCATTR_SIZE + 65])),
+        domainname: uts.then(|| c_string(&p[PROCATTR_SIZE + 65..PROCATTR_SIZE + 130])),
     })
+}
+
+/// The bytes before the first NUL (all of them if none), lossily.
+fn c_string(b: &[u8]) -> String {
+    lossy(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
 }
 
 /* ---- CREDS ------------------------------------------------------------ */
@@ -1432,6 +1448,16 @@ mod tests {
         let mut small = p.clone();
         small[0..4].copy_from_slice(&40u32.to_le_bytes());
         assert!(parse_procattr(&small).unwrap_err().contains("this reader knows 136"));
+        // the UTS names, in an image that has them
+        let mut uts = p.clone();
+        uts.resize(PROCATTR_UTS_SIZE, 0);
+        uts[0..4].copy_from_slice(&(PROCATTR_UTS_SIZE as u32).to_le_bytes());
+        uts[4..8].copy_from_slice(&(PA_OOM_SCORE_ADJ | PA_ITIMERS | PA_UTS).to_le_bytes());
+        uts[PROCATTR_SIZE..PROCATTR_SIZE + 4].copy_from_slice(b"web1");
+        uts[PROCATTR_SIZE + 65..PROCATTR_SIZE + 69].copy_from_slice(b"corp");
+        let u = parse_procattr(&uts).unwrap();
+        assert_eq!((u.nodename.as_deref(), u.domainname.as_deref()), (Some("web1"), Some("corp")));
+        assert_eq!(a.nodename, None, "an image of before the names has none");
         p[12..16].copy_from_slice(&2u32.to_le_bytes());
         assert!(parse_procattr(&p).unwrap_err().contains("no_new_privs is 2"));
     }

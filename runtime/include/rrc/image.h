@@ -115,6 +115,7 @@ struct rrc_process {
  * fields it knows of a larger size (a later version), refuses a smaller. */
 #define RRC_PA_OOM_SCORE_ADJ  (1u << 0)   /* oom_score_adj was read */
 #define RRC_PA_ITIMERS        (1u << 1)   /* itimers were read */
+#define RRC_PA_UTS            (1u << 2)   /* nodename and domainname were read */
 struct rrc_itimer {               /* struct itimerval, 64-bit */
 	int64_t interval_sec, interval_usec;
 	int64_t value_sec, value_usec;   /* remaining (0: disarmed) */
@@ -130,7 +131,14 @@ struct rrc_procattr {
 	/* ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF (getitimer just before the
 	 * pause): set again with the time that was left */
 	struct rrc_itimer itimers[3];
-};
+	/* The host and domain names of the process's UTS namespace (uname),
+	 * the container's own: set again in the restored one's (after
+	 * RRC_PROCATTR_SIZE_V1: an image of before has none) */
+	char     nodename[65];
+	char     domainname[65];
+	uint8_t  pad[6];
+};                                /* 272 bytes */
+#define RRC_PROCATTR_SIZE_V1 136u /* the first version's size, the least a reader takes */
 
 /* ---- CREDS ------------------------------------------------------------ */
 
@@ -562,6 +570,7 @@ struct rrc_restore_area {
 #define RRC_STATIC_ASSERT _Static_assert
 #endif
 RRC_STATIC_ASSERT(sizeof(struct rrc_image_header) == 72, "image header layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_procattr) == 272 && __builtin_offsetof(struct rrc_procattr, nodename) == RRC_PROCATTR_SIZE_V1, "procattr layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_replay_request) == 48, "replay request layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_section_header) == 24, "section header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_end) == 16, "end layout");
