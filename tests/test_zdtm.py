@@ -56,6 +56,7 @@ PROGRAMS = {
     "inotify": [],
     "fifo": [],
     "uts": [],
+    "membarrier": [],
     "itimers": [],
     "posixtimers": [],
     "opath": [],

@@ -192,7 +192,7 @@ static void chain_check_newest(struct chain *c)
 		memset(&attrs, 0, sizeof attrs);
 		memcpy(&attrs, a, a->size < sizeof attrs ? a->size : sizeof attrs);
 		if (attrs.size < sizeof attrs)
-			attrs.valid &= RRC_PA_OOM_SCORE_ADJ | RRC_PA_ITIMERS;
+			attrs.valid &= RRC_PA_OOM_SCORE_ADJ | RRC_PA_ITIMERS; /* the first version's */
 		attrs.nodename[sizeof attrs.nodename - 1] = attrs.domainname[sizeof attrs.domainname - 1] = 0;
 		c->attrs = &attrs;
 	}

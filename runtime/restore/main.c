@@ -98,6 +98,13 @@ static void restore_attrs(const struct rrc_procattr *a)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_CHILD_SUBREAPER failed: %s", rst_strerror(errno));
 	if (prctl(PR_SET_THP_DISABLE, (unsigned long)a->thp_disable, 0, 0, 0) < 0)
 		rst_fail(RRC_RST_PROCESS, errno, 0, "PR_SET_THP_DISABLE failed: %s", rst_strerror(errno));
+	/* membarrier registrations are the mm's, which the restored process
+	 * keeps: each command's register command is the next bit up */
+	for (uint32_t cmd = 1u << 3; cmd <= 1u << 7; cmd <<= 2)
+		if ((a->valid & RRC_PA_MEMBARRIER) && (a->membarrier & cmd) &&
+		    syscall(SYS_membarrier, cmd << 1, 0, 0) < 0)
+			rst_fail(RRC_RST_PROCESS, errno, 0, "membarrier registration 0x%x failed: %s", cmd << 1,
+				 rst_strerror(errno));
 	/* the container's UTS namespace is the restorer's own (rrc-container
 	 * makes one for every process it starts): its names as they were, on
 	 * whatever host the restore runs */

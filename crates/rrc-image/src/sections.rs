@@ -114,6 +114,8 @@ pub const PA_OOM_SCORE_ADJ: u32 = 1;
 pub const PA_ITIMERS: u32 = 2;
 /// `RRC_PA_UTS`.
 pub const PA_UTS: u32 = 4;
+/// `RRC_PA_MEMBARRIER`.
+pub const PA_MEMBARRIER: u32 = 8;
 /// The size of a PROCATTR with the UTS names (`nodename` at `PROCATTR_SIZE`).
 pub const PROCATTR_UTS_SIZE: usize = 272;
 
@@ -140,6 +142,9 @@ pub struct ProcAttr {
     /// image of before them).
     pub nodename: Option<String>,
     pub domainname: Option<String>,
+    /// The private expedited membarrier commands registered for (their
+    /// MEMBARRIER_CMD_* bits; None: not read).
+    pub membarrier: Option<u32>,
 }
 
 /// The size-versioned structs (`struct rrc_sockopts`, `struct
@@ -181,6 +186,7 @@ pub fn parse_procattr(p: &[u8]) -> Result<ProcAttr, String> {
         }),
         nodename: uts.then(|| c_string(&p[PROCATTR_SIZE..PROCATTR_SIZE + 65])),
         domainname: uts.then(|| c_string(&p[PROCATTR_SIZE + 65..PROCATTR_SIZE + 130])),
+        membarrier: (valid & PA_MEMBARRIER != 0 && u32_at(p, 0) as usize >= PROCATTR_UTS_SIZE).then(|| u32_at(p, 268)),
     })
 }
 

@@ -116,6 +116,7 @@ struct rrc_process {
 #define RRC_PA_OOM_SCORE_ADJ  (1u << 0)   /* oom_score_adj was read */
 #define RRC_PA_ITIMERS        (1u << 1)   /* itimers were read */
 #define RRC_PA_UTS            (1u << 2)   /* nodename and domainname were read */
+#define RRC_PA_MEMBARRIER     (1u << 3)   /* membarrier was read */
 struct rrc_itimer {               /* struct itimerval, 64-bit */
 	int64_t interval_sec, interval_usec;
 	int64_t value_sec, value_usec;   /* remaining (0: disarmed) */
@@ -136,7 +137,12 @@ struct rrc_procattr {
 	 * RRC_PROCATTR_SIZE_V1: an image of before has none) */
 	char     nodename[65];
 	char     domainname[65];
-	uint8_t  pad[6];
+	uint8_t  pad[2];
+	/* The private expedited membarrier commands the process registered
+	 * for (MEMBARRIER_CMD_PRIVATE_EXPEDITED, _SYNC_CORE, _RSEQ: their
+	 * command bits), registered again by the restorer, whose mm the
+	 * restored process keeps */
+	uint32_t membarrier;
 };                                /* 272 bytes */
 #define RRC_PROCATTR_SIZE_V1 136u /* the first version's size, the least a reader takes */
 
