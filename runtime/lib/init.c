@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include "rrc_lib.h"
+#include "mounts.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
 #include "waits.h"
@@ -255,6 +256,7 @@ __attribute__((constructor)) static void rrc_init(void)
 	}
 	rrc_g.listen_fd = s;
 	rrc_g.active = 1;
+	rrc_mounts_remember(); /* the container's table: the one a restore gets */
 
 	pthread_attr_t at;
 	pthread_t th;

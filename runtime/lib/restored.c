@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include "rrc_lib.h"
+#include "mounts.h"
 #include "posix-timers.h"
 #include "creds.h"
 #include "lib-fds.h"
@@ -105,6 +106,7 @@ void rrc_post_restore(void)
 	/* last of what may need root: this thread's own credentials, which
 	 * the restorer gave every application thread (creds.c) */
 	rrc_creds_restored();
+	rrc_mounts_remember(); /* the restored container's table */
 	rrc_g.restored = 1;
 	/* `rrc restore --replay`: the log indexed and replay on before any
 	 * thread runs. A log that cannot be replayed leaves the threads parked

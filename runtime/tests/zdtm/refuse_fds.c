@@ -29,6 +29,8 @@
  *                its path names no file, a restore would watch another
  *   fifo_deleted a FIFO open at A, its path since removed: a restore opens a
  *                FIFO at its path (those are carried: zdtm fifo)
+ *   mount_tmpfs  a tmpfs mounted at $ZDTM_DIR/mnt and a file open on it:
+ *                mounts are not carried (the restore would find neither)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -44,6 +46,7 @@
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -60,7 +63,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -176,6 +179,15 @@ int main(int argc, char **argv)
 			zdtm_path(away, sizeof away, "moved-away");
 			zdtm_check(rename(watched, away) == 0, "the watched file moved");
 		}
+	} else if (!strcmp(mode, "mount_tmpfs")) {
+		char mnt[PATH_MAX], file[PATH_MAX + 16];
+		zdtm_path(mnt, sizeof mnt, "mnt");
+		zdtm_check(mkdir(mnt, 0755) == 0 && mount("rrc-refuse", mnt, "tmpfs", 0, "size=1m") == 0,
+			   "mount a tmpfs (root in the container's mount namespace)");
+		snprintf(file, sizeof file, "%s/on-tmpfs", mnt);
+		int t = open(file, O_RDWR | O_CREAT, 0600);
+		zdtm_check(t >= 0 && dup2(t, A) == A, "a file on it at A");
+		close(t);
 	} else if (!strcmp(mode, "fifo_deleted")) {
 		char path[PATH_MAX];
 		zdtm_path(path, sizeof path, "fifo");
@@ -210,6 +222,10 @@ int main(int argc, char **argv)
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
 	} else if (!strcmp(mode, "fifo_deleted")) {
 		zdtm_check(close(A) == 0, "close the FIFO");
+	} else if (!strcmp(mode, "mount_tmpfs")) {
+		char mnt[PATH_MAX];
+		zdtm_path(mnt, sizeof mnt, "mnt");
+		zdtm_check(close(A) == 0 && umount(mnt) == 0, "close the file, unmount the tmpfs");
 	} else if (!strcmp(mode, "inotify_queued")) {
 		char ev[4096];
 		zdtm_check(read(A, ev, sizeof ev) > 0, "read the event");
