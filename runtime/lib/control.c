@@ -19,6 +19,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "mounts.h"
+#include "sysvipc.h"
 #include "posix-timers.h"
 #include "creds.h"
 #include "sigpending.h"
@@ -291,7 +292,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_msg[0] = 0;
 	rrc_phelper_reap();
 	rrc_lib_ranges();
-	if (check_children() < 0 || rrc_mounts_check() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 ||
+	if (check_children() < 0 || rrc_mounts_check() < 0 || rrc_sysvipc_check() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 ||
 	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0 || rrc_sigs_settle() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;

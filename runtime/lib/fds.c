@@ -310,6 +310,33 @@ static int same_link(const char *lpath, const char *link, long n)
 }
 
 /* The pre-pause check of one fd: its kind can be described. */
+/* A file, directory or device the restorer will open by its path: that
+ * path must name the file open now (not, say, a POSIX message queue,
+ * whose link "/name" is its queue file system's, or a file of a mount
+ * that is not the process's). -1 with the error set if it does not. */
+static int path_names_another(int fd, const char *lpath, const char *link, long n)
+{
+	struct stat open_st, path_st;
+	if (rrc_sys_fstat(fd, &open_st) < 0)
+		return 0; /* closed meanwhile: the pause decides */
+	long r = rrc_sys_fstatat(AT_FDCWD, link, &path_st, 0);
+	if (r == 0 && (path_st.st_dev != open_st.st_dev || path_st.st_ino != open_st.st_ino))
+		r = rrc_sys_fstatat(AT_FDCWD, link, &path_st, AT_SYMLINK_NOFOLLOW); /* an O_PATH fd of a symlink */
+	if (r == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino)
+		return 0;
+	if (!same_link(lpath, link, n))
+		return 0; /* renamed or replaced while it was read: the pause decides */
+	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd, ": its path ");
+	size_t l = rrc_strlen(rrc_s->err_msg);
+	l = rrc_bput(rrc_s->err_msg, sizeof rrc_s->err_msg, l, link);
+	rrc_bput(rrc_s->err_msg, sizeof rrc_s->err_msg, l,
+		 r == 0 ? " names another file than the one open (a POSIX message queue, a file of another "
+			  "mount namespace): a restore would open the wrong one"
+			: " names no file here (a POSIX message queue, a file of another mount namespace): a "
+			  "restore could not open it");
+	return -1;
+}
+
 static int check_one(long nfd, void *arg)
 {
 	struct walk *w = arg;
@@ -340,6 +367,8 @@ static int check_one(long nfd, void *arg)
 			return 0;
 		}
 	}
+	if (k == 0 && link[0] == '/' && path_names_another(fd, lpath, link, n) < 0)
+		k = -1;
 	if (k < 0 || (fd >= RRC_MAX_FDS && (rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0,
 			"fd number too large for the library: ", fd, 0), 1))) {
 		w->failed = 1;

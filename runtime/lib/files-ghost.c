@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include "rrc_lib.h"
 
 #ifndef F_GET_SEALS
@@ -40,6 +41,9 @@ int rrc_capture_ghost(struct rrc_fd *f, int fd)
 	}
 	if (!S_ISREG(st.st_mode))
 		return refuse(fd, " is a deleted directory or special file, which a checkpoint cannot describe");
+	struct statfs fs;
+	if (rrc_syscall2(SYS_fstatfs, fd, (long)&fs) == 0 && fs.f_type == 0x19800202 /* MQUEUE_MAGIC */)
+		return refuse(fd, " is a POSIX message queue (mq_open), which a checkpoint cannot describe");
 	if ((uint64_t)st.st_size > RRC_GHOST_MAX)
 		return refuse(fd, " is a deleted file or memfd of more than 1 MiB, whose contents an image does not carry");
 	if ((f->file_flags & O_ACCMODE) == O_WRONLY)

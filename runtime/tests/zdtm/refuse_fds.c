@@ -31,6 +31,13 @@
  *                FIFO at its path (those are carried: zdtm fifo)
  *   mount_tmpfs  a tmpfs mounted at $ZDTM_DIR/mnt and a file open on it:
  *                mounts are not carried (the restore would find neither)
+ *   mqueue       a POSIX message queue at A: its fd's link, "/name", is the
+ *                queue file system's; a restore would open that path on
+ *                the root file system (checked: a path must name its file)
+ *   mqueue_unlinked the same, its name removed: a deleted file to the fd
+ *                walk, whose contents are not a file's
+ *   sysv_sem, sysv_msg a SysV semaphore set, a message queue with a message:
+ *                not carried (the restore's IPC namespace is empty)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -39,6 +46,7 @@
  * "cleared", so the test can show that the same process then dumps fine.
  */
 #include <linux/bpf.h>
+#include <mqueue.h>
 #include <linux/filter.h>
 #include <sys/syscall.h>
 #include <linux/seccomp.h>
@@ -49,6 +57,8 @@
 #include <sys/mount.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <stddef.h>
@@ -59,11 +69,13 @@
 #define B 21
 #define EP 22
 
+static int sysv_id = -1;
+
 int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_sem|sysv_msg|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -179,6 +191,22 @@ int main(int argc, char **argv)
 			zdtm_path(away, sizeof away, "moved-away");
 			zdtm_check(rename(watched, away) == 0, "the watched file moved");
 		}
+	} else if (!strncmp(mode, "sysv_", 5)) {
+		sysv_id = !strcmp(mode, "sysv_sem") ? semget(IPC_PRIVATE, 2, 0600) : msgget(IPC_PRIVATE, 0600);
+		int id = sysv_id;
+		zdtm_check(id >= 0, "a SysV object");
+		if (!strcmp(mode, "sysv_msg")) {
+			struct { long type; char text[8]; } m = { 1, "hello" };
+			zdtm_check(msgsnd(id, &m, 6, 0) == 0, "a message queued");
+		}
+	} else if (!strncmp(mode, "mqueue", 6)) {
+		char name[64];
+		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
+		mqd_t q = mq_open(name, O_RDWR | O_CREAT, 0600, NULL);
+		zdtm_check(q >= 0 && dup2((int)q, A) == A, "a message queue at A");
+		close((int)q);
+		if (!strcmp(mode, "mqueue_unlinked"))
+			zdtm_check(mq_unlink(name) == 0, "its name removed (the fd keeps it)");
 	} else if (!strcmp(mode, "mount_tmpfs")) {
 		char mnt[PATH_MAX], file[PATH_MAX + 16];
 		zdtm_path(mnt, sizeof mnt, "mnt");
@@ -222,6 +250,16 @@ int main(int argc, char **argv)
 		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
 	} else if (!strcmp(mode, "fifo_deleted")) {
 		zdtm_check(close(A) == 0, "close the FIFO");
+	} else if (!strncmp(mode, "sysv_", 5)) {
+		int id = sysv_id;
+		zdtm_check((!strcmp(mode, "sysv_sem") ? semctl(id, 0, IPC_RMID) : msgctl(id, IPC_RMID, NULL)) == 0,
+			   "remove the SysV object");
+	} else if (!strncmp(mode, "mqueue", 6)) {
+		char name[64];
+		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
+		zdtm_check(close(A) == 0, "close the queue");
+		if (!strcmp(mode, "mqueue"))
+			zdtm_check(mq_unlink(name) == 0, "remove the queue");
 	} else if (!strcmp(mode, "mount_tmpfs")) {
 		char mnt[PATH_MAX];
 		zdtm_path(mnt, sizeof mnt, "mnt");
