@@ -196,7 +196,6 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("epoll_closed", ["epoll fd 22", "fd 20", "closed"]),
     ("epoll_collide", ["epoll fd 22", "fd 20", "another file"]),
     ("epoll_socket", ["epoll fd 22", "fd 20", "another file"]),
-    ("lease", ["fd 20", "file lease", "F_SETLEASE"]),
     ("unix_named_sender", ["unix socket fd 20", "datagrams queued", "named sender"]),
     ("unix_rights", ["unix socket fd 20", "file descriptors", "in flight", "SCM_RIGHTS"]),
     ("ghost_big", ["fd 20", "memfd", "more than 1 MiB"]),
@@ -213,7 +212,7 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
     """A terminal, an epoll entry whose number no longer holds its file, a
-    file lease, a datagram queued from a named sender, an fd in flight, a
+    datagram queued from a named sender, an fd in flight, a
     memfd too large to carry or opened twice, an eBPF socket filter, an
     inotify instance with events queued or watching a file since moved:
     before these were refused the dump succeeded and the restore failed

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (RESULT_TIMEOUT, TOOLS, netns_exec, pid_alive, read_text, wait_for_file,
-                      wait_until, zdtm_bin)
+from conftest import (NETNS_PREFIX, RESULT_TIMEOUT, TOOLS, netns_exec, pid_alive, read_text, run,
+                      wait_for_file, wait_until, zdtm_bin)
 
 sys.path.insert(0, str(TOOLS))
 import zdtm_standalone  # noqa: E402
@@ -50,6 +50,7 @@ PROGRAMS = {
     "procattr": [],
     "creds": [],
     "filelocks": [],
+    "lease": [],
     "unixpairs": [],
     "unixdgram": [],
     "ghosts": [],
@@ -403,6 +404,26 @@ def test_unix_datagrams_queued_between_dumps(rrc, tmp_path, netns, snapshot):
                  if r["fd"] == 4]
         assert pair1 and pair1[0]["queued"] == want, \
             f"image of step {step} ({image}): pair[1] (fd 4) holds {pair1}, not {want} bytes of messages"
+    c.restore_and_verify()
+
+
+def test_a_mount_gone_by_the_host_is_no_refusal(rrc, tmp_path, netns):
+    """A mount the process made since it started is refused (mounts.c;
+    test_refusals.py mount_tmpfs), one that is gone is not: the kernel
+    detaches a mount in every namespace when its mount point is removed,
+    and `ip netns del` on the host removes /run/netns/NAME, which the
+    container's private copy of the table had. Found as false refusals
+    while other tests deleted their namespaces."""
+    other = NETNS_PREFIX + "gone-" + os.urandom(3).hex()
+    run(["ip", "netns", "add", other])
+    try:
+        c = Cycle(rrc, tmp_path, netns, "eventfd").start()
+        assert f"/run/netns/{other}" in read_text(Path(f"/proc/{c.pid}/mountinfo")), \
+            "the container's mount table lacks the namespace made before it"
+    finally:
+        run(["ip", "netns", "del", other])
+    assert f"/run/netns/{other}" not in read_text(Path(f"/proc/{c.pid}/mountinfo"))
+    c.run_chain(1)
     c.restore_and_verify()
 
 

@@ -6,10 +6,12 @@
  * file is this fd's and whose owner is this process's fd table or this
  * open file: fs/locks.c, show_fd_locks) and appended to the fd's record
  * as its data (image.h struct rrc_file_lock). rrc-restore takes them again
- * once every fd is in place (restore/file-locks.c). A lease, an NFS
- * delegation and anything this reader does not know are refused by name:
- * a lease could not be taken again while the restorer holds the file
- * open, and the image would otherwise restore without it.
+ * once every fd is in place (restore/file-locks.c), leases (F_SETLEASE)
+ * too: a lease is the open file's, and the restorer, whose pid the
+ * restored process keeps, takes it again as its owner. A lease being
+ * broken (another process opened the file: its open waits for the
+ * holder), an NFS delegation and anything this reader does not know are
+ * refused by name.
  * ASYNC-SIGNAL-SAFE (the pause; the pause helper when there is one).
  */
 #include "rrc_lib.h"
@@ -54,11 +56,16 @@ static int parse_lock(int fd, const char *p, struct rrc_file_lock *lk)
 		lk->kind = RRC_LOCK_POSIX;
 	else if (is(w, n, "OFDLCK"))
 		lk->kind = RRC_LOCK_OFD;
-	else if (is(w, n, "LEASE") || is(w, n, "DELEG"))
-		return refuse(fd, "a file lease (F_SETLEASE), which an image does not carry");
+	else if (is(w, n, "LEASE"))
+		lk->kind = RRC_LOCK_LEASE;
+	else if (is(w, n, "DELEG"))
+		return refuse(fd, "an NFS delegation, which an image does not carry");
 	else
 		return refuse(fd, "a file lock of a kind the library does not know (see its fdinfo)");
-	w = word(&p, &n); /* ADVISORY */
+	w = word(&p, &n); /* ADVISORY; a lease's state */
+	if (lk->kind == RRC_LOCK_LEASE && !is(w, n, "ACTIVE"))
+		return refuse(fd, "a file lease being broken (another process is opening the file), which a restore "
+			      "could not take again in that state");
 	w = word(&p, &n);
 	if (is(w, n, "READ"))
 		lk->type = 0;
@@ -74,7 +81,7 @@ static int parse_lock(int fd, const char *p, struct rrc_file_lock *lk)
 	if (end == w)
 		return refuse(fd, "a file lock whose range the library cannot read");
 	w = word(&p, &n);
-	if (lk->kind == RRC_LOCK_FLOCK) {
+	if (lk->kind == RRC_LOCK_FLOCK || lk->kind == RRC_LOCK_LEASE) {
 		lk->start = lk->len = 0;
 	} else if (is(w, n, "EOF")) {
 		lk->start = (int64_t)start;

@@ -7,7 +7,7 @@
  * with: a tmpfs the process mounted, and every file on it, would be gone
  * (the restore fails at the first fd or mapping on it, at a failover).
  * Mounts are not carried yet: a dump is refused, naming the mount, when
- * the table is not the one the process started with (or was restored
+ * the table has one the process did not start with (or was not restored
  * into).
  *
  *     rrc_mounts_remember();   // at the start, and after a restore

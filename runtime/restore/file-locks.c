@@ -8,7 +8,8 @@
  * placing fds closes temporary numbers. flock and OFD locks belong to the
  * open file, so a DUP record, which shares it, takes nothing itself.
  * Non-blocking: a lock another process holds now fails the restore,
- * naming it.
+ * naming it. A lease (F_SETLEASE) is the open file's too; the restorer
+ * takes it as its owner, and the restored process keeps its pid.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,8 @@ static const struct rrc_file_lock *locks_of(const struct rfd *r, size_t *n)
 
 static const char *kind_name(uint32_t k)
 {
-	return k == RRC_LOCK_FLOCK ? "flock" : k == RRC_LOCK_POSIX ? "POSIX" : k == RRC_LOCK_OFD ? "OFD" : "?";
+	return k == RRC_LOCK_FLOCK ? "flock" : k == RRC_LOCK_POSIX ? "POSIX" : k == RRC_LOCK_OFD ? "OFD" :
+	       k == RRC_LOCK_LEASE ? "lease" : "?";
 }
 
 void locks_check(const struct chain *c)
@@ -41,7 +43,7 @@ void locks_check(const struct chain *c)
 				 "fd %d: %u bytes of file locks, not a whole number of at most %d records",
 				 r->f->fd, r->data_len, RRC_LOCKS_PER_FD);
 		for (size_t k = 0; k < n; k++)
-			if (l[k].kind < RRC_LOCK_FLOCK || l[k].kind > RRC_LOCK_OFD || l[k].type > 1 ||
+			if (l[k].kind < RRC_LOCK_FLOCK || l[k].kind > RRC_LOCK_LEASE || l[k].type > 1 ||
 			    l[k].start < 0 || l[k].len < 0)
 				rst_fail(RRC_RST_IMAGE, 0, (uint32_t)r->f->fd,
 					 "fd %d: file lock %zu is malformed (kind %u, type %u, start %lld, length %lld)",
@@ -59,6 +61,8 @@ void locks_restore(const struct chain *c)
 			int fd = r->f->fd, rc;
 			if (l[k].kind == RRC_LOCK_FLOCK) {
 				rc = flock(fd, (l[k].type ? LOCK_EX : LOCK_SH) | LOCK_NB);
+			} else if (l[k].kind == RRC_LOCK_LEASE) {
+				rc = fcntl(fd, F_SETLEASE, l[k].type ? F_WRLCK : F_RDLCK);
 			} else {
 				struct flock fl = { .l_type = (short)(l[k].type ? F_WRLCK : F_RDLCK), .l_whence = SEEK_SET,
 						    .l_start = l[k].start, .l_len = l[k].len };

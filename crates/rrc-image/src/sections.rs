@@ -992,7 +992,7 @@ pub const LOCKS_PER_FD: usize = 64;
 /// `struct rrc_file_lock`: a lock a file or directory record holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct FileLock {
-    /// "flock", "posix" or "ofd"
+    /// "flock", "posix", "ofd" or "lease"
     pub kind: &'static str,
     pub write: bool,
     /// POSIX and OFD: the first byte and the length (0: to the end of the file).
@@ -1010,6 +1010,7 @@ fn parse_locks(data: &[u8]) -> Result<Vec<FileLock>, String> {
                 1 => "flock",
                 2 => "posix",
                 3 => "ofd",
+                4 => "lease",
                 k => return Err(format!("file lock of unknown kind {k}")),
             };
             let write = match u32_at(l, 4) {

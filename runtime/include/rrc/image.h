@@ -343,6 +343,7 @@ enum rrc_lock_kind {
 	RRC_LOCK_FLOCK = 1,       /* flock(2) */
 	RRC_LOCK_POSIX = 2,       /* fcntl F_SETLK, lockf */
 	RRC_LOCK_OFD   = 3,       /* fcntl F_OFD_SETLK */
+	RRC_LOCK_LEASE = 4,       /* fcntl F_SETLEASE (type: F_RDLCK 0, F_WRLCK 1; no range) */
 };
 #define RRC_LOCKS_PER_FD 64
 struct rrc_file_lock {

@@ -17,8 +17,6 @@
  *   ghost_big    a memfd of 2 MiB at fd A: ghost contents over 1 MiB
  *   ghost_twice  a memfd at A and the same memfd opened again at B (through
  *                /proc/self/fd): two open files of one ghost
- *   lease        a read lease (F_SETLEASE) on a file at fd A: an image does
- *                not carry leases (file locks it does: zdtm filelocks)
  *   bpf_filter   a UDP socket at A with an eBPF socket filter (SO_ATTACH_BPF;
  *                the program's fd closed): SO_GET_FILTER cannot give its
  *                program back (classic filters are carried: zdtm sockfilter)
@@ -75,7 +73,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|lease|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_sem|sysv_msg|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_sem|sysv_msg|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -153,13 +151,6 @@ int main(int argc, char **argv)
 			zdtm_check(again >= 0 && dup2(again, B) == B, "the memfd opened again at B");
 			close(again);
 		}
-	} else if (!strcmp(mode, "lease")) {
-		char p[PATH_MAX];
-		zdtm_path(p, sizeof p, "leased");
-		int f = open(p, O_RDONLY | O_CREAT, 0644);
-		zdtm_check(f >= 0 && dup2(f, A) == A, "a file at A");
-		close(f);
-		zdtm_check(fcntl(A, F_SETLEASE, F_RDLCK) == 0, "F_SETLEASE F_RDLCK");
 	} else if (!strcmp(mode, "bpf_filter")) {
 		struct bpf_insn accept[] = {
 			{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0xffff },
@@ -246,8 +237,6 @@ int main(int argc, char **argv)
 	} else if (!strncmp(mode, "ghost_", 6)) {
 		close(A);
 		close(B);
-	} else if (!strcmp(mode, "lease")) {
-		zdtm_check(fcntl(A, F_SETLEASE, F_UNLCK) == 0, "F_SETLEASE F_UNLCK");
 	} else if (!strcmp(mode, "fifo_deleted")) {
 		zdtm_check(close(A) == 0, "close the FIFO");
 	} else if (!strncmp(mode, "sysv_", 5)) {
