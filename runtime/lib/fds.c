@@ -209,6 +209,21 @@ static struct rrc_fd *new_record(struct walk *w, int fd, uint32_t plen, int kind
 	return f;
 }
 
+/* Signal-driven I/O (O_ASYNC with an owner, F_SETOWN): the owner and the
+ * signal (F_SETSIG) are not in the image, and a restore would set
+ * O_ASYNC again with no one to signal: refused, naming the fd. 1 if so,
+ * with the error set. */
+static int signal_driven(int fd)
+{
+	struct f_owner_ex o = { 0, 0 };
+	if (rrc_sys_fcntl(fd, F_GETOWN_EX, (long)&o) < 0 || o.pid == 0)
+		return 0;
+	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd,
+		    " does signal-driven I/O (O_ASYNC with an owner, F_SETOWN): its owner and signal are not carried "
+		    "yet, and a restore would leave it signalling no one");
+	return 1;
+}
+
 /* One fd's record, in the pause. Returns 0, or 1 with w->failed set. */
 static int capture_in_pause(struct walk *w, int fd, int lk)
 {
@@ -257,6 +272,10 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 		return 1;
 	f->fd_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFD, 0);
 	f->file_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFL, 0);
+	if ((f->file_flags & O_ASYNC) && signal_driven(fd)) {
+		w->failed = 1;
+		return 1;
+	}
 	f->ino = st.st_ino;
 	f->mode = st.st_mode;
 	f->rdev = (uint32_t)st.st_rdev;

@@ -36,6 +36,8 @@
  *                walk, whose contents are not a file's
  *   sysv_sem, sysv_msg a SysV semaphore set, a message queue with a message:
  *                not carried (the restore's IPC namespace is empty)
+ *   async_owner  a pipe's read end at A with O_ASYNC and an owner (F_SETOWN):
+ *                signal-driven I/O, whose owner an image does not carry
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_sem|sysv_msg|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_sem|sysv_msg|async_owner|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -182,6 +184,12 @@ int main(int argc, char **argv)
 			zdtm_path(away, sizeof away, "moved-away");
 			zdtm_check(rename(watched, away) == 0, "the watched file moved");
 		}
+	} else if (!strcmp(mode, "async_owner")) {
+		int pp[2];
+		zdtm_check(pipe(pp) == 0 && dup2(pp[0], A) == A && dup2(pp[1], B) == B, "a pipe at A and B");
+		close(pp[0]);
+		close(pp[1]);
+		zdtm_check(fcntl(A, F_SETOWN, getpid()) == 0 && fcntl(A, F_SETFL, O_ASYNC) == 0, "O_ASYNC, F_SETOWN");
 	} else if (!strncmp(mode, "sysv_", 5)) {
 		sysv_id = !strcmp(mode, "sysv_sem") ? semget(IPC_PRIVATE, 2, 0600) : msgget(IPC_PRIVATE, 0600);
 		int id = sysv_id;
@@ -239,6 +247,8 @@ int main(int argc, char **argv)
 		close(B);
 	} else if (!strcmp(mode, "fifo_deleted")) {
 		zdtm_check(close(A) == 0, "close the FIFO");
+	} else if (!strcmp(mode, "async_owner")) {
+		zdtm_check(fcntl(A, F_SETFL, 0) == 0, "O_ASYNC off");
 	} else if (!strncmp(mode, "sysv_", 5)) {
 		int id = sysv_id;
 		zdtm_check((!strcmp(mode, "sysv_sem") ? semctl(id, 0, IPC_RMID) : msgctl(id, IPC_RMID, NULL)) == 0,
