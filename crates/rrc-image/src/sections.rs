@@ -1484,7 +1484,8 @@ mod tests {
         assert_eq!(locks[0], FileLock { kind: "posix", write: true, start: 0, len: 100 });
         assert_eq!((locks[1].kind, locks[2].kind, locks[2].write), ("ofd", "flock", false));
         assert!(parse_locks(&data[..30]).unwrap_err().contains("not a whole number"));
-        assert!(parse_locks(&lock(4, 0, 0, 0)).unwrap_err().contains("unknown kind 4"));
+        assert_eq!(parse_locks(&lock(4, 1, 0, 0)).unwrap()[0].kind, "lease");
+        assert!(parse_locks(&lock(5, 0, 0, 0)).unwrap_err().contains("unknown kind 5"));
         assert!(parse_locks(&lock(2, 2, 0, 0)).unwrap_err().contains("type 2"));
         assert!(parse_locks(&lock(2, 0, -1, 0)).unwrap_err().contains("at -1"));
         assert!(parse_locks(&lock(1, 0, 0, 0).repeat(LOCKS_PER_FD + 1)).unwrap_err().contains("at most 64"));
