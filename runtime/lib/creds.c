@@ -34,6 +34,7 @@
 #include "rrc_lib.h"
 #include "rrc/creds.h"
 #include "creds.h"
+#include "rr-log.h"
 
 static struct rrc_creds captured;  /* the image's; .bss: in every image */
 static int captured_valid;
@@ -176,8 +177,34 @@ void rrc_creds_park_main(void)
 	RRC_STORE(&main_secbits, sb < 0 ? -1 : (int32_t)sb);
 }
 
+/* Another application thread's park handler: its capability sets are its
+ * own (capset, and libcap's cap_set_proc, change the calling thread's
+ * only), and the image gives every thread the main thread's: one that
+ * differs is refused (it would come back with the main thread's, maybe
+ * with capabilities it had dropped). ASYNC-SIGNAL-SAFE. */
+static int32_t caps_differ_tid;
+
+void rrc_creds_park_thread(int32_t tid)
+{
+	uint64_t prm, eff;
+	/* the library's threads take the main thread's at a restore (restored.c) */
+	if (!captured_valid || rrc_rr_is_library_thread() || rrc_creds_caps_self(&prm, &eff) < 0)
+		return;
+	if (prm != captured.cap_prm || eff != captured.cap_eff)
+		RRC_STORE(&caps_differ_tid, tid);
+}
+
 int rrc_creds_check(void)
 {
+	int32_t differ = RRC_LOAD(&caps_differ_tid);
+	RRC_STORE(&caps_differ_tid, 0);
+	if (differ) {
+		refuse("thread ", differ,
+		       " has capability sets of its own (capset changes the calling thread's only): the image gives "
+		       "every thread the main thread's, and a restore would give it capabilities it may have dropped");
+		RRC_STORE(&main_secbits, -1);
+		return -1;
+	}
 	int32_t sb = RRC_LOAD(&main_secbits);
 	if (sb >= 0)
 		captured.secbits = (uint32_t)sb;

@@ -116,6 +116,8 @@ void rrc_park_handler(int sig, siginfo_t *si, void *ucv)
 			rrc_sigs_save(others, (int32_t)s->t.tid, s->t.flags & RRC_THR_F_MAIN);
 		if (s->t.flags & RRC_THR_F_MAIN)
 			rrc_creds_park_main(); /* its securebits: a thread's own (creds.c) */
+		else
+			rrc_creds_park_thread((int32_t)s->t.tid); /* its capabilities: a thread's own */
 		if (rrc_ctx_save(&s->t.resume) == 0) {
 			RRC_ATOMIC_INC(&rrc_g.parked);
 			rrc_sys_futex(&rrc_g.parked, RRC_FUTEX_WAKE, 1, 0);
