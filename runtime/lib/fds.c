@@ -218,6 +218,11 @@ static int signal_driven(int fd)
 	struct f_owner_ex o = { 0, 0 };
 	if (rrc_sys_fcntl(fd, F_GETOWN_EX, (long)&o) < 0 || o.pid == 0)
 		return 0;
+	/* a lease sets both (its break signal): carried with the lease, which
+	 * the restorer takes as the owner (file-locks.c) */
+	long lease = rrc_sys_fcntl(fd, F_GETLEASE, 0);
+	if (lease == F_RDLCK || lease == F_WRLCK)
+		return 0;
 	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd,
 		    " does signal-driven I/O (O_ASYNC with an owner, F_SETOWN): its owner and signal are not carried "
 		    "yet, and a restore would leave it signalling no one");
@@ -339,6 +344,9 @@ static int path_names_another(int fd, const char *lpath, const char *link, long 
 	if (rrc_sys_fstat(fd, &open_st) < 0)
 		return 0; /* closed meanwhile: the pause decides */
 	long r = rrc_sys_fstatat(AT_FDCWD, link, &path_st, 0);
+	if (r == -EACCES || r == -EPERM)
+		return 0; /* a server that dropped root may not see the path its fd was opened by as root; the
+			   * restorer, root, does */
 	if (r == 0 && (path_st.st_dev != open_st.st_dev || path_st.st_ino != open_st.st_ino))
 		r = rrc_sys_fstatat(AT_FDCWD, link, &path_st, AT_SYMLINK_NOFOLLOW); /* an O_PATH fd of a symlink */
 	if (r == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino)
