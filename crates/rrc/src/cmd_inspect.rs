@@ -98,6 +98,12 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
                 a.child_subreaper,
                 a.thp_disable
             );
+            if let (Some(host), Some(domain)) = (&a.nodename, &a.domainname) {
+                println!("   uts   host {host:?} domain {domain:?}");
+            }
+            if let Some(m) = a.membarrier.filter(|&m| m != 0) {
+                println!("   membarrier registered {m:#x}");
+            }
             for (name, t) in ["ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"].iter().zip(a.itimers.iter().flatten()) {
                 if t.value_sec != 0 || t.value_usec != 0 {
                     println!(
