@@ -333,7 +333,6 @@ static int same_link(const char *lpath, const char *link, long n)
 	return m == n && m < (long)sizeof again - 1 && rrc_memeq(again, link, (size_t)n);
 }
 
-/* The pre-pause check of one fd: its kind can be described. */
 /* A file, directory or device the restorer will open by its path: that
  * path must name the file open now (not, say, a POSIX message queue,
  * whose link "/name" is its queue file system's, or a file of a mount
@@ -364,6 +363,7 @@ static int path_names_another(int fd, const char *lpath, const char *link, long 
 	return -1;
 }
 
+/* The pre-pause check of one fd: its kind can be described. */
 static int check_one(long nfd, void *arg)
 {
 	struct walk *w = arg;

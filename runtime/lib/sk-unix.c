@@ -102,10 +102,10 @@ static int refuse(int fd, const char *why)
 /* peek's result when it refused the socket (the error is set) */
 #define PEEK_REFUSED (-1000000L)
 
-/* A peek into dst: the bytes, -errno, or PEEK_REFUSED. Control data
- * (SCM_RIGHTS, SCM_CREDENTIALS) cannot be carried: MSG_PEEK would install
- * the fds here. name/namelen: the sender's address (datagrams), or NULL. */
-static long peek(int fd, void *dst, uint32_t cap, void *name, uint32_t *namelen)
+/* One MSG_PEEK of the queue's next message (at the peek offset if one is
+ * set) into dst: the bytes or -errno, *flags the message's msg_flags.
+ * name/namelen: the sender's address (datagrams), or NULL. */
+static long peek_raw(int fd, void *dst, uint32_t cap, void *name, uint32_t *namelen, int *flags)
 {
 	struct iovec iov = { dst, cap };
 	struct msghdr mh;
@@ -118,17 +118,28 @@ static long peek(int fd, void *dst, uint32_t cap, void *name, uint32_t *namelen)
 	do
 		n = rrc_sys_recvmsg(fd, &mh, MSG_PEEK | MSG_DONTWAIT);
 	while (n == -EINTR);
-	if (n >= 0 && (mh.msg_flags & MSG_CTRUNC)) {
+	if (name)
+		*namelen = mh.msg_namelen;
+	*flags = mh.msg_flags;
+	return n;
+}
+
+/* A peek into dst: the bytes, -errno, or PEEK_REFUSED. Control data
+ * (SCM_RIGHTS, SCM_CREDENTIALS) cannot be carried: MSG_PEEK would install
+ * the fds here. A message cut short (larger than cap) is refused. */
+static long peek(int fd, void *dst, uint32_t cap, void *name, uint32_t *namelen)
+{
+	int flags;
+	long n = peek_raw(fd, dst, cap, name, namelen, &flags);
+	if (n >= 0 && (flags & MSG_CTRUNC)) {
 		refuse(fd, " has file descriptors or credentials in flight (SCM_RIGHTS, SCM_CREDENTIALS), "
 		       "which an image does not carry");
 		return PEEK_REFUSED;
 	}
-	if (n >= 0 && (mh.msg_flags & MSG_TRUNC)) {
+	if (n >= 0 && (flags & MSG_TRUNC)) {
 		refuse(fd, " has more than 1 MiB queued for reading");
 		return PEEK_REFUSED;
 	}
-	if (name)
-		*namelen = mh.msg_namelen;
 	return n;
 }
 
@@ -150,15 +161,8 @@ static long peek_messages(int fd, uint8_t *dst, uint32_t cap, int eof)
 	 * skip it for sure). One behind others is not seen again: README,
 	 * known limits. */
 	uint8_t head;
-	struct iovec iov = { &head, 1 };
-	struct msghdr mh;
-	rrc_memset(&mh, 0, sizeof mh);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	long h;
-	do
-		h = rrc_sys_recvmsg(fd, &mh, MSG_PEEK | MSG_DONTWAIT); /* truncated to 1 byte but for an empty one */
-	while (h == -EINTR);
+	int head_flags;
+	long h = peek_raw(fd, &head, 1, 0, 0, &head_flags); /* cut to 1 byte but for an empty one */
 	if (h == 0 && !eof) {
 		struct rrc_unix_msg m = { 0 };
 		if (cap < sizeof m)

@@ -4,8 +4,9 @@
  * local and peer addresses, listen backlog (recorded by the listen()
  * wrapper in guards.c); the options the restorer sets again (the record's
  * data, struct rrc_sockopts, with a classic socket filter's program), read
- * again only when a setsockopt call may have changed them. TCP connections are described but restored
- * unconnected (architecture.md); netlink, packet and raw sockets are refused.
+ * again only when a setsockopt call may have changed them. TCP connections
+ * are described but restored unconnected (architecture.md); netlink,
+ * packet and raw sockets are refused.
  * ASYNC-SIGNAL-SAFE.
  */
 #include <errno.h>

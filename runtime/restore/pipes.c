@@ -16,10 +16,38 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "restore.h"
+
+/* F_SETPIPE_SZ of fd (what: "the pipe", "the FIFO PATH") to first's
+ * recorded capacity, if it differs */
+static void size_pipe(int fd, const struct rfd *first, const char *what)
+{
+	uint32_t want = first->f->u.pipe.pipe_size;
+
+	if (want && fcntl(fd, F_GETPIPE_SZ) != (int)want && fcntl(fd, F_SETPIPE_SZ, (int)want) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)first->f->fd, "fd %d: cannot size %s to %u bytes: %s",
+			 first->f->fd, what, want, rst_strerror(errno));
+}
+
+/* with_data's bytes written into fd, a non-blocking write end: data that
+ * does not fit is an error, not a hang */
+static void put_back(int fd, const struct rfd *with_data, const char *what)
+{
+	for (uint32_t off = 0; off < with_data->data_len;) {
+		ssize_t w = write(fd, with_data->data + off, with_data->data_len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)with_data->f->fd, "fd %d: cannot put %u bytes back into %s: %s",
+				 with_data->f->fd, with_data->data_len, what, w < 0 ? rst_strerror(errno) : "short write");
+		off += (uint32_t)w;
+	}
+}
 
 void restore_pipe(struct fd_ctx *x, struct rfd *first)
 {
@@ -43,32 +71,10 @@ void restore_pipe(struct fd_ctx *x, struct rfd *first)
 			 first->f->fd, rst_strerror(errno));
 	p[0] = fd_high(x, p[0]);
 	p[1] = fd_high(x, p[1]);
-	if (first->f->u.pipe.pipe_size) {
-		int cur = fcntl(p[1], F_GETPIPE_SZ);
-
-		if (cur != (int)first->f->u.pipe.pipe_size &&
-		    fcntl(p[1], F_SETPIPE_SZ, (int)first->f->u.pipe.pipe_size) < 0)
-			rst_fail(RRC_RST_FD, errno, (uint32_t)first->f->fd,
-				 "fd %d: cannot size the pipe to %u bytes: %s", first->f->fd,
-				 first->f->u.pipe.pipe_size, rst_strerror(errno));
-	}
+	size_pipe(p[1], first, "the pipe");
 	if (with_data && have_read) {
-		const uint8_t *d = with_data->data;
-		uint32_t left = with_data->data_len;
-
-		/* non-blocking: data that does not fit is an error, not a hang */
 		fcntl(p[1], F_SETFL, O_NONBLOCK);
-		while (left) {
-			ssize_t w = write(p[1], d, left);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0)
-				rst_fail(RRC_RST_FD, errno, (uint32_t)with_data->f->fd,
-					 "fd %d: cannot put %u bytes back into the pipe: %s",
-					 with_data->f->fd, with_data->data_len, rst_strerror(errno));
-			d += w;
-			left -= (uint32_t)w;
-		}
+		put_back(p[1], with_data, "the pipe");
 		fcntl(p[1], F_SETFL, 0);
 	} else if (with_data) {
 		rst_log("fd %d: %u bytes in a pipe without reader are dropped", with_data->f->fd,
@@ -110,23 +116,14 @@ void restore_fifo(struct fd_ctx *x, struct rfd *first)
 		rst_fail(RRC_RST_FD, 0, (uint32_t)first->f->fd, "fd %d: %s is not a FIFO here", first->f->fd,
 			 first->path);
 	own = fd_high(x, own);
-	if (first->f->u.pipe.pipe_size && fcntl(own, F_GETPIPE_SZ) != (int)first->f->u.pipe.pipe_size &&
-	    fcntl(own, F_SETPIPE_SZ, (int)first->f->u.pipe.pipe_size) < 0)
-		rst_fail(RRC_RST_FD, errno, (uint32_t)first->f->fd, "fd %d: cannot size the FIFO %s to %u bytes: %s",
-			 first->f->fd, first->path, first->f->u.pipe.pipe_size, rst_strerror(errno));
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "the FIFO %s", first->path);
+	size_pipe(own, first, what);
 	for (size_t i = 0; i < c->nr_fds; i++)
 		if (same_fifo(first, &c->fds[i]) && c->fds[i].data_len && !with_data)
 			with_data = &c->fds[i];
-	for (uint32_t off = 0; with_data && off < with_data->data_len;) {
-		ssize_t w = write(own, with_data->data + off, with_data->data_len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			rst_fail(RRC_RST_FD, errno, (uint32_t)with_data->f->fd,
-				 "fd %d: cannot put %u bytes back into the FIFO %s: %s", with_data->f->fd,
-				 with_data->data_len, first->path, w < 0 ? rst_strerror(errno) : "short write");
-		off += (uint32_t)w;
-	}
+	if (with_data)
+		put_back(own, with_data, what);
 	for (size_t i = 0; i < c->nr_fds; i++) {
 		struct rfd *r = &c->fds[i];
 

@@ -40,6 +40,24 @@ static void unlink_stale(const struct rfd *r, const char *path)
 			 r->f->fd, path, rst_strerror(errno));
 }
 
+/* fd bound at sun (a stale socket file removed first), its file given the
+ * mode the record has (the bind made it with the umask's; a relative name
+ * is the cwd's, which the restorer entered before the fds: main.c) */
+static void bind_at(const struct rfd *r, int fd, const struct sockaddr_un *sun, socklen_t len, const char *what)
+{
+	int path = len > offsetof(struct sockaddr_un, sun_path) && sun->sun_path[0];
+	uint32_t mode = r->f->u.sock.file_mode;
+
+	if (path)
+		unlink_stale(r, sun->sun_path);
+	if (bind(fd, (const struct sockaddr *)sun, len) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: cannot bind unix socket %s: %s",
+			 r->f->fd, what, rst_strerror(errno));
+	if (path && (mode & RRC_SOCK_FILE_MODE) && chmod(sun->sun_path, mode & 07777) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: cannot set the mode %04o of unix socket %s: %s",
+			 r->f->fd, mode & 07777, sun->sun_path, rst_strerror(errno));
+}
+
 static int listener(const struct rfd *r, int type, const struct sockaddr_un *sun, socklen_t len,
 		    const char *what)
 {
@@ -49,11 +67,7 @@ static int listener(const struct rfd *r, int type, const struct sockaddr_un *sun
 	if (fd < 0)
 		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: socket(AF_UNIX) failed: %s",
 			 r->f->fd, rst_strerror(errno));
-	if (len > offsetof(struct sockaddr_un, sun_path) && sun->sun_path[0])
-		unlink_stale(r, sun->sun_path);
-	if (bind(fd, (const struct sockaddr *)sun, len) < 0)
-		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: cannot bind unix socket %s: %s",
-			 r->f->fd, what, rst_strerror(errno));
+	bind_at(r, fd, sun, len, what);
 	if (listen(fd, backlog) < 0)
 		rst_fail(RRC_RST_FD, errno, (uint32_t)r->f->fd, "fd %d: cannot listen on unix socket %s: %s",
 			 r->f->fd, what, rst_strerror(errno));
@@ -227,15 +241,7 @@ static int named_dgram(struct fd_ctx *x, struct rfd *r)
 	struct sockaddr_un sun;
 
 	memcpy(&sun, &ss, sizeof(sun));
-	if (sun.sun_path[0])
-		unlink_stale(r, sun.sun_path);
-	if (bind(fd, (const struct sockaddr *)&sun, len) < 0)
-		rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot bind unix datagram socket %s: %s", f->fd,
-			 sk_addr_str(&f->u.sock.local), rst_strerror(errno));
-	if ((f->u.sock.file_mode & RRC_SOCK_FILE_MODE) && sun.sun_path[0] &&
-	    chmod(sun.sun_path, f->u.sock.file_mode & 07777) < 0)
-		rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot set the mode %04o of unix socket %s: %s",
-			 f->fd, f->u.sock.file_mode & 07777, sun.sun_path, rst_strerror(errno));
+	bind_at(r, fd, &sun, len, sk_addr_str(&f->u.sock.local));
 	if (p && p->queued) {
 		int from = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
@@ -315,13 +321,6 @@ void restore_unix(struct fd_ctx *x, struct rfd *r)
 				 f->fd);
 		memcpy(&sun, &ss, sizeof(sun));
 		fd = listener(r, type, &sun, len, sk_addr_str(&f->u.sock.local));
-		/* the file's mode as the application left it (the bind made it
-		 * with the umask's); a relative name is the cwd's, which the
-		 * restorer entered before the fds (main.c) */
-		if ((f->u.sock.file_mode & RRC_SOCK_FILE_MODE) && sun.sun_path[0] &&
-		    chmod(sun.sun_path, f->u.sock.file_mode & 07777) < 0)
-			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot set the mode %04o of unix socket %s: %s",
-				 f->fd, f->u.sock.file_mode & 07777, sun.sun_path, rst_strerror(errno));
 	} else if (is_named_dgram(f)) {
 		fd = named_dgram(x, r);
 	} else {
