@@ -365,7 +365,14 @@ impl GateCore {
             if let Some(ts) = seg.options.timestamps {
                 s.client_timestamps = Some(ts);
             }
-            if seg.rst() && rst_acceptable(s, seg.seq) {
+            // After both FINs were acknowledged the server's socket has
+            // ended (TIME_WAIT, or CLOSE with the application's fd still
+            // open): a client RST then answers a server segment that came
+            // after the client had closed (an ACK the gate held, released
+            // late) and changes nothing the application can read, so the
+            // stream is not marked reset (a failover rebuilds it with its
+            // FINs, docs/tcp-repair.md).
+            if seg.rst() && rst_acceptable(s, seg.seq) && !s.both_fins_acked() {
                 s.reset = true;
             }
             if let Some(isn) = s.client_isn {
@@ -1219,6 +1226,30 @@ mod tests {
         assert_eq!(t.core.stats().streams, 1, "finished after the snapshot: kept");
         t.core.commit(Commit { epoch: 3, arrival_bound: t.core.arrival_counter(), streams: vec![] });
         assert_eq!(t.core.stats().streams, 0);
+    }
+
+    /// lighttpd's lingering close at a checkpoint, then a late ACK of
+    /// the server's released after the client had closed: the client's
+    /// kernel answers with an RST, which leaves the stream as it was, ended
+    /// by both FINs (what a failover to that checkpoint rebuilds). Before,
+    /// it made the stream "reset" and the failover left the connection
+    /// unrebuilt.
+    #[test]
+    fn client_rst_after_both_fins_acknowledged_is_no_reset() {
+        let mut t = T::new();
+        t.handshake();
+        t.c(0, 0, TCP_ACK | TCP_FIN, b"q");
+        t.s(0, 2, TCP_ACK | TCP_FIN, b"r");
+        t.c(2, 2, TCP_ACK, b"");
+        t.c(2, 2, TCP_RST, b"");
+        assert!(!t.snap().reset);
+        // one FIN still unacknowledged: an RST is a reset
+        let mut t = T::new();
+        t.handshake();
+        t.c(0, 0, TCP_ACK | TCP_FIN, b"q");
+        t.s(0, 2, TCP_ACK | TCP_FIN, b"r");
+        t.c(2, 0, TCP_RST, b"");
+        assert!(t.snap().reset);
     }
 
     #[test]

@@ -260,7 +260,9 @@ impl Stream {
     /// until the client acknowledges it (failover rebuilds the write queue
     /// from it), its end advances the released end, an RST ends the stream.
     pub fn released(&mut self, h: &Held) {
-        if h.rst {
+        // (as for the client's, core.rs: one after both FINs changes
+        // nothing the application can read)
+        if h.rst && !self.both_fins_acked() {
             self.reset = true;
         }
         if let Cover::Sequence { end } = h.cover {
