@@ -127,7 +127,8 @@ def test_shared_mapping_refused_by_wrapper(rrc, tmp_path, netns):
 @pytest.mark.parametrize("prog,args,result_file,expect,words", [
     ("refuse_fork", ["raw"], "forkresult", "rawfork=1\n", ["child"]),
     ("refuse_shared", ["raw"], "shmresult", "rawmmap=1\n", ["shared"]),
-    ("refuse_shared", ["deleted"], "shmresult", "deleted=1\n", ["deleted", "restored"]),
+    ("refuse_shared", ["deleted_shared"], "shmresult", "deleted=1\n", ["shared mapping", "deleted file"]),
+    ("refuse_shared", ["deleted_writer"], "shmresult", "deleted=1\n", ["fd 20", "open for writing", "deleted file"]),
     ("refuse_iouring", [], "uringresult", None, ["io_uring"]),
     ("refuse_fds", ["seccomp"], "seccompresult", "seccomp=0\n", ["seccomp", "PROCESS_STATE"]),
 ])

@@ -139,6 +139,69 @@ def test_redis_sleep_is_not_cut_short_by_dumps(rrc, tmp_path, netns):
     assert pid_alive(pid), read_text(log)
 
 
+def test_redis_upgraded_under_it(rrc, tmp_path, netns):
+    """An upgrade replaces the server's binary and two of its libraries
+    while it runs (a new file renamed over each path, as dpkg does: the
+    running process keeps the old ones, deleted). Before, every dump from
+    then on was refused and the server ran unprotected until restarted;
+    now the dump that first finds them turns their mappings into anonymous
+    memory and carries every page (runtime/lib/maps-deleted.c), the chain
+    goes on, and the restored redis serves every key, with the new binary
+    at the path as its /proc/PID/exe and no deleted file among its
+    mappings."""
+    root = tmp_path / "pkg"
+    (root / "bin").mkdir(parents=True)
+    (root / "lib").mkdir()
+    binary = root / "bin" / "redis-server"
+    libs = [root / "lib" / n for n in ("libjemalloc.so.2", "liblzf.so.1")]
+    originals = {binary: Path(os.path.realpath(server_bin("redis-server")))}
+    originals.update({lib: Path("/lib/x86_64-linux-gnu") / lib.name for lib in libs})
+    for path, orig in originals.items():
+        shutil.copy2(orig, path)
+    log = tmp_path / "redis.log"
+    port = 6379
+    pid = rrc.exec([binary, "--save", "", "--appendonly", "no", "--port", port, "--bind", "127.0.0.1",
+                    "--daemonize", "no", "--dir", tmp_path], netns=netns, log=log,
+                   env={"LD_LIBRARY_PATH": root / "lib"})
+    cli = ["redis-cli", "-p", str(port)]
+    wait_serving(netns, [*cli, "ping"], pid, log, "redis-server")
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    missing = [str(p) for p in originals if str(p) not in maps]
+    assert not missing, f"redis does not map {missing}"
+
+    def load(phase: int):
+        p = netns_exec(netns, ["sh", "-c", f"{sys.executable} {KVTOOL} redis-gen {phase} | redis-cli -p {port} --pipe"],
+                       timeout=120)
+        assert "errors: 0" in p.stdout, f"redis-cli --pipe: {p.stdout}{p.stderr}"
+
+    chain = Chain(rrc, tmp_path)
+    load(0)
+    chain.dump(pid)
+    for path, orig in originals.items():  # the upgrade
+        shutil.copy2(orig, path.with_name(path.name + ".new"))
+        os.rename(path.with_name(path.name + ".new"), path)
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert f"{binary} (deleted)" in maps and f"{libs[0]} (deleted)" in maps, maps
+    for phase in (1, 2):
+        load(phase)
+        chain.dump(pid)
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert "(deleted)" not in maps, f"deleted files still mapped after the dumps:\n{maps}"
+    load(3)
+    kv(netns, "redis-model", port, 4)
+    kv(netns, "redis-snapshot", port, tmp_path / "snap.json")
+    chain.final(pid)
+
+    rpid = rrc.restore(chain.images[-1], netns=netns)
+    wait_serving(netns, [*cli, "ping"], rpid, log, "restored redis-server")
+    kv(netns, "redis-model", port, 4)
+    kv(netns, "redis-compare", port, tmp_path / "snap.json")
+    assert netns_exec(netns, [*cli, "set", "after", "upgrade"]).stdout.strip() == "OK"
+    assert os.readlink(f"/proc/{rpid}/exe") == str(binary)
+    assert "(deleted)" not in Path(f"/proc/{rpid}/maps").read_text()
+    assert pid_alive(rpid), read_text(log)
+
+
 # ------------------------------------------------------------------ memcached
 
 def proc_creds(pid: int) -> dict:

@@ -12,6 +12,7 @@ test_selfcheck runs every program without rrc: it must PASS when left
 alone and FAIL when told to damage its own state (ZDTM_CORRUPT=1), so
 that a PASS after a restore means something.
 """
+import json
 import os
 import socket
 import sys
@@ -32,6 +33,7 @@ PROGRAMS = {
     "blocking": [],
     "bigmem": [],
     "filemap": [],
+    "mapdeleted": [],
     "growth": [],
     "fpu": [],
     "fdstate": [],
@@ -366,6 +368,34 @@ def test_socket_options_changed_between_dumps(rrc, tmp_path, netns, snapshot):
         assert any(o and o["keepidle"] == 30 + k and o["nodelay"] == k % 2 for o in opts), \
             f"image of step {step} ({image}): no connection with phase {k}'s options: {opts}"
     c.restore_and_verify()
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])
+def test_files_deleted_under_their_mappings_between_dumps(rrc, tmp_path, netns, snapshot):
+    """A mapped file and a dlopen'd library deleted between two dumps of a
+    chain, as an upgrade does under a running server (mapdeleted.c,
+    runtime/lib/maps-deleted.c): the dump that first finds them gone turns
+    them into anonymous memory and carries every page (the earlier images
+    hold only the pages written), the next ones only what was written; the
+    restored process reads the file's bytes and runs the library's code.
+    Before, every dump from the deletion on was refused. The image of step
+    0 names the file among its mappings, the images after it do not."""
+    env = {"RRC_PAUSE_HELPER": "0"} if snapshot == "copy-no-helper" else None
+    c = Cycle(rrc, tmp_path, netns, "mapdeleted", env=env, snapshot=snapshot.removesuffix("-no-helper")).start()
+    c.run_steps(4)
+    named = [mapped_paths(rrc, image) for image in c.images]
+    data = str(c.zdir / "mapdeleted.dat")
+    assert data in named[0], f"image of step 0 does not map {data}: {named[0]}"
+    for step in (1, 2, 3):
+        assert not any(p.startswith(data) for p in named[step]), f"image of step {step} still maps {data}: {named[step]}"
+    c.restore_and_verify()
+
+
+def mapped_paths(rrc, image) -> set:
+    """The paths of the file mappings of an image's newest checkpoint
+    (`rrc inspect --vmas --json`)."""
+    out = rrc.run("inspect", "--images", str(image), "--vmas", "--json")
+    return {v["path"] for v in json.loads(out.stdout) if v["path"]}
 
 
 @pytest.mark.parametrize("snapshot", ["fork", "copy", "copy-no-helper"])

@@ -19,6 +19,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "mounts.h"
+#include "maps-deleted.h"
 #include "sysvipc.h"
 #include "posix-timers.h"
 #include "creds.h"
@@ -292,7 +293,7 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	s->err_msg[0] = 0;
 	rrc_phelper_reap();
 	rrc_lib_ranges();
-	if (check_children() < 0 || rrc_mounts_check() < 0 || rrc_sysvipc_check() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 ||
+	if (check_children() < 0 || rrc_mounts_check() < 0 || rrc_sysvipc_check() < 0 || rrc_timers_capture() < 0 || rrc_check_maps() < 0 || rrc_deleted_maps_check() < 0 ||
 	    rrc_fds_check() < 0 || rrc_aq_check() < 0 || rrc_procattr_capture() < 0 || rrc_sigs_settle() < 0) {
 		send_error(c, s->err_code, s->err_errno, s->err_msg);
 		goto refused;
@@ -336,6 +337,12 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 	if (!failed && rrc_fj_check() < 0) {
 		failed = 1;
 		rrc_release(); /* the data directory's journal is unusable (sticky) */
+	}
+	/* private mappings of deleted files become anonymous copies before
+	 * anything reads the memory map (maps-deleted.c) */
+	if (!failed && rrc_deleted_maps_convert() < 0) {
+		failed = 1;
+		rrc_release();
 	}
 	uint64_t t1 = rrc_mono_ns();
 	/* a copy snapshot carrying the last image's defined set over: the

@@ -153,7 +153,7 @@ static int classify(int fd, const char *link)
 		size_t l = rrc_strlen(link);
 		/* a file deleted while open, a memfd: its contents go into
 		 * the image (files-ghost.c) */
-		if ((l > 10 && !rrc_strncmp(link + l - 10, " (deleted)", 10)) || rrc_startswith(link, "/memfd:"))
+		if (rrc_path_deleted(link, l) || rrc_startswith(link, "/memfd:"))
 			return RRC_FD_GHOST;
 		return 0;
 	}

@@ -10,8 +10,8 @@
  * RRC_GHOST_MAX (1 MiB), a deleted directory or special file, a
  * write-only fd (its contents cannot be read through it), locks on a
  * ghost, and two open files of one ghost that are not dups of one
- * another (a restore would make two files of it). A mapping of a ghost
- * is still refused (snapshot.c, RRC_SNAP_DELETED).
+ * another (a restore would make two files of it). A private mapping of
+ * a deleted file becomes anonymous memory instead (maps-deleted.c).
  * ASYNC-SIGNAL-SAFE (the pause; the pause helper when there is one).
  */
 #include <errno.h>

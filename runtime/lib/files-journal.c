@@ -212,8 +212,7 @@ long rrc_fj_fd_relpath(int fd, char *out, size_t cap)
 	long n = fd_link(fd, buf, cap);
 	if (n <= 0 || buf[0] != '/')
 		return -1;
-	static const char del[] = " (deleted)";
-	if ((size_t)n > sizeof del - 1 && !rrc_strncmp(buf + n - (sizeof del - 1), del, sizeof del - 1))
+	if (rrc_path_deleted(buf, (size_t)n))
 		return -1;
 	long off = rel_of(buf, (size_t)n);
 	if (off < 0)

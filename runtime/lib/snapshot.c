@@ -76,7 +76,7 @@ const char *rrc_snapshot_strerror(int code)
 	case RRC_SNAP_LIBMERGE: return "a VMA holds both librrc's scratch memory and application memory";
 	case RRC_SNAP_INCOMPLETE: return "copy snapshot: a present page of a full image was never copied (a bug)";
 	case RRC_SNAP_VMAS: return "more VMAs (or longer VMA names) than the library's lists hold: they are sized from vm.max_map_count when the library starts (the limit was raised since? a restart of the service, or a restore, sizes them anew)";
-	case RRC_SNAP_DELETED: return "a mapping of a file deleted since it was mapped (an upgraded binary or library, a memfd: see /proc/PID/maps); its contents are not carried yet, so no image taken now could be restored";
+	case RRC_SNAP_DELETED: return "a mapping of a file deleted while the dump ran, after its check (see /proc/PID/maps): the next dump carries it (maps-deleted.c)";
 	}
 	return "unknown failure";
 }
@@ -398,9 +398,11 @@ static void add_vma(const struct procmap_query *q, const char *name)
 	}
 	if (c->v.kind == RRC_VMA_FILE_PRIVATE || c->v.kind == RRC_VMA_FILE_SHARED_RO) {
 		/* the restorer maps a file again by its path: a file deleted
-		 * since (an upgraded binary or library, a memfd) has none, and
-		 * an image taken now could never be restored */
-		if (nl > 10 && !rrc_strncmp(name + nl - 10, " (deleted)", 10))
+		 * since (an upgraded binary or library, a memfd) has none. The
+		 * pause made the private ones anonymous (maps-deleted.c): one
+		 * here was deleted after the check, and an image taken now
+		 * could never be restored */
+		if (rrc_path_deleted(name, nl))
 			die(RRC_SNAP_DELETED);
 		c->v.path_len = nl;
 		c->name_off = (uint32_t)names_len;
@@ -916,6 +918,12 @@ static void fill_process_stable(struct rrc_process *p, char *buf)
 	n = rrc_sys_readlinkat(-100, "/proc/self/exe", p->exe_path, RRC_PATH_MAX - 1);
 	if (n < 0)
 		die(RRC_SNAP_PROC);
+	/* replaced by an upgrade: the file now at the path stands for it
+	 * (the check before the pause found one there, maps-deleted.c) */
+	if (rrc_path_deleted(p->exe_path, (size_t)n)) {
+		p->exe_path[n - 10] = 0;
+		p->flags |= RRC_PROC_EXE_REPLACED;
+	}
 }
 
 /* What the application changes with ordinary calls: read with the

@@ -36,6 +36,14 @@ int rrc_startswith(const char *s, const char *pfx)
 	return rrc_strncmp(s, pfx, rrc_strlen(pfx)) == 0;
 }
 
+/* Does a path of len bytes as the kernel prints it (d_path) end in
+ * " (deleted)": a file unlinked since it was opened or mapped? */
+int rrc_path_deleted(const char *path, size_t len)
+{
+	static const char del[] = " (deleted)";
+	return len > sizeof del - 1 && !rrc_strncmp(path + len - (sizeof del - 1), del, sizeof del - 1);
+}
+
 /* volatile stores keep gcc from turning these loops back into libc calls */
 void rrc_memcpy(void *d, const void *s, size_t n)
 {

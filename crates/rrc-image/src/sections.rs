@@ -291,7 +291,7 @@ mod process_off {
     pub const MM: usize = 16; // 11 u64: start_code .. env_end
     pub const AUXV: usize = 104;
     pub const AUXV_WORDS: usize = 616;
-    pub const RESERVED0: usize = 620;
+    pub const FLAGS: usize = 620;
     pub const RLIMITS: usize = 624;
     pub const RESTORE_AREA_ADDR: usize = 880;
     pub const COMM: usize = 888;
@@ -329,8 +329,14 @@ pub struct Process {
     pub restore_area_addr: u64,
     pub comm: String,
     pub exe_path: String,
+    /// The executable was deleted since the start (`RRC_PROC_EXE_REPLACED`):
+    /// `exe_path` is its path, and a restore takes the file there now.
+    pub exe_replaced: bool,
     pub cwd: String,
 }
+
+/// `RRC_PROC_EXE_REPLACED` in struct rrc_process's flags.
+pub const PROC_EXE_REPLACED: u32 = 1;
 
 pub fn parse_process(p: &[u8]) -> Result<Process, String> {
     use process_off::*;
@@ -349,8 +355,9 @@ pub fn parse_process(p: &[u8]) -> Result<Process, String> {
     if auxv_words >= 2 && (auxv[auxv_words - 2] != 0) {
         return Err("auxv does not end with AT_NULL".into());
     }
-    if u32_at(p, RESERVED0) != 0 {
-        return Err("reserved0 is not zero".into());
+    let flags = u32_at(p, FLAGS);
+    if flags & !PROC_EXE_REPLACED != 0 {
+        return Err(format!("flags {flags:#x} has bits this reader does not know"));
     }
     let rlimits = (0..RLIMIT_MAX)
         .map(|i| Rlimit { cur: u64_at(p, RLIMITS + 16 * i), max: u64_at(p, RLIMITS + 16 * i + 8) })
@@ -400,6 +407,7 @@ pub fn parse_process(p: &[u8]) -> Result<Process, String> {
         restore_area_addr: u64_at(p, RESTORE_AREA_ADDR),
         comm: lossy(comm),
         exe_path: lossy(exe),
+        exe_replaced: flags & PROC_EXE_REPLACED != 0,
         cwd: lossy(cwd),
     })
 }

@@ -63,7 +63,11 @@ impl Image {
             file_bytes: self.file_bytes,
             pid: self.process.pid,
             comm: self.process.comm.clone(),
-            exe: self.process.exe_path.clone(),
+            exe: if self.process.exe_replaced {
+                format!("{} (deleted since the start: restored as the file now at that path)", self.process.exe_path)
+            } else {
+                self.process.exe_path.clone()
+            },
             vmas: self.vmas.len(),
             pagemap_entries: self.pagemap.len(),
             pages_defined: self.pages_defined(),

@@ -34,6 +34,11 @@ pub struct InspectArgs {
     /// With --events: every event's data in hex, however long.
     #[arg(long, requires = "events")]
     pub data: bool,
+    /// With --images: the newest checkpoint's memory map, a line per VMA
+    /// as /proc/PID/maps shows it (start-end, protection, offset, kind,
+    /// path), after verifying the chain.
+    #[arg(long, requires = "images")]
+    pub vmas: bool,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -60,6 +65,9 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    if a.vmas {
+        return print_vmas(&chain, a.json.json);
+    }
     let s = chain.summary();
     if a.json.json {
         let mut v = serde_json::to_value(&s)?;
@@ -251,6 +259,23 @@ fn dump_events(path: &std::path::Path, key: Option<[u8; 32]>, all_data: bool) ->
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(e.into());
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--vmas`: the newest image's VMAs, one per line (or a JSON array).
+fn print_vmas(chain: &Chain, json: bool) -> Result<ExitCode> {
+    let vmas = &chain.newest().vmas;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, vmas)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for v in vmas {
+        let p = |bit: u32, c: char| if v.prot & bit != 0 { c } else { '-' };
+        let shared = if v.kind == rrc_image::sections::VmaKind::FileSharedRo { 's' } else { 'p' };
+        writeln!(out, "{:x}-{:x} {}{}{}{} {:08x} {:?} {}", v.start, v.end, p(1, 'r'), p(2, 'w'), p(4, 'x'), shared, v.pgoff, v.kind, v.path)?;
     }
     Ok(ExitCode::SUCCESS)
 }

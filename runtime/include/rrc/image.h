@@ -87,6 +87,11 @@ struct rrc_end {
 
 struct rrc_rlimit { uint64_t cur, max; };
 
+/* The executable was deleted since the process started (an upgrade put
+ * another file at its path): exe_path is that path, without the kernel's
+ * " (deleted)", and the restored process's /proc/PID/exe is the file
+ * there then (runtime/lib/maps-deleted.c). */
+#define RRC_PROC_EXE_REPLACED (1u << 0)
 struct rrc_process {
 	uint32_t pid;             /* pid inside its pid namespace (always 1 under rrc exec) */
 	uint32_t umask;
@@ -98,7 +103,7 @@ struct rrc_process {
 	uint64_t arg_start, arg_end, env_start, env_end;
 	uint64_t auxv[RRC_AUXV_MAX];
 	uint32_t auxv_words;      /* valid words in auxv (pairs, ending with AT_NULL) */
-	uint32_t reserved0;
+	uint32_t flags;           /* RRC_PROC_* (0 in images before them) */
 	struct rrc_rlimit rlimits[RRC_RLIMIT_MAX];
 	/* librrc.so's restore handshake area (struct rrc_restore_area) in the
 	 * process's memory: the restorer fills it before resuming the threads. */

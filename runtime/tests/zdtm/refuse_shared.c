@@ -9,11 +9,16 @@
  *                       a raw mmap syscall (rrc/sys.h), which no wrapper
  *                       sees: `rrc dump` must refuse, naming the shared
  *                       mapping.
- *   refuse_shared deleted
- *                       a private mapping of a file deleted after it was
- *                       mapped (as a binary upgraded under a running
- *                       server): no restore could map it again, so `rrc
- *                       dump` must refuse, naming the deleted file.
+ *   refuse_shared deleted_shared
+ *                       a read-only shared mapping of a file deleted after
+ *                       it was mapped: its pages are the file's, which the
+ *                       image cannot carry (a private one is carried: zdtm
+ *                       mapdeleted); `rrc dump` must refuse, naming it.
+ *   refuse_shared deleted_writer
+ *                       a private mapping of a deleted file that the
+ *                       process also holds open for writing (fd 20): its
+ *                       unwritten pages follow the file's writes, which a
+ *                       copy would not; `rrc dump` must refuse, naming the fd.
  */
 #include <sys/mman.h>
 #include "zdtm.h"
@@ -47,13 +52,17 @@ int main(int argc, char **argv)
 		snprintf(res, sizeof(res), "anon=%d errno=%d file=%d errno=%d ro=%d errno=%d mprotect=%d errno=%d\n",
 			 a == MAP_FAILED ? -1 : 1, ea, f == MAP_FAILED ? -1 : 1, ef, ro == MAP_FAILED ? -1 : 1, ero,
 			 mp, emp);
-	} else if (!strcmp(mode, "deleted")) {
+	} else if (!strcmp(mode, "deleted_shared") || !strcmp(mode, "deleted_writer")) {
+		int shared = !strcmp(mode, "deleted_shared");
 		char path[PATH_MAX];
 		snprintf(path, sizeof(path), "%s/deleted.dat", zdtm_dir);
 		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 		zdtm_check(fd >= 0 && write(fd, "gone", 4) == 4, "create deleted.dat");
-		void *m = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
-		close(fd);
+		void *m = mmap(NULL, 4096, PROT_READ, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+		if (shared)
+			close(fd);
+		else
+			zdtm_check(dup2(fd, 20) == 20 && close(fd) == 0, "keep deleted.dat open as fd 20");
 		int ok = m != MAP_FAILED && unlink(path) == 0 && !memcmp(m, "gone", 4);
 		snprintf(res, sizeof(res), "deleted=%d\n", ok);
 	} else {
