@@ -6,10 +6,11 @@
  * parked: nothing writes them meanwhile) into the record's data; the
  * restorer makes a memfd, or an O_TMPFILE in the deleted file's
  * directory, with those contents (restore/files-ghost.c). A memfd's
- * seals are carried (F_GET_SEALS). Refused by name: contents over
- * RRC_GHOST_MAX (1 MiB), a deleted directory or special file, a
- * write-only fd (its contents cannot be read through it), locks on a
- * ghost, and two open files of one ghost that are not dups of one
+ * seals are carried (F_GET_SEALS). A write-only fd's contents cannot
+ * be read through it and are not carried, only its size, at any size
+ * (restored as a hole: a log deleted by a rotation the server was not
+ * told of). Refused by name: readable contents over RRC_GHOST_MAX
+ * (1 MiB), a deleted directory or special file, locks on a ghost, and two open files of one ghost that are not dups of one
  * another (a restore would make two files of it). A private mapping of
  * a deleted file becomes anonymous memory instead (maps-deleted.c).
  * ASYNC-SIGNAL-SAFE (the pause; the pause helper when there is one).
@@ -44,10 +45,16 @@ int rrc_capture_ghost(struct rrc_fd *f, int fd)
 	struct statfs fs;
 	if (rrc_syscall2(SYS_fstatfs, fd, (long)&fs) == 0 && fs.f_type == 0x19800202 /* MQUEUE_MAGIC */)
 		return refuse(fd, " is a POSIX message queue (mq_open), which a checkpoint cannot describe");
-	if ((uint64_t)st.st_size > RRC_GHOST_MAX)
-		return refuse(fd, " is a deleted file or memfd of more than 1 MiB, whose contents an image does not carry");
-	if ((f->file_flags & O_ACCMODE) == O_WRONLY)
-		return refuse(fd, " is a deleted file or memfd open write-only: its contents cannot be read through it");
+	/* write-only (a log the server appends to, deleted by a rotation it
+	 * was not told of): its contents cannot be read through the fd and
+	 * nothing else can open the file, so only its size is carried, at
+	 * any size; the restore makes a file of that size with nothing
+	 * written (a hole), which the fd's writes, offsets and fstat cannot
+	 * tell from the original */
+	int write_only = (f->file_flags & O_ACCMODE) == O_WRONLY;
+	if ((uint64_t)st.st_size > RRC_GHOST_MAX && !write_only)
+		return refuse(fd, " is a deleted file or memfd of more than 1 MiB open for reading, whose contents an image does not "
+			      "carry (a write-only one is carried by its size)");
 	/* locks on it: the record's data is its contents */
 	r = rrc_read_fdinfo(fd, s->textbuf, sizeof s->textbuf - 1);
 	if (r > 0) {
@@ -62,6 +69,8 @@ int rrc_capture_ghost(struct rrc_fd *f, int fd)
 	f->u.ghost.seals = seals < 0 ? 0 : (uint32_t)seals;
 	long pos = rrc_sys_lseek(fd, 0, 1 /* SEEK_CUR */);
 	f->pos = pos < 0 ? 0 : (uint64_t)pos;
+	if (write_only)
+		return 0;
 	/* the contents, after the path (the record is the last) */
 	uint32_t size = (uint32_t)st.st_size, padded;
 	uint8_t *dst = rrc_fd_data_reserve(size, &padded, "fd buffer full at the contents of fd ", fd);

@@ -4,7 +4,7 @@
  * a memfd is made again by memfd_create with its name and seals, a file
  * deleted while open as an O_TMPFILE in the directory it was deleted from
  * (no name, as before; the directory must exist here); either gets the
- * image's contents, then the access mode it was open with (reopened
+ * image's contents (a write-only one its size only: a hole), then the access mode it was open with (reopened
  * through /proc/self/fd), O_APPEND, and its offset. O_NONBLOCK follows with
  * the other fds' (fds.c).
  */
@@ -30,9 +30,11 @@ void restore_ghost(struct fd_ctx *x, struct rfd *r)
 	char name[RRC_PATH_MAX];
 	int fd;
 
-	if (size > RRC_GHOST_MAX || size > r->data_len)
-		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)f->fd, "fd %d: a ghost file of %llu bytes, the record holds %u",
-			 f->fd, (unsigned long long)size, r->data_len);
+	/* a write-only one carries no contents (runtime/lib/files-ghost.c) */
+	int write_only = (f->file_flags & O_ACCMODE) == O_WRONLY;
+	if (write_only ? r->data_len != 0 : (size > RRC_GHOST_MAX || size > r->data_len))
+		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)f->fd, "fd %d: a %sghost file of %llu bytes, the record holds %u",
+			 f->fd, write_only ? "write-only " : "", (unsigned long long)size, r->data_len);
 	snprintf(name, sizeof name, "%s", r->path);
 	size_t n = strlen(name);
 	if (n > 10 && !strcmp(name + n - 10, " (deleted)"))
@@ -55,7 +57,10 @@ void restore_ghost(struct fd_ctx *x, struct rfd *r)
 				 "fd %d: cannot make the deleted file %s again (O_TMPFILE in %s): %s", f->fd, r->path, name,
 				 rst_strerror(errno));
 	}
-	for (uint64_t off = 0; off < size;) {
+	if (write_only && ftruncate(fd, (off_t)size) < 0)
+		rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot size %s to %llu bytes: %s", f->fd, r->path,
+			 (unsigned long long)size, rst_strerror(errno));
+	for (uint64_t off = 0; off < size && !write_only;) {
 		ssize_t w = pwrite(fd, r->data + off, size - off, (off_t)off);
 		if (w <= 0)
 			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: cannot write the contents of %s: %s", f->fd,
@@ -83,6 +88,7 @@ void restore_ghost(struct fd_ctx *x, struct rfd *r)
 	if (lseek(fd, (off_t)f->pos, SEEK_SET) < 0)
 		rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: lseek to %llu failed: %s", f->fd,
 			 (unsigned long long)f->pos, rst_strerror(errno));
-	rst_log("fd %d: %s made again with its %llu bytes", f->fd, r->path, (unsigned long long)size);
+	rst_log("fd %d: %s made again with its %llu bytes%s", f->fd, r->path, (unsigned long long)size,
+		write_only ? " (write-only: its size, no contents)" : "");
 	fd_place(x, fd_high(x, fd), r);
 }

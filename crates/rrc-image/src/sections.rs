@@ -940,9 +940,10 @@ pub enum FdDetail {
     Dup { of: i32 },
     /// A file or directory holding locks (its record's data).
     Locks { locks: Vec<FileLock> },
-    /// A ghost file: `size` bytes of contents in the record's data; a
-    /// memfd's seals (F_GET_SEALS).
-    Ghost { size: u64, seals: u32, memfd: bool },
+    /// A ghost file: `size` bytes of contents in the record's data (none
+    /// when it is open write-only: `contents` false, restored as a hole of
+    /// `size` bytes); a memfd's seals (F_GET_SEALS).
+    Ghost { size: u64, seals: u32, memfd: bool, contents: bool },
     /// An inotify instance's watches.
     Inotify { watches: Vec<InotifyWatch> },
 }
@@ -991,6 +992,9 @@ fn parse_inotify(data: &[u8], n: u32) -> Result<Vec<InotifyWatch>, String> {
 
 /// `RRC_GHOST_MAX`.
 pub const GHOST_MAX: u64 = 1 << 20;
+/// A record's file_flags: the access mode, and write-only in it.
+const O_ACCMODE: u32 = 0o3;
+const O_WRONLY: u32 = 0o1;
 
 /// sizeof(struct rrc_file_lock).
 pub const FILE_LOCK_SIZE: usize = 24;
@@ -1129,10 +1133,15 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
             FdKind::Inotify => FdDetail::Inotify { watches: parse_inotify(data, u32_at(r, u)).map_err(ctx)? },
             FdKind::Ghost => {
                 let size = u64_at(r, u);
-                if size > GHOST_MAX || size > data_len as u64 {
+                // write-only: the size, no contents (files-ghost.c)
+                let contents = u32_at(r, 12) & O_ACCMODE != O_WRONLY;
+                if contents && (size > GHOST_MAX || size > data_len as u64) {
                     return Err(ctx(format!("a ghost file of {size} bytes, {data_len} in the record (at most {GHOST_MAX})")));
                 }
-                FdDetail::Ghost { size, seals: u32_at(r, u + 8), memfd: u32_at(r, u + 12) != 0 }
+                if !contents && data_len != 0 {
+                    return Err(ctx(format!("a write-only ghost file with {data_len} bytes of contents (none are carried)")));
+                }
+                FdDetail::Ghost { size, seals: u32_at(r, u + 8), memfd: u32_at(r, u + 12) != 0, contents }
             }
             _ => FdDetail::None,
         };

@@ -5,15 +5,21 @@
  *   p      memfd "plain" (no sealing: F_SEAL_SEAL): "hello"
  *   g      a file of $ZDTM_DIR, O_RDWR | O_APPEND, 3000 bytes, offset 100,
  *          then unlinked
+ *   w      a log of $ZDTM_DIR open O_WRONLY | O_APPEND, 3 MiB and 123
+ *          bytes written, then unlinked (a rotation the server was not
+ *          told of): over the 1 MiB a readable ghost may hold, carried by
+ *          its size only, as nothing can read it
  * Verify: contents byte for byte, seals, offsets, O_APPEND, the dup
  * sharing the offset, the names (/memfd:..., " (deleted)"), no link left
- * to the deleted file, and both files still writable.
+ * to the deleted file, and both files still writable; the log's size,
+ * offset, flags and name, and a write appending at its end.
  */
 #include <sys/mman.h>
 #include "zdtm.h"
 
 #define MSIZE 10000
 #define GSIZE 3000
+#define WSIZE (3 * 1024 * 1024 + 123)
 
 static unsigned char mpat(int i) { return (unsigned char)(i * 13 + 1); }
 static unsigned char gpat(int i) { return (unsigned char)(i * 5 + 2); }
@@ -63,6 +69,12 @@ int main(int argc, char **argv)
 	zdtm_check(write(g, buf, GSIZE) == GSIZE, "write gone");
 	zdtm_check(lseek(g, 100, SEEK_SET) == 100, "lseek gone");
 	zdtm_check(unlink(path) == 0, "unlink gone");
+	zdtm_path(path, sizeof path, "log");
+	int w = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	zdtm_check(w >= 0, "open the log");
+	for (int i = 0; i < 3 * 256; i++)
+		zdtm_check(write(w, buf, 4096) == 4096, "write the log");
+	zdtm_check(write(w, buf, 123) == 123 && unlink(path) == 0, "finish and unlink the log");
 
 	zdtm_ready();
 	zdtm_wait_verify();
@@ -92,5 +104,15 @@ int main(int argc, char **argv)
 		zdtm_fail("the deleted file: %lu links, mode %o", (unsigned long)st.st_nlink, st.st_mode & 0777);
 	if (pwrite(m, "ok", 2, 0) != 2 || write(g, "more", 4) != 4)
 		zdtm_fail("the ghosts are not writable");
+	if (fstat(w, &st) || st.st_size != WSIZE || st.st_nlink != 0 || (st.st_mode & 0777) != 0600 ||
+	    lseek(w, 0, SEEK_CUR) != WSIZE)
+		zdtm_fail("the write-only log: size %lld, offset %lld, %lu links, mode %o (want %d at %d, 0 links, 600)",
+			  (long long)st.st_size, (long long)lseek(w, 0, SEEK_CUR), (unsigned long)st.st_nlink,
+			  st.st_mode & 0777, WSIZE, WSIZE);
+	if ((fcntl(w, F_GETFL) & (O_ACCMODE | O_APPEND)) != (O_WRONLY | O_APPEND))
+		zdtm_fail("the log is not O_WRONLY | O_APPEND");
+	link_of(w, "/", " (deleted)", "the write-only log");
+	if (write(w, "tail", 4) != 4 || fstat(w, &st) || st.st_size != WSIZE + 4)
+		zdtm_fail("the log's write does not append at its end (size %lld)", (long long)st.st_size);
 	zdtm_pass();
 }
