@@ -34,6 +34,7 @@ PROGRAMS = {
     "bigmem": [],
     "filemap": [],
     "mapdeleted": [],
+    "tcpended": [],
     "growth": [],
     "fpu": [],
     "fdstate": [],

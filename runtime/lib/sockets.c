@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include "rrc_lib.h"
 
 static int getopt_int(int fd, int lvl, int opt)
@@ -270,6 +271,20 @@ static int filter_len(int fd, uint32_t *len)
 /* The record's data: the options, then the socket filter's program. A
  * socket no setsockopt touched since the last capture (prev) has them as
  * they were: copied, filter included. */
+/* RRC_SK_*: a TCP socket without a peer address whose reads are at their
+ * end had a connection (both FINs done, or reset: the kernel's tcp_done
+ * shut it down both ways); one never connected reads ENOTCONN. A poll
+ * tells them apart without consuming a pending error (a read or SO_ERROR
+ * would); connected sockets, told by their peer address, are not asked. */
+static uint32_t conn_flags(const struct rrc_fd *f, int fd)
+{
+	if (f->kind != RRC_FD_INET_CONN || f->u.sock.peer.len)
+		return 0;
+	struct pollfd p = { fd, POLLIN | POLLRDHUP, 0 };
+	struct { long sec, nsec; } now = { 0, 0 };
+	return rrc_sys_ppoll(&p, 1, &now) == 1 && (p.revents & POLLRDHUP) ? RRC_SK_RDHUP : 0;
+}
+
 int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 {
 	static const char full[] = "fd buffer full at the options of socket fd ";
@@ -279,13 +294,18 @@ int rrc_capture_sockopts(struct rrc_fd *f, int fd, const struct rrc_fd *prev)
 	const struct rrc_sockopts *p = 0;
 	if (prev && prev->kind == f->kind && prev->ino == f->ino && prev->data_len >= sizeof o)
 		p = (const struct rrc_sockopts *)((const uint8_t *)(prev + 1) + ((prev->path_len + 7ull) & ~7ull));
+	uint32_t cf = conn_flags(f, fd);
 	if (p && p->size >= sizeof o && p->size <= prev->data_len && p->gen == gen && !(gen & 1)) {
-		if (rrc_fd_data_put(p, p->size, full, fd) < 0) /* no setsockopt since: as they were */
+		uint8_t *at = rrc_fd_data_reserve(p->size, 0, full, fd);
+		if (!at) /* no setsockopt since: as they were, but for the connection's end */
 			return -1;
+		rrc_memcpy(at, p, p->size);
+		((struct rrc_sockopts *)at)->conn_flags = cf;
 		f->data_len = p->size;
 		return 0;
 	}
 	o.gen = gen;
+	o.conn_flags = cf;
 	read_options(&o, fd, f);
 	uint32_t nf = 0;
 	if (filter_len(fd, &nf) < 0)

@@ -4,10 +4,17 @@
  * options (SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY, and those a bind
  * depends on: sk-opts.c), their address and their backlog back; UDP sockets their local (and connected peer)
  * address. An established TCP connection gets the socket handed in for
- * its fd, rebuilt with TCP_REPAIR (sk-repaired.c); without one it becomes
- * a TCP socket that is not connected, so the application sees ENOTCONN /
- * EPOLLHUP and closes it, and the client's next segment is answered with
- * a reset.
+ * its fd, rebuilt with TCP_REPAIR (sk-repaired.c). Without one its peer
+ * is gone (`rrc restore` by hand: the dumped process's end was closed),
+ * and it comes back ended, as a connection whose peer closed and then
+ * reset: reads at EOF, writes failing with EPIPE, poll's
+ * IN|RDHUP|HUP, the options it had. So does one that had ended before
+ * the dump (both FINs done, or reset: RRC_SK_RDHUP), which read EOF then
+ * too. The socket is an unconnected one shut down both ways: the kernel
+ * sets the shutdown flags of an unconnected TCP socket (inet_shutdown,
+ * with ENOTCONN) and its reads then return 0 where they would say
+ * ENOTCONN (tcp_recvmsg checks RCV_SHUTDOWN first), as tcp_done leaves a
+ * connection that ended. A socket never connected comes back unconnected.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -57,13 +64,16 @@ void restore_inet(struct fd_ctx *x, struct rfd *r)
 			p->fd = f->fd;
 			return;
 		}
-		/* not connected: the connection reads as closed */
 		fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
 		if (fd < 0)
 			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: socket failed: %s", f->fd,
 				 rst_strerror(errno));
-		rst_log("fd %d: TCP connection %s <-> %s restored as closed", f->fd,
-			sk_addr_str(&f->u.sock.local), sk_addr_str(&f->u.sock.peer));
+		int ended = f->u.sock.peer.len || (sk_opts_conn_flags(r) & RRC_SK_RDHUP);
+		if (ended && shutdown(fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+			rst_fail(RRC_RST_FD, errno, (uint32_t)f->fd, "fd %d: shutdown of the ended connection failed: %s",
+				 f->fd, rst_strerror(errno));
+		rst_log("fd %d: TCP connection %s <-> %s restored %s", f->fd, sk_addr_str(&f->u.sock.local),
+			sk_addr_str(&f->u.sock.peer), ended ? "ended (EOF, EPIPE)" : "unconnected");
 		fd_place(x, fd_high(x, fd), r);
 		return;
 	}

@@ -156,6 +156,13 @@ static void apply(const struct rfd *r, const struct rrc_sockopts *o)
 		filter(r, fd, o);
 }
 
+uint32_t sk_opts_conn_flags(const struct rfd *r)
+{
+	struct rrc_sockopts o;
+
+	return opts_of(r, &o) ? o.conn_flags : 0;
+}
+
 void sk_opts_apply(struct fd_ctx *x)
 {
 	size_t n = 0;

@@ -18,4 +18,6 @@ void sk_opts_before_bind(const struct rfd *r, int fd);
 /* every option of every socket record, once each fd is at its number
  * and the repaired connections are out of repair mode */
 void sk_opts_apply(struct fd_ctx *x);
+/* the record's RRC_SK_* (0 without options) */
+uint32_t sk_opts_conn_flags(const struct rfd *r);
 #endif

@@ -825,6 +825,9 @@ pub struct SockOpts {
     pub filter_len: u16,
     /// SO_LOCK_FILTER
     pub filter_lock: bool,
+    /// `RRC_SK_RDHUP`: a TCP socket without a peer whose reads were at
+    /// their end at the capture (a connection that ended; restored ended).
+    pub ended: bool,
 }
 
 /// sizeof(struct sock_filter).
@@ -873,6 +876,7 @@ impl SockOpts {
             bindtodevice: lossy(dev),
             filter_len,
             filter_lock,
+            ended: u32::from_le_bytes([data[92], data[93], data[94], data[95]]) & 1 != 0,
         }))
     }
 }

@@ -335,8 +335,15 @@ struct rrc_sockopts {
 	char     bindtodevice[16]; /* IFNAMSIZ, NUL-padded */
 	uint16_t filter_len;      /* RRC_SO_FILTER: instructions of the socket filter (0: none) */
 	uint16_t filter_lock;     /* RRC_SO_FILTER: SO_LOCK_FILTER */
-	uint32_t reserved;
+	uint32_t conn_flags;      /* RRC_SK_*, read at every capture (0 in older images) */
 };                                /* 96 bytes, then the filter's program */
+
+/* A TCP socket with no peer address (CLOSE) whose reads were at their end
+ * (poll's POLLRDHUP: both FINs done, or a reset) at the capture: it had a
+ * connection, which a restore without a repaired socket gives back ended
+ * (reads EOF, writes EPIPE), as one with a peer address; a socket never
+ * connected comes back unconnected (restore/sk-inet.c). */
+#define RRC_SK_RDHUP (1u << 0)
 
 /* The data of a REG or DIR record: the file locks its open file holds
  * (runtime/lib/file-locks.c, from the fdinfo's "lock:" lines; restored by
