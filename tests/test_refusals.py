@@ -129,6 +129,7 @@ def test_shared_mapping_refused_by_wrapper(rrc, tmp_path, netns):
     ("refuse_shared", ["raw"], "shmresult", "rawmmap=1\n", ["shared"]),
     ("refuse_shared", ["deleted_shared"], "shmresult", "deleted=1\n", ["shared mapping", "deleted file"]),
     ("refuse_shared", ["deleted_writer"], "shmresult", "deleted=1\n", ["fd 20", "open for writing", "deleted file"]),
+    ("refuse_shared", ["deleted_big"], "shmresult", "deleted=1\n", ["deleted files", "256 MiB", "big.dat"]),
     ("refuse_iouring", [], "uringresult", None, ["io_uring"]),
     ("refuse_fds", ["seccomp"], "seccompresult", "seccomp=0\n", ["seccomp", "PROCESS_STATE"]),
 ])

@@ -19,6 +19,10 @@
  *                       process also holds open for writing (fd 20): its
  *                       unwritten pages follow the file's writes, which a
  *                       copy would not; `rrc dump` must refuse, naming the fd.
+ *   refuse_shared deleted_big
+ *                       a private mapping of a deleted (sparse) file of
+ *                       300 MiB: more than a dump copies in its pause;
+ *                       `rrc dump` must refuse, naming the limit.
  */
 #include <sys/mman.h>
 #include "zdtm.h"
@@ -52,6 +56,14 @@ int main(int argc, char **argv)
 		snprintf(res, sizeof(res), "anon=%d errno=%d file=%d errno=%d ro=%d errno=%d mprotect=%d errno=%d\n",
 			 a == MAP_FAILED ? -1 : 1, ea, f == MAP_FAILED ? -1 : 1, ef, ro == MAP_FAILED ? -1 : 1, ero,
 			 mp, emp);
+	} else if (!strcmp(mode, "deleted_big")) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/big.dat", zdtm_dir);
+		int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		zdtm_check(fd >= 0 && ftruncate(fd, 300 << 20) == 0, "create big.dat");
+		void *m = mmap(NULL, 300 << 20, PROT_READ, MAP_PRIVATE, fd, 0);
+		close(fd);
+		snprintf(res, sizeof(res), "deleted=%d\n", m != MAP_FAILED && unlink(path) == 0);
 	} else if (!strcmp(mode, "deleted_shared") || !strcmp(mode, "deleted_writer")) {
 		int shared = !strcmp(mode, "deleted_shared");
 		char path[PATH_MAX];
