@@ -209,8 +209,7 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("mount_tmpfs", ["mounted tmpfs at", "/mnt", "not carried"]),
     ("mqueue", ["fd 20", "/rrc-refuse-", "POSIX message queue"]),
     ("mqueue_unlinked", ["fd 20", "POSIX message queue", "mq_open"]),
-    ("sysv_sem", ["SysV semaphore set", "key 0", "IPC namespace"]),
-    ("sysv_msg", ["SysV message queue", "key 0", "IPC namespace"]),
+    ("sysv_shm", ["SysV shared memory segment", "key 0", "IPC namespace"]),
     ("async_owner", ["fd 20", "signal-driven I/O", "F_SETOWN"]),
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):

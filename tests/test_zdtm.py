@@ -35,6 +35,7 @@ PROGRAMS = {
     "filemap": [],
     "mapdeleted": [],
     "tcpended": [],
+    "sysvipc": [],
     "growth": [],
     "fpu": [],
     "fdstate": [],

@@ -344,6 +344,11 @@ static int do_dump(int c, const struct rrc_ctl_dump *req, int imgfd)
 		failed = 1;
 		rrc_release();
 	}
+	/* the SysV objects of the process's IPC namespace (sysvipc.c) */
+	if (!failed && rrc_sysvipc_capture() < 0) {
+		failed = 1;
+		rrc_release();
+	}
 	uint64_t t1 = rrc_mono_ns();
 	/* a copy snapshot carrying the last image's defined set over: the
 	 * scan also finds the pages dropped since (snapshot.c, carry_presence) */

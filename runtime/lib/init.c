@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include "rrc_lib.h"
 #include "mounts.h"
+#include "sysvipc.h"
 #include "lib-fds.h"
 #include "accept-queue.h"
 #include "waits.h"
@@ -99,6 +100,8 @@ int rrc_scratch_map(void)
 	size_t jlen = (sizeof(struct rrc_fj) + 4095) & ~(size_t)4095;
 	size_t joff = len;
 	len += jlen + RRC_FJ_CAP;
+	size_t soff = len; /* SysV IPC objects (sysvipc.c) */
+	len += RRC_SYSV_CAP;
 	long r = rrc_map_guarded(len);
 	if (r < 0 && r > -4096)
 		return (int)r;
@@ -123,6 +126,7 @@ int rrc_scratch_map(void)
 	rrc_s->journal = (struct rrc_fj *)(p + joff);
 	rrc_s->journal->data = (uint8_t *)rrc_s->journal + jlen;
 	rrc_s->journal->cap = RRC_FJ_CAP;
+	rrc_s->sysv = p + soff;
 	rrc_s->walk_fd = -1;
 	rrc_s->diag_fd = -1;
 	rrc_s->res_rfd = rrc_s->res_wfd = -1;
@@ -257,6 +261,7 @@ __attribute__((constructor)) static void rrc_init(void)
 	rrc_g.listen_fd = s;
 	rrc_g.active = 1;
 	rrc_mounts_remember(); /* the container's table: the one a restore gets */
+	rrc_sysvipc_remember(); /* the IPC namespace's limits then */
 
 	pthread_attr_t at;
 	pthread_t th;

@@ -265,7 +265,8 @@ static uint32_t leave_out(struct rrc_range *out, uint32_t cap)
 	uint32_t n = 0;
 	leave_out_range(out, &n, cap, (uint64_t)s->written, (uint64_t)(s->written + s->cap_written));
 	leave_out_range(out, &n, cap, (uint64_t)s->child_area, (uint64_t)s->child_area + s->child_area_len);
-	leave_out_range(out, &n, cap, (uint64_t)s->journal, (uint64_t)s->journal->data + RRC_FJ_CAP);
+	/* the journal and, after it, the SysV IPC buffer (sysvipc.c) */
+	leave_out_range(out, &n, cap, (uint64_t)s->journal, (uint64_t)s->sysv + RRC_SYSV_CAP);
 	while (n < cap && rrc_vma_query(rrc_g.maps_fd, addr, 0, &q, 0, 0) == 0) {
 		addr = q.vma_end;
 		if ((q.vma_flags & PROCMAP_QUERY_VMA_SHARED) || q.vma_end - q.vma_start < PH_INHERIT_MAX)

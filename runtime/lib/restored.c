@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include "rrc_lib.h"
 #include "mounts.h"
+#include "sysvipc.h"
 #include "posix-timers.h"
 #include "creds.h"
 #include "lib-fds.h"
@@ -107,6 +108,7 @@ void rrc_post_restore(void)
 	 * the restorer gave every application thread (creds.c) */
 	rrc_creds_restored();
 	rrc_mounts_remember(); /* the restored container's table */
+	rrc_sysvipc_remember(); /* the IPC namespace's limits then */
 	rrc_g.restored = 1;
 	/* `rrc restore --replay`: the log indexed and replay on before any
 	 * thread runs. A log that cannot be replayed leaves the threads parked

@@ -249,6 +249,7 @@ struct rrc_scratch {
 	uint64_t vma_cap, vma_names_cap;
 	/* the data directory's change journal (files-journal.c) */
 	struct rrc_fj *journal;
+	uint8_t *sysv;                  /* sysvipc.c: the SYSVIPC section, RRC_SYSV_CAP bytes */
 	/* dump request */
 	struct rrc_ctl_dump req;
 	uint64_t created_ns;
@@ -336,7 +337,8 @@ long rrc_map_guarded(uint64_t len) RRC_HIDDEN;
 size_t rrc_strlen(const char *s) RRC_HIDDEN;
 int rrc_strncmp(const char *a, const char *b, size_t n) RRC_HIDDEN;
 int rrc_startswith(const char *s, const char *pfx) RRC_HIDDEN;
-int rrc_path_deleted(const char *path, size_t len) RRC_HIDDEN; /* ends in " (deleted)" */
+int rrc_path_deleted(const char *path, size_t len) RRC_HIDDEN;
+#define RRC_SYSV_CAP (256u << 10) /* sysvipc.c's buffer in the scratch arena */ /* ends in " (deleted)" */
 void rrc_memcpy(void *d, const void *s, size_t n) RRC_HIDDEN;
 void rrc_memset(void *d, int c, size_t n) RRC_HIDDEN;
 int rrc_memeq(const void *a, const void *b, size_t n) RRC_HIDDEN;

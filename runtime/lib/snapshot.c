@@ -33,6 +33,7 @@
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "creds.h"
+#include "sysvipc.h"
 
 #define USER_END 0x7ffffffff000ull
 #define OBUF     (1u << 20)
@@ -1383,6 +1384,13 @@ static __attribute__((noreturn)) void write_image(void)
 	/* CREDS: with PROCATTR, before the pause (creds.c) */
 	if (rrc_s->procattr.size)
 		emit_section(RRC_SEC_CREDS, rrc_creds_image(), sizeof(struct rrc_creds));
+	/* SYSVIPC: taken in the pause (sysvipc.c), when there is something */
+	{
+		const void *ip;
+		uint64_t il;
+		if (rrc_sysvipc_section(&ip, &il))
+			emit_section(RRC_SEC_SYSVIPC, ip, il);
+	}
 
 	/* FILEOPS: the data directory's changes up to the snapshot instant
 	 * (files-journal.c), straight from the journal in the arena */

@@ -295,6 +295,7 @@ int main(int argc, char **argv)
 	mem_check_vdso(&c);
 	check_creds(c.creds);
 	locks_check(&c);
+	sysvipc_check(&c);
 
 	/* fds: ours (images, status, log, repaired sockets) move above the
 	 * image's numbers */
@@ -319,6 +320,7 @@ int main(int argc, char **argv)
 	 * absolute above) */
 	restore_process(c.proc);
 	restore_attrs(c.attrs);
+	sysvipc_restore(&c);
 	if (replay_fd >= 0) {
 		replay_fd = own[nr_own - 1];
 		rst_log("replaying the record log on fd %d after the restore", replay_fd);

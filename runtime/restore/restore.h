@@ -27,7 +27,7 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 
 /* ---- image-read.c: one image file, verified ---- */
-#define RRC_SEC_MAX 12 /* section types 1..11 (8 TCP, 9 FILEOPS, 10 PROCATTR, 11 CREDS) */
+#define RRC_SEC_MAX 13 /* section types 1..12 (8 TCP, 9 FILEOPS, 10 PROCATTR, 11 CREDS, 12 SYSVIPC) */
 
 struct pm_range {          /* pages of this image's PAGES section */
 	uint64_t vaddr, npages;
@@ -157,6 +157,8 @@ struct blob_plan_in {
 	int *image_fds;
 	struct rrc_replay_request replay; /* fd: the record log, moved high; -1: none */
 };
+void sysvipc_check(const struct chain *c);   /* sysvipc.c: before any change */
+void sysvipc_restore(const struct chain *c); /* sysvipc.c: the IPC namespace's objects */
 void mem_check_vmas(struct chain *c);
 void mem_check_vdso(struct chain *c);
 void mem_jump_to_blob(struct blob_plan_in *in) __attribute__((noreturn));

@@ -59,6 +59,9 @@ pub struct Image {
     pub procattr: Option<crate::sections::ProcAttr>,
     /// CREDS (None: an image from before it).
     pub creds: Option<crate::sections::Creds>,
+    /// SYSVIPC (None: nothing in the IPC namespace to carry, or an image
+    /// from before it).
+    pub sysvipc: Option<crate::sysvipc::SysvIpc>,
     /// The TCP stream table at this snapshot (not merged with a parent's).
     pub tcp: Vec<TcpStream>,
     /// File offset of the PAGES payload; page data of the IN_IMAGE entries
@@ -328,6 +331,10 @@ impl Image {
             Some(p) => Some(crate::sections::parse_creds(p).map_err(|m| malformed(path, sec(SectionKind::Creds), m))?),
             None => None,
         };
+        let sysvipc = match payloads.get(&SectionKind::SysvIpc) {
+            Some(p) => Some(crate::sysvipc::parse_sysvipc(p).map_err(|m| malformed(path, sec(SectionKind::SysvIpc), m))?),
+            None => None,
+        };
 
         if process.nr_threads as usize != threads.len() {
             return Err(malformed(
@@ -363,6 +370,7 @@ impl Image {
             fileops,
             procattr,
             creds,
+            sysvipc,
             tcp,
             pages_offset,
             pages_bytes,

@@ -18,6 +18,7 @@ mod image;
 mod le;
 pub mod rrlog;
 pub mod sections;
+pub mod sysvipc;
 mod summary;
 mod write;
 

@@ -29,6 +29,9 @@ pub enum SectionKind {
     ProcAttr,
     /// Optional: credentials (images from before it have none).
     Creds,
+    /// Optional: the IPC namespace's sysctls and SysV objects (only when
+    /// there is something).
+    SysvIpc,
     End,
 }
 
@@ -58,6 +61,7 @@ impl SectionKind {
             9 => SectionKind::Fileops,
             10 => SectionKind::ProcAttr,
             11 => SectionKind::Creds,
+            12 => SectionKind::SysvIpc,
             0xffff => SectionKind::End,
             _ => return None,
         })
@@ -76,6 +80,7 @@ impl SectionKind {
             SectionKind::Fileops => 9,
             SectionKind::ProcAttr => 10,
             SectionKind::Creds => 11,
+            SectionKind::SysvIpc => 12,
             SectionKind::End => 0xffff,
         }
     }
@@ -95,6 +100,7 @@ impl fmt::Display for SectionKind {
             SectionKind::Fileops => "FILEOPS",
             SectionKind::ProcAttr => "PROCATTR",
             SectionKind::Creds => "CREDS",
+            SectionKind::SysvIpc => "SYSVIPC",
             SectionKind::End => "END",
         })
     }

@@ -41,6 +41,9 @@ pub struct ImageSummary {
     /// CREDS: the credentials every thread gets back (absent: an older image).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub creds: Option<crate::sections::Creds>,
+    /// SYSVIPC: the IPC namespace's sysctls and SysV objects (absent: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sysvipc: Option<crate::sysvipc::SysvIpc>,
     /// The TCP stream table of this snapshot, every record.
     pub tcp: Vec<crate::sections::TcpStream>,
 }
@@ -79,6 +82,7 @@ impl Image {
             fileops: self.fileops.as_ref().map(|f| f.summary()),
             procattr: self.procattr.clone(),
             creds: self.creds.clone(),
+            sysvipc: self.sysvipc.clone(),
             tcp: self.tcp.clone(),
         }
     }

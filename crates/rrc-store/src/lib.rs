@@ -86,6 +86,9 @@ struct Meta {
     procattr: Option<Vec<u8>>,
     /// The newest image's CREDS payload, if it has one.
     creds: Option<Vec<u8>>,
+    /// The newest image's SYSVIPC payload, if it has one (it describes
+    /// that snapshot's IPC namespace whole).
+    sysvipc: Option<Vec<u8>>,
     /// The newest image's pagemap (its flags as received).
     pagemap: Vec<PagemapEntry>,
     /// The decoded image (for summaries); its page offsets refer to the
@@ -214,6 +217,7 @@ impl Store {
             tcp: payload(SectionKind::Tcp),
             procattr: image.sections.iter().any(|s| s.kind == SectionKind::ProcAttr).then(|| payload(SectionKind::ProcAttr)),
             creds: image.sections.iter().any(|s| s.kind == SectionKind::Creds).then(|| payload(SectionKind::Creds)),
+            sysvipc: image.sections.iter().any(|s| s.kind == SectionKind::SysvIpc).then(|| payload(SectionKind::SysvIpc)),
             pagemap: image.pagemap.clone(),
             image,
             base_id,
@@ -333,6 +337,9 @@ impl Store {
         }
         if let Some(c) = &m.creds {
             wr.section(SectionKind::Creds, c)?;
+        }
+        if let Some(s) = &m.sysvipc {
+            wr.section(SectionKind::SysvIpc, s)?;
         }
         wr.section(SectionKind::Tcp, &m.tcp)?;
         wr.section_chunks(SectionKind::Pages, &chunks)?;

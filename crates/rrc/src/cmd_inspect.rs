@@ -137,6 +137,15 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
                 c.dumpable
             );
         }
+        if let Some(s) = &im.sysvipc {
+            let msgs: usize = s.message_queues.iter().map(|q| q.messages.len()).sum();
+            println!(
+                "   ipc   {} semaphore set(s), {} message queue(s) holding {msgs} message(s){}",
+                s.semaphore_sets.len(),
+                s.message_queues.len(),
+                if s.sysctls.is_empty() { String::new() } else { format!(", limits {:?}", s.sysctls) }
+            );
+        }
         println!("   tcp   {} stream(s)", im.tcp.len());
         for t in &im.tcp {
             let seq = match (t.write_seq_rel, t.read_seq_rel) {

@@ -62,6 +62,7 @@ enum rrc_section_type {
 	RRC_SEC_FILEOPS = 9,      /* rrc_fileops_header + rrc_fileop records (optional) */
 	RRC_SEC_PROCATTR = 10,    /* struct rrc_procattr (optional: older images have none) */
 	RRC_SEC_CREDS   = 11,     /* struct rrc_creds (optional: older images have none) */
+	RRC_SEC_SYSVIPC = 12,     /* struct rrc_sysvipc + objects (optional: only when there is something) */
 	RRC_SEC_END     = 0xffff, /* struct rrc_end; always last */
 };
 
@@ -174,6 +175,52 @@ struct rrc_creds {
 	uint32_t reserved;
 	uint32_t groups[RRC_CREDS_GROUPS_MAX]; /* supplementary groups */
 };                                /* 344 bytes: the section's exact length */
+
+/* ---- SYSVIPC (optional) ------------------------------------------------ */
+
+/* What the process owns in its IPC namespace (rrc starts every process in
+ * one of its own): the namespace's SysV IPC limits (sysctls), when they
+ * differ from the ones it started (or was restored) with, and its SysV
+ * semaphore sets and
+ * message queues with their ids, keys, owners, modes, values and
+ * messages (runtime/lib/sysvipc.c, in the pause; restore/sysvipc.c makes
+ * them again with the same ids through kernel/sem_next_id and
+ * msg_next_id). Shared memory segments are refused at dump.
+ *
+ * Payload: struct rrc_sysvipc, then nr_sems records (struct
+ * rrc_sysv_sem, then nsems u16 values, padded to 8), then nr_msqs records
+ * (struct rrc_sysv_msq, then nr_msgs messages: struct rrc_sysv_msg and
+ * len bytes, padded to 8). */
+#define RRC_SYSVIPC_VERSION 1u
+enum rrc_ipc_sysctl {             /* rrc_sysvipc.sysctl[]: /proc/sys/kernel/... */
+	RRC_IPC_SEM_MSL, RRC_IPC_SEM_MNS, RRC_IPC_SEM_OPM, RRC_IPC_SEM_MNI, /* sem */
+	RRC_IPC_MSGMAX, RRC_IPC_MSGMNB, RRC_IPC_MSGMNI,
+	RRC_IPC_SHMMAX, RRC_IPC_SHMALL, RRC_IPC_SHMMNI,
+	RRC_IPC_SYSCTLS           /* 10 used of the 16 slots */
+};
+struct rrc_sysvipc {
+	uint32_t version;         /* RRC_SYSVIPC_VERSION */
+	uint32_t nr_sems, nr_msqs;
+	uint32_t sysctls_valid;   /* bit i: sysctl[i] is set (the others: the new namespace's) */
+	uint64_t sysctl[16];      /* enum rrc_ipc_sysctl */
+};                                /* 144 bytes */
+struct rrc_sysv_perm {
+	int32_t  key, id;
+	uint32_t uid, gid, cuid, cgid, mode, reserved;
+};                                /* 32 bytes */
+struct rrc_sysv_sem {
+	struct rrc_sysv_perm perm;
+	uint32_t nsems, reserved;
+};                                /* 40 bytes, then nsems u16 values, padded to 8 */
+struct rrc_sysv_msq {
+	struct rrc_sysv_perm perm;
+	uint64_t qbytes;          /* msg_qbytes: the queue's limit */
+	uint32_t nr_msgs, reserved;
+};                                /* 48 bytes, then the messages, oldest first */
+struct rrc_sysv_msg {
+	int64_t  mtype;
+	uint32_t len, reserved;
+};                                /* 16 bytes, then len bytes, padded to 8 */
 
 /* ---- VMAS ------------------------------------------------------------- */
 

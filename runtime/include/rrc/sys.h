@@ -79,6 +79,11 @@ static inline long rrc_sys_ioctl(int fd, unsigned long req, void *arg) { return 
 static inline long rrc_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, long off)
 { return rrc_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off); }
 static inline long rrc_sys_munmap(void *addr, size_t len) { return rrc_syscall2(SYS_munmap, (long)addr, (long)len); }
+/* SysV IPC (runtime/lib/sysvipc.c): arg is the union semun (a pointer) */
+static inline long rrc_sys_semctl(int id, int num, int cmd, void *arg) { return rrc_syscall4(SYS_semctl, id, num, cmd, (long)arg); }
+static inline long rrc_sys_msgctl(int id, int cmd, void *buf) { return rrc_syscall3(SYS_msgctl, id, cmd, (long)buf); }
+static inline long rrc_sys_msgrcv(int id, void *msg, size_t sz, long typ, int flags) { return rrc_syscall5(SYS_msgrcv, id, (long)msg, (long)sz, typ, flags); }
+static inline long rrc_sys_shmctl(int id, int cmd, void *buf) { return rrc_syscall3(SYS_shmctl, id, cmd, (long)buf); }
 static inline long rrc_sys_mremap(void *old, size_t olen, size_t nlen, int flags, void *nw) { return rrc_syscall5(SYS_mremap, (long)old, (long)olen, (long)nlen, flags, (long)nw); }
 static inline long rrc_sys_mprotect(void *addr, size_t len, int prot) { return rrc_syscall3(SYS_mprotect, (long)addr, (long)len, prot); }
 static inline long rrc_sys_getppid(void) { return rrc_syscall0(SYS_getppid); }

@@ -34,8 +34,8 @@
  *                the root file system (checked: a path must name its file)
  *   mqueue_unlinked the same, its name removed: a deleted file to the fd
  *                walk, whose contents are not a file's
- *   sysv_sem, sysv_msg a SysV semaphore set, a message queue with a message:
- *                not carried (the restore's IPC namespace is empty)
+ *   sysv_shm     a SysV shared memory segment, not attached: not carried
+ *                (semaphore sets and message queues are: zdtm sysvipc)
  *   async_owner  a pipe's read end at A with O_ASYNC and an owner (F_SETOWN):
  *                signal-driven I/O, whose owner an image does not carry
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
@@ -59,6 +59,7 @@
 #include <sys/socket.h>
 #include <sys/msg.h>
 #include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <stddef.h>
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_sem|sysv_msg|async_owner|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_shm|async_owner|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -190,14 +191,9 @@ int main(int argc, char **argv)
 		close(pp[0]);
 		close(pp[1]);
 		zdtm_check(fcntl(A, F_SETOWN, getpid()) == 0 && fcntl(A, F_SETFL, O_ASYNC) == 0, "O_ASYNC, F_SETOWN");
-	} else if (!strncmp(mode, "sysv_", 5)) {
-		sysv_id = !strcmp(mode, "sysv_sem") ? semget(IPC_PRIVATE, 2, 0600) : msgget(IPC_PRIVATE, 0600);
-		int id = sysv_id;
-		zdtm_check(id >= 0, "a SysV object");
-		if (!strcmp(mode, "sysv_msg")) {
-			struct { long type; char text[8]; } m = { 1, "hello" };
-			zdtm_check(msgsnd(id, &m, 6, 0) == 0, "a message queued");
-		}
+	} else if (!strcmp(mode, "sysv_shm")) {
+		sysv_id = shmget(IPC_PRIVATE, 4096, 0600);
+		zdtm_check(sysv_id >= 0, "a SysV shared memory segment");
 	} else if (!strncmp(mode, "mqueue", 6)) {
 		char name[64];
 		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
@@ -249,10 +245,8 @@ int main(int argc, char **argv)
 		zdtm_check(close(A) == 0, "close the FIFO");
 	} else if (!strcmp(mode, "async_owner")) {
 		zdtm_check(fcntl(A, F_SETFL, 0) == 0, "O_ASYNC off");
-	} else if (!strncmp(mode, "sysv_", 5)) {
-		int id = sysv_id;
-		zdtm_check((!strcmp(mode, "sysv_sem") ? semctl(id, 0, IPC_RMID) : msgctl(id, IPC_RMID, NULL)) == 0,
-			   "remove the SysV object");
+	} else if (!strcmp(mode, "sysv_shm")) {
+		zdtm_check(shmctl(sysv_id, IPC_RMID, NULL) == 0, "remove the segment");
 	} else if (!strncmp(mode, "mqueue", 6)) {
 		char name[64];
 		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
