@@ -12,8 +12,10 @@
     cause, leaving no process, cgroup or registry entry behind.
 The probes are runtime/tests/zdtm/refuse_*.c.
 """
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -210,7 +212,6 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("mqueue", ["fd 20", "/rrc-refuse-", "POSIX message queue"]),
     ("mqueue_unlinked", ["fd 20", "POSIX message queue", "mq_open"]),
     ("sysv_shm", ["SysV shared memory segment", "key 0", "IPC namespace"]),
-    ("async_owner", ["fd 20", "signal-driven I/O", "F_SETOWN"]),
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):
     """A terminal, an epoll entry whose number no longer holds its file, a
@@ -223,6 +224,44 @@ def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, m
     restores (refuse_fds.c)."""
     p = Probe(rrc, tmp_path, netns, "refuse_fds", mode)
     refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words)
+
+
+@pytest.mark.parametrize("snapshot", ["fork", "copy"])
+def test_dump_refuses_signal_driven_io_for_another_process(rrc, tmp_path, netns, snapshot):
+    """Signal-driven I/O (O_ASYNC) for the process itself, its own process
+    group or one of its threads is carried (zdtm fown); for another process
+    a restore could not deliver it: refused naming the fd and the owner.
+    The owner is a process started in the probe's pid namespace from
+    outside (nsenter): any other process of the container would be the
+    probe's child (refused first), and one that ended is no owner to the
+    kernel any more. Once O_ASYNC is off the same process dumps and
+    restores (refuse_fds.c async_owner)."""
+    p = Probe(rrc, tmp_path, netns, "refuse_fds", "async_owner")
+    other = subprocess.Popen(["nsenter", "--target", str(p.pid), "--pid", "--", "sleep", "600"])
+    forked = []
+
+    def nsenter_child():
+        try:
+            forked[:] = Path(f"/proc/{other.pid}/task/{other.pid}/children").read_text().split()
+        except OSError:
+            pass
+        return forked
+
+    try:
+        # nsenter forks into the namespace: its child, by its pid there
+        host_pid = wait_until(nsenter_child, 10, "nsenter's child")[0]
+        nspid = Path(f"/proc/{host_pid}/status").read_text().split("NSpid:")[1].split("\n")[0].split()[-1]
+        (p.zdir / "owner.tmp").write_text(f"{nspid}\n")
+        os.replace(p.zdir / "owner.tmp", p.zdir / "owner")
+        wait_for_file(p.zdir / "owned", pid=p.pid, log=p.log)
+        refused_then_restored(rrc, tmp_path, netns, p, snapshot, "fd 20", "signal-driven I/O",
+                              f"for process {nspid} ", "not this process", "F_SETOWN")
+    finally:
+        for pid in forked:
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+        other.kill()
+        other.wait()
 
 
 @pytest.mark.parametrize("snapshot", ["fork", "copy"])

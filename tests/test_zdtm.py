@@ -55,6 +55,7 @@ PROGRAMS = {
     "creds": [],
     "filelocks": [],
     "lease": [],
+    "fown": [],
     "unixpairs": [],
     "unixdgram": [],
     "ghosts": [],

@@ -209,24 +209,71 @@ static struct rrc_fd *new_record(struct walk *w, int fd, uint32_t plen, int kind
 	return f;
 }
 
-/* Signal-driven I/O (O_ASYNC with an owner, F_SETOWN): the owner and the
- * signal (F_SETSIG) are not in the image, and a restore would set
- * O_ASYNC again with no one to signal: refused, naming the fd. 1 if so,
- * with the error set. */
-static int signal_driven(int fd)
+/* A thread of the process: tgkill with signal 0 asks the kernel (the
+ * pause helper, a process of its own, asks about the application's pid). */
+static int is_thread(int tid)
 {
-	struct f_owner_ex o = { 0, 0 };
-	if (rrc_sys_fcntl(fd, F_GETOWN_EX, (long)&o) < 0 || o.pid == 0)
-		return 0;
-	/* a lease sets both (its break signal): carried with the lease, which
-	 * the restorer takes as the owner (file-locks.c) */
-	long lease = rrc_sys_fcntl(fd, F_GETLEASE, 0);
-	if (lease == F_RDLCK || lease == F_WRLCK)
-		return 0;
-	rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd,
-		    " does signal-driven I/O (O_ASYNC with an owner, F_SETOWN): its owner and signal are not carried "
-		    "yet, and a restore would leave it signalling no one");
-	return 1;
+	long r = tid > 0 ? rrc_sys_tgkill(rrc_g.pid, tid, 0) : -ESRCH;
+	return r == 0 || r == -EPERM;
+}
+
+/* Signal-driven I/O (O_ASYNC): whom the open file description signals
+ * when the fd becomes ready (F_GETOWN_EX) and with what (F_GETSIG, 0:
+ * SIGIO), into *o (image.h struct rrc_fown). Carried only for an owner a
+ * restore can mean: the process (its pid, or its process group when the
+ * group is its own: the restore makes it so again) or one of its threads
+ * (a tid, or a pid naming one: the restore gives the threads their tids
+ * back). A lease sets an owner too, for its break signal: the process
+ * itself, carried alike. Another process or process group, or a thread
+ * that is gone, is refused, naming the fd and the owner. No owner (0) is
+ * carried as none. 0, or -1 with the error set. */
+static int capture_fown(int fd, struct rrc_fown *o)
+{
+	struct f_owner_ex ex = { 0, 0 };
+	long r = rrc_sys_fcntl(fd, F_GETOWN_EX, (long)&ex);
+	long sig = r < 0 ? r : rrc_sys_fcntl(fd, F_GETSIG, 0);
+	if (sig < 0) {
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, (int)-sig, "cannot read the owner and signal of fd ", fd,
+			    " (O_ASYNC)");
+		return -1;
+	}
+	int pid = rrc_g.pid, ok;
+	const char *who, *why;
+	switch (ex.type) {
+	case F_OWNER_TID:
+		ok = is_thread(ex.pid);
+		who = " for thread ";
+		why = " (its owner, F_SETOWN_EX), not a thread of this process: a restore could not signal it";
+		break;
+	case F_OWNER_PID:
+		ok = ex.pid == pid || is_thread(ex.pid);
+		who = " for process ";
+		why = " (its owner, F_SETOWN), not this process or one of its threads: a restore could not signal it";
+		break;
+	case F_OWNER_PGRP:
+		ok = ex.pid == pid && rrc_sys_getpgid(pid) == pid;
+		who = " for process group ";
+		why = " (its owner, F_SETOWN), not the process's own group: a restore could not signal it";
+		break;
+	default:
+		ok = 0;
+		who = " for an owner of an unknown type, ";
+		why = " (F_GETOWN_EX)";
+	}
+	if (ex.pid && !ok) {
+		char *m = rrc_s->err_msg;
+		rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd, " does signal-driven I/O (O_ASYNC)");
+		size_t l = rrc_strlen(m);
+		l = rrc_bput(m, sizeof rrc_s->err_msg, l, who);
+		l = rrc_bput_u64(m, sizeof rrc_s->err_msg, l, (uint64_t)(uint32_t)ex.pid);
+		rrc_bput(m, sizeof rrc_s->err_msg, l, why);
+		return -1;
+	}
+	o->owner_type = (uint32_t)ex.type;
+	o->owner = ex.pid;
+	o->signal = (uint32_t)sig;
+	o->reserved = 0;
+	return 0;
 }
 
 /* One fd's record, in the pause. Returns 0, or 1 with w->failed set. */
@@ -277,10 +324,6 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 		return 1;
 	f->fd_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFD, 0);
 	f->file_flags = (uint32_t)rrc_sys_fcntl(fd, F_GETFL, 0);
-	if ((f->file_flags & O_ASYNC) && signal_driven(fd)) {
-		w->failed = 1;
-		return 1;
-	}
 	f->ino = st.st_ino;
 	f->mode = st.st_mode;
 	f->rdev = (uint32_t)st.st_rdev;
@@ -288,6 +331,12 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 		rrc_memcpy((char *)(f + 1), link, plen);
 	if (lk)
 		return 0;
+	struct rrc_fown fown;
+	int async = (f->file_flags & O_ASYNC) != 0;
+	if (async && capture_fown(fd, &fown) < 0) {
+		w->failed = 1;
+		return 1;
+	}
 
 	switch (kind) {
 	case 0:
@@ -309,6 +358,16 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 	case RRC_FD_GHOST:   r = rrc_capture_ghost(f, fd); break;
 	case RRC_FD_INOTIFY: r = rrc_capture_inotify(f, fd); break;
 	default: r = 0;
+	}
+	/* the owner after the kind's data (rrc_fd_fown_off): the record is
+	 * still the last in the buffer */
+	if (r == 0 && async) {
+		if ((uint8_t *)f + rrc_fd_fown_off(f) != s->fdbuf + s->fdbuf_len) {
+			rrc_set_err(RRC_ERR_UNSUPPORTED_FD, 0, "fd ", fd, ": its record is not the last in the fd buffer");
+			r = -1;
+		} else if ((r = rrc_fd_data_put(&fown, sizeof fown, "fd buffer full at fd ", fd)) == 0) {
+			f->fd_flags |= RRC_FD_F_FOWN;
+		}
 	}
 	if (r < 0) {
 		w->failed = 1;

@@ -445,11 +445,19 @@ static inline int rrc_fd_data_inline(const struct rrc_fd *f)
 	       f->kind == RRC_FD_GHOST || f->kind == RRC_FD_INOTIFY ||
 	       (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
 }
-/* size of a record in the scratch fd buffer: struct, path padded to 8,
- * then the inline data (padded to 8 too: every inline datum is a multiple) */
-static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)
+/* Where a record's signal-driven I/O (struct rrc_fown, with RRC_FD_F_FOWN)
+ * is in the scratch fd buffer: after the inline data, outside data_len
+ * (the snapshot appends it to the data in the image). */
+static inline uint64_t rrc_fd_fown_off(const struct rrc_fd *f)
 {
 	return sizeof *f + ((f->path_len + 7ull) & ~7ull) + (rrc_fd_data_inline(f) ? f->data_len : 0);
+}
+/* size of a record in the scratch fd buffer: struct, path padded to 8,
+ * then the inline data (padded to 8 too: every inline datum is a
+ * multiple), then its struct rrc_fown if it has one */
+static inline uint64_t rrc_fd_rec_size(const struct rrc_fd *f)
+{
+	return rrc_fd_fown_off(f) + ((f->fd_flags & RRC_FD_F_FOWN) ? sizeof(struct rrc_fown) : 0);
 }
 /* sockets.c: a socket's options appended after its record (the record is
  * the last in the fd buffer); prev: the last capture's record of the fd */

@@ -957,7 +957,16 @@ static void write_fds(void)
 	for (uint64_t off = 0; off < s->fdbuf_len;) {
 		struct rrc_fd *f = (struct rrc_fd *)(s->fdbuf + off);
 		uint64_t rec = rrc_fd_rec_size(f);
-		o_put(f, sizeof *f);
+		/* signal-driven I/O ends the record's data in the image (image.h
+		 * struct rrc_fown); a DUP's is its object's, written once */
+		struct rrc_fd out = *f;
+		int fown = (f->fd_flags & RRC_FD_F_FOWN) && f->kind != RRC_FD_DUP;
+		out.fd_flags &= ~RRC_FD_F_FOWN;
+		if (fown) {
+			out.fd_flags |= RRC_FD_F_FOWN;
+			out.data_len += (uint32_t)sizeof(struct rrc_fown);
+		}
+		o_put(&out, sizeof out);
 		o_put(f + 1, f->path_len);
 		if (rrc_fd_data_inline(f)) {
 			o_put((uint8_t *)(f + 1) + ((f->path_len + 7ull) & ~7ull), f->data_len);
@@ -980,7 +989,9 @@ static void write_fds(void)
 				left -= (uint32_t)r;
 			}
 		}
-		uint64_t pad = (8 - ((f->path_len + f->data_len) & 7)) & 7;
+		if (fown)
+			o_put((uint8_t *)f + rrc_fd_fown_off(f), sizeof(struct rrc_fown));
+		uint64_t pad = (8 - ((out.path_len + out.data_len) & 7)) & 7;
 		if (pad)
 			o_put(z, pad);
 		off += rec;

@@ -104,6 +104,16 @@ static void parse_fds(struct chain *c)
 		c->fds[c->nr_fds].path = dup_str((const char *)(f + 1), f->path_len);
 		c->fds[c->nr_fds].data = (const uint8_t *)(f + 1) + f->path_len;
 		c->fds[c->nr_fds].data_len = f->data_len;
+		if (f->fd_flags & RRC_FD_F_FOWN) { /* the data's last 16 bytes, unaligned */
+			struct rfd *r = &c->fds[c->nr_fds];
+
+			if (r->data_len < sizeof(r->fown))
+				FAIL_NEWEST(c, "section FDS: fd %d has signal-driven I/O in %u bytes of data", f->fd,
+					    f->data_len);
+			r->data_len -= (uint32_t)sizeof(r->fown);
+			memcpy(&r->fown, r->data + r->data_len, sizeof(r->fown));
+			r->has_fown = 1;
+		}
 		c->nr_fds++;
 		off += rec;
 	}

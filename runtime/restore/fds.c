@@ -158,6 +158,71 @@ static void set_flags(const struct rfd *r)
 	}
 }
 
+static int is_tid(const struct chain *c, int32_t tid)
+{
+	for (size_t i = 0; i < c->nr_threads; i++)
+		if ((int32_t)c->threads[i].tid == tid)
+			return 1;
+	return 0;
+}
+
+/* Signal-driven I/O (image.h struct rrc_fown), checked before anything
+ * changes: an owner the restored process will have (itself, its own
+ * process group, one of its threads), on a record made as an object of
+ * its own (a DUP's is its object's). It is set later, by the blob once
+ * every thread exists (restore/pie/restorer.c): a thread owner is not
+ * there before the blob makes it with its tid, and with O_ASYNC armed
+ * there, every signal blocked until the threads resume, a signal sent
+ * meanwhile stays pending for the process rather than reaching the
+ * restorer (pid 1 of its namespace: a signal it does not handle would be
+ * dropped). Returns how many the blob arms. */
+size_t fown_check(const struct chain *c)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->nr_fds; i++) {
+		const struct rfd *r = &c->fds[i];
+		const struct rrc_fown *o = &r->fown;
+		int fd = r->f->fd, ok;
+		static const char *const types[] = { "thread", "process", "process group" };
+
+		if (!r->has_fown)
+			continue;
+		if (r->f->kind == RRC_FD_DUP || r->f->kind == RRC_FD_LIB_INTERNAL || r->f->kind == RRC_FD_LIB_CONTROL)
+			rst_fail(RRC_RST_IMAGE, 0, (uint32_t)c->n,
+				 "image %d (%s): fd %d (%s) has signal-driven I/O of its own, which only an fd "
+				 "made as an object of its own can", c->n, c->newest->path, fd, fd_kind_name(r->f->kind));
+		switch (o->owner_type) {
+		case F_OWNER_TID:
+			ok = is_tid(c, o->owner);
+			break;
+		case F_OWNER_PID:
+			ok = o->owner == (int32_t)c->proc->pid || is_tid(c, o->owner);
+			break;
+		case F_OWNER_PGRP:
+			ok = o->owner == (int32_t)c->proc->pid;
+			break;
+		default:
+			ok = 0;
+		}
+		if (o->owner_type > F_OWNER_PGRP || (o->owner && !ok) || o->signal > 64 || o->reserved)
+			rst_fail(RRC_RST_IMAGE, 0, (uint32_t)c->n,
+				 "image %d (%s): fd %d: signal-driven I/O for %s %d (owner type %u), signal %u: the "
+				 "owner must be the process, its own process group or one of its threads, the signal "
+				 "at most 64", c->n, c->newest->path, fd,
+				 o->owner_type <= F_OWNER_PGRP ? types[o->owner_type] : "an owner", o->owner,
+				 o->owner_type, o->signal);
+		if (o->owner)
+			rst_log("fd %d: signal-driven I/O for %s %d, signal %u (set once the threads exist)", fd,
+				types[o->owner_type], o->owner, o->signal);
+		else
+			rst_log("fd %d: signal-driven I/O without an owner, signal %u (set once the threads exist)", fd,
+				o->signal);
+		n++;
+	}
+	return n;
+}
+
 /* An RRC_FD_DUP record: its number gets the open file description of the
  * fd it names, made by its own record (never a duplicate, never the
  * library's). */

@@ -3,7 +3,9 @@
  * rrc-restore phase 1: regular files, directories and character devices,
  * reopened by path (CRIU's files-reg.c). The open flags are the recorded
  * F_GETFL minus those that would change the file (O_CREAT, O_TRUNC,
- * O_EXCL); the offset is set back with lseek. The file's contents are not
+ * O_EXCL) and O_ASYNC, which open() would show without arming it (no
+ * fasync call): the blob sets it by F_SETFL once its owner is set
+ * (fds.c fown_check); the offset is set back with lseek. The file's contents are not
  * part of the image: the file system is the container's (DESIGN §2.3
  * ships file writes separately).
  */
@@ -17,7 +19,7 @@
 void restore_reg(struct fd_ctx *x, struct rfd *r)
 {
 	const struct rrc_fd *f = r->f;
-	int flags = (int)f->file_flags & ~(O_CREAT | O_TRUNC | O_EXCL);
+	int flags = (int)f->file_flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_ASYNC);
 	size_t plen = strlen(r->path);
 	struct stat st;
 	int fd;

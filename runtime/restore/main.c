@@ -207,6 +207,7 @@ int main(int argc, char **argv)
 	struct fd_ctx x;
 	struct blob_plan_in in;
 	int nimg, *own, nr_own = 0, i, repaired_fd = -1, stream_fd = -1, replay_fd = -1;
+	size_t nr_fowns;
 	struct rrc_replay_request rq = { .fd = -1, .until_fd = -1 };
 	const char *replay_to_hex = 0, *replay_until = 0, *replay_races = 0;
 	const char *control;
@@ -296,6 +297,7 @@ int main(int argc, char **argv)
 	check_creds(c.creds);
 	locks_check(&c);
 	sysvipc_check(&c);
+	nr_fowns = fown_check(&c);
 
 	/* fds: ours (images, status, log, repaired sockets) move above the
 	 * image's numbers */
@@ -335,6 +337,7 @@ int main(int argc, char **argv)
 
 	memset(&in, 0, sizeof(in));
 	in.c = &c;
+	in.nr_fowns = nr_fowns;
 	in.exe_fd = -1;
 	if (c.proc->exe_path[0]) {
 		int fd = open(c.proc->exe_path, O_RDONLY | O_CLOEXEC);

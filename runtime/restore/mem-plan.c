@@ -337,7 +337,8 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 		strings += c->vmas[i].path ? strlen(c->vmas[i].path) + 1 : 0;
 	args_len = PAGE_UP(sizeof(*a) + 16 * 8 + c->nr_vmas * sizeof(struct blob_vma) +
 			   c->nr_fills * sizeof(struct blob_fill) + MAX_UNMAP * sizeof(struct blob_range) +
-			   c->nr_threads * sizeof(struct blob_thread) + strings +
+			   c->nr_threads * sizeof(struct blob_thread) + in->nr_fowns * sizeof(struct blob_fown) +
+			   strings +
 			   /* arena_get aligns every allocation to 16 bytes */
 			   16 * (c->nr_vmas + 8));
 	/* each stack has a PROT_NONE guard page below it */
@@ -439,6 +440,14 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 	}
 	memcpy(a->image_id, c->newest->hdr.image_id, 16);
 	a->replay = in->replay;
+	a->fowns = arena_get(&ar, in->nr_fowns * sizeof(*a->fowns));
+	for (size_t i = 0; i < c->nr_fds && a->nr_fowns < in->nr_fowns; i++) {
+		const struct rfd *r = &c->fds[i];
+
+		if (r->has_fown)
+			a->fowns[a->nr_fowns++] = (struct blob_fown){ r->f->fd, r->fown.owner_type, r->fown.owner,
+								      r->fown.signal };
+	}
 
 	{
 		char *stk = p + code_len + args_len;

@@ -71,8 +71,10 @@ struct rfd {
 	const struct rrc_fd *f;
 	char *path;                /* NUL-terminated copy ("" if none) */
 	const uint8_t *data;
-	uint32_t data_len;
+	uint32_t data_len;         /* the kind's data (a struct rrc_fown after it excluded) */
 	int done;                  /* recreated (pipes do a whole pipe at once) */
+	int has_fown;              /* RRC_FD_F_FOWN: signal-driven I/O, armed by the blob */
+	struct rrc_fown fown;
 };
 struct fill {                   /* page data to pread in phase 2 */
 	uint64_t vaddr, len, off;
@@ -133,6 +135,7 @@ void restore_pipe(struct fd_ctx *x, struct rfd *r);     /* pipes.c */
 void restore_eventfd(struct fd_ctx *x, struct rfd *r);  /* eventfd.c */
 void locks_check(const struct chain *c);               /* file-locks.c: before any change */
 void locks_restore(const struct chain *c);             /* file-locks.c: after every fd */
+size_t fown_check(const struct chain *c);              /* fds.c: signal-driven I/O, before any change */
 void restore_epoll(struct fd_ctx *x, struct rfd *r);    /* epoll.c: create */
 void restore_epoll_entries(struct fd_ctx *x, struct rfd *r); /* epoll.c: after all others */
 void restore_timerfd(struct fd_ctx *x, struct rfd *r);  /* timerfd.c */
@@ -153,6 +156,7 @@ void repaired_write_accept_queue(struct fd_ctx *x);  /* then: the library's tabl
 /* ---- mem-plan.c: the blob, its arguments, the jump ---- */
 struct blob_plan_in {
 	struct chain *c;
+	size_t nr_fowns;           /* records with signal-driven I/O (fown_check) */
 	int status_fd, log_fd, exe_fd;
 	int *image_fds;
 	struct rrc_replay_request replay; /* fd: the record log, moved high; -1: none */

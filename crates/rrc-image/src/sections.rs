@@ -692,6 +692,38 @@ pub const SOCKADDR_SIZE: usize = 120;
 /// `RRC_SOCK_FILE_MODE`: a socket record's file_mode is valid.
 pub const SOCK_FILE_MODE: u32 = 0x8000_0000;
 pub const EPOLL_ENTRY_SIZE: usize = 16;
+/// `RRC_FD_F_FOWN` in `fd_flags`: the record's data ends with a `struct rrc_fown`.
+pub const FD_F_FOWN: u32 = 0x8000_0000;
+/// sizeof(struct rrc_fown).
+pub const FOWN_SIZE: usize = 16;
+
+/// `struct rrc_fown`: signal-driven I/O (O_ASYNC), whom the open file
+/// description signals and with what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Fown {
+    /// "tid", "pid" or "pgrp" (F_OWNER_TID, F_OWNER_PID, F_OWNER_PGRP).
+    pub owner_type: &'static str,
+    /// The tid, pid or process group (0: no owner).
+    pub owner: i32,
+    /// F_SETSIG's signal (0: SIGIO, without siginfo).
+    pub signal: u32,
+}
+
+impl Fown {
+    fn parse(b: &[u8]) -> Result<Fown, String> {
+        let owner_type = match u32_at(b, 0) {
+            0 => "tid",
+            1 => "pid",
+            2 => "pgrp",
+            t => return Err(format!("signal-driven I/O with an owner of unknown type {t}")),
+        };
+        let (owner, signal, reserved) = (i32_at(b, 4), u32_at(b, 8), u32_at(b, 12));
+        if owner < 0 || signal > 64 || reserved != 0 {
+            return Err(format!("signal-driven I/O for {owner_type} {owner}, signal {signal}, reserved {reserved}"));
+        }
+        Ok(Fown { owner_type, owner, signal })
+    }
+}
 
 /// `enum rrc_fd_kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -1062,7 +1094,11 @@ pub struct Fd {
     pub rdev: u32,
     pub detail: FdDetail,
     pub path: String,
-    /// Raw data bytes (pipe contents in flight, epoll entries, ...).
+    /// Signal-driven I/O (O_ASYNC): its owner and signal (None: none, or
+    /// an image written before they were carried; a `Dup`'s is its object's).
+    pub fown: Option<Fown>,
+    /// Raw data bytes of the kind (pipe contents in flight, epoll
+    /// entries, ...; the `struct rrc_fown` after them excluded).
     #[serde(skip)]
     pub data: Vec<u8>,
 }
@@ -1090,6 +1126,18 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
         let (path_len, data_len) = (path_len as usize, data_len as usize);
         let path = &p[off + FD_SIZE..off + FD_SIZE + path_len];
         let data = &p[off + FD_SIZE + path_len..off + FD_SIZE + path_len + data_len];
+        let fd_flags = u32_at(r, 8);
+        // signal-driven I/O: the data's last bytes, the kind's before them
+        let (data, fown) = if fd_flags & FD_F_FOWN != 0 {
+            if data_len < FOWN_SIZE || kind == FdKind::Dup {
+                return Err(ctx(format!("signal-driven I/O in {data_len} bytes of data of a {} record", kind.name())));
+            }
+            let (d, f) = data.split_at(data_len - FOWN_SIZE);
+            (d, Some(Fown::parse(f).map_err(ctx)?))
+        } else {
+            (data, None)
+        };
+        let data_len = data.len();
         if fdno < 0 {
             return Err(ctx("negative fd number".into()));
         }
@@ -1163,7 +1211,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
         out.push(Fd {
             fd: fdno,
             kind,
-            fd_flags: u32_at(r, 8),
+            fd_flags,
             file_flags: u32_at(r, 12),
             pos: u64_at(r, 16),
             ino: u64_at(r, 24),
@@ -1171,6 +1219,7 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
             rdev: u32_at(r, 36),
             detail,
             path: lossy(path),
+            fown,
             data: data.to_vec(),
         });
         off += rec_len as usize;
@@ -1566,5 +1615,43 @@ mod tests {
         assert!(parse_fds(&[rec(3, 5, 0), rec(4, 13, 7)].concat()).unwrap_err().contains("which the table does not have"));
         assert!(parse_fds(&[rec(3, 5, 0), rec(4, 13, 3), rec(5, 13, 4)].concat()).unwrap_err().contains("which is dup"));
         assert!(parse_fds(&[rec(3, 101, 0), rec(4, 13, 3)].concat()).unwrap_err().contains("which is lib_internal"));
+    }
+
+    #[test]
+    fn signal_driven_io_ends_the_data() {
+        // fd, kind, the kind's data, and a struct rrc_fown after it (owner type, owner, signal)
+        let rec = |fd: i32, kind: u32, data: &[u8], fown: Option<(u32, i32, u32)>| {
+            let mut r = vec![0u8; FD_SIZE];
+            r[..4].copy_from_slice(&fd.to_le_bytes());
+            r[4..8].copy_from_slice(&kind.to_le_bytes());
+            r[44] = u8::from(kind == 4 && !data.is_empty()); // a pipe's has_data
+            let mut d = data.to_vec();
+            if let Some((t, o, s)) = fown {
+                r[8..12].copy_from_slice(&(FD_F_FOWN | 1).to_le_bytes());
+                for v in [t, o as u32, s, 0] {
+                    d.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+            r[316..320].copy_from_slice(&(d.len() as u32).to_le_bytes());
+            r.extend_from_slice(&d);
+            r.resize(r.len().next_multiple_of(8), 0);
+            r
+        };
+        let lock = [2u32.to_le_bytes(), 1u32.to_le_bytes()].concat().into_iter().chain([0u8; 16]).collect::<Vec<u8>>();
+        let table = [rec(3, 1, &lock, Some((0, 7, 35))), rec(4, 4, b"abc", Some((2, 1, 0))), rec(5, 4, b"", None)];
+        let fds = parse_fds(&table.concat()).unwrap();
+        assert_eq!(fds[0].fown, Some(Fown { owner_type: "tid", owner: 7, signal: 35 }));
+        assert_eq!(fds[0].detail, FdDetail::Locks { locks: vec![FileLock { kind: "posix", write: true, start: 0, len: 0 }] });
+        assert_eq!((fds[1].fown.unwrap().owner_type, fds[1].data.as_slice()), ("pgrp", &b"abc"[..]));
+        assert_eq!(fds[2].fown, None);
+        let err = |r: Vec<u8>| parse_fds(&r).unwrap_err();
+        assert!(err(rec(3, 4, b"", Some((3, 1, 0)))).contains("unknown type 3"));
+        assert!(err(rec(3, 4, b"", Some((1, 1, 65)))).contains("signal 65"));
+        let mut short = rec(3, 4, b"", None);
+        short[8..12].copy_from_slice(&FD_F_FOWN.to_le_bytes());
+        assert!(err(short).contains("in 0 bytes of data"));
+        let mut dup = [rec(3, 5, b"", None), rec(4, 13, b"", Some((1, 1, 0)))].concat();
+        dup[FD_SIZE + 40..FD_SIZE + 44].copy_from_slice(&3i32.to_le_bytes());
+        assert!(err(dup).contains("of a dup record"));
     }
 }

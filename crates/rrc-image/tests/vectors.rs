@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use rrc_image::sections::FdDetail;
+use rrc_image::sections::{FdDetail, Fown};
 use rrc_image::{read_header, Chain, Image, ImageError, VerifyPages, IMAGE_FILE_NAME, PAGE_SIZE};
 use serde_json::Value;
 
@@ -92,6 +92,16 @@ fn check_image(name: &str, img: &Image, e: &Value) {
         assert_eq!(u64::from(f.mode), u(&x["mode"]));
         assert_eq!(f.path, x["path"].as_str().unwrap());
         assert_eq!(f.data.len() as u64, u(&x["data_len"]));
+        match (&f.fown, x["fown"].as_object()) {
+            (None, None) => {}
+            (Some(o), Some(e)) => {
+                let types = ["tid", "pid", "pgrp"];
+                assert_eq!(o.owner_type, types[u(&e["owner_type"]) as usize], "{name} fd {} fown", f.fd);
+                assert_eq!(i64::from(o.owner), e["owner"].as_i64().unwrap(), "{name} fd {} fown", f.fd);
+                assert_eq!(u64::from(o.signal), u(&e["signal"]), "{name} fd {} fown", f.fd);
+            }
+            (got, want) => panic!("{name} fd {}: signal-driven I/O {got:?}, expected {want:?}", f.fd),
+        }
     }
     for (sig, x) in e["signals"].as_object().unwrap() {
         let n: usize = sig.parse().unwrap();
@@ -122,6 +132,9 @@ fn fd_details_decode() {
     let by_fd = |n: i32| img.fds.iter().find(|f| f.fd == n).unwrap();
     assert_eq!(by_fd(3).data, b"hello pipe");
     assert_eq!(by_fd(3).detail, FdDetail::Pipe { pipe_size: 65536, has_data: 1 });
+    // the signal-driven I/O after the bytes in flight, the other end without
+    assert_eq!(by_fd(3).fown, Some(Fown { owner_type: "pid", owner: 1, signal: 35 }));
+    assert_eq!(by_fd(4).fown, None);
     assert_eq!(by_fd(5).detail, FdDetail::Eventfd { count: 7, semaphore: 1 });
     match &by_fd(6).detail {
         FdDetail::Epoll { entries } => {

@@ -94,6 +94,19 @@ pub fn run(a: InspectArgs) -> Result<ExitCode> {
         );
         let kinds: Vec<String> = im.fds_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
         println!("   thr   {} threads; fds {} ({})", im.threads, im.fds, kinds.join(", "));
+        let fowns: Vec<String> = im
+            .fd_records
+            .iter()
+            .filter_map(|f| {
+                let o = f.fown?;
+                let sig = if o.signal == 0 { "SIGIO".to_string() } else { format!("signal {}", o.signal) };
+                let to = if o.owner == 0 { "no owner".to_string() } else { format!("to {} {}", o.owner_type, o.owner) };
+                Some(format!("fd {} {to}, {sig}", f.fd))
+            })
+            .collect();
+        if !fowns.is_empty() {
+            println!("   sigio {}", fowns.join("; "));
+        }
         if let Some(f) = &im.fileops {
             let ops: Vec<String> = f.by_op.iter().map(|(k, n)| format!("{k} {n}")).collect();
             println!("   files {} data-dir op(s), {} data bytes ({})", f.ops, f.data_bytes, ops.join(", "));

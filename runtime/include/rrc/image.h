@@ -452,10 +452,33 @@ struct rrc_epoll_entry {
 	uint64_t data;
 };
 
+/* Signal-driven I/O (O_ASYNC): whom the open file description signals
+ * when it becomes ready, and with what (F_GETOWN_EX, F_GETSIG; the
+ * kernel's struct file f_owner, shared by every fd of the description).
+ * An fd with O_ASYNC has RRC_FD_F_FOWN in its fd_flags and this struct as
+ * the last 16 bytes of its data (data_len counts them; the kind's own
+ * data is what comes before), except a DUP, whose is its object's (set
+ * once, through that fd). Captured in the pause (runtime/lib/fds.c): an
+ * owner the restore can mean only, the process itself (its pid, or its
+ * process group when that is its own) or one of its threads (whose tids
+ * the restore gives back); another is refused. Restored by the blob once
+ * every thread exists (restore/pie/restorer.c): F_SETSIG, F_SETOWN_EX,
+ * then O_ASYNC by F_SETFL through the fd, which arms the delivery (and
+ * makes that number the signal's si_fd). Older images have none: their
+ * fds come back without O_ASYNC (a lease's comes with the lease), as
+ * before. */
+#define RRC_FD_F_FOWN (1u << 31)  /* rrc_fd.fd_flags: the data ends with a struct rrc_fown */
+struct rrc_fown {
+	uint32_t owner_type;      /* F_OWNER_TID 0, F_OWNER_PID 1, F_OWNER_PGRP 2 */
+	int32_t  owner;           /* the tid, pid or process group (0: no owner) */
+	uint32_t signal;          /* F_GETSIG: 0 SIGIO (without siginfo), else the signal (1-64) */
+	uint32_t reserved;        /* zero */
+};                                /* 16 bytes */
+
 struct rrc_fd {
 	int32_t  fd;
 	uint32_t kind;            /* enum rrc_fd_kind */
-	uint32_t fd_flags;        /* FD_CLOEXEC */
+	uint32_t fd_flags;        /* FD_CLOEXEC; RRC_FD_F_FOWN */
 	uint32_t file_flags;      /* F_GETFL: O_ACCMODE, O_NONBLOCK, O_APPEND, ... */
 	uint64_t pos;             /* lseek(fd, 0, SEEK_CUR) for REG/DIR */
 	uint64_t ino;             /* st_ino: pipe identity, file identity check */
@@ -647,6 +670,8 @@ RRC_STATIC_ASSERT(sizeof(struct rrc_epoll_entry) == 16, "epoll entry layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_file_lock) == 24, "file lock layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_unix_peer) == 16, "unix peer layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_inotify_watch) == 24, "inotify watch layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_fown) == 16, "fown layout");
+RRC_STATIC_ASSERT(sizeof(struct rrc_fd) == 320, "fd record layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_sockopts) == RRC_SOCKOPTS_SIZE, "sockopts layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_table) == 8, "tcp table header layout");
 RRC_STATIC_ASSERT(sizeof(struct rrc_tcp_stream) == 112, "tcp stream layout");

@@ -95,6 +95,8 @@ static inline long rrc_sys_sched_setaffinity(int pid, size_t len, const uint64_t
 { return rrc_syscall3(SYS_sched_setaffinity, pid, (long)len, (long)mask); }
 static inline long rrc_sys_gettid(void) { return rrc_syscall0(SYS_gettid); }
 static inline long rrc_sys_getpid(void) { return rrc_syscall0(SYS_getpid); }
+static inline long rrc_sys_getpgid(int pid) { return rrc_syscall1(SYS_getpgid, pid); }
+static inline long rrc_sys_setpgid(int pid, int pgid) { return rrc_syscall2(SYS_setpgid, pid, pgid); }
 static inline long rrc_sys_eventfd2(unsigned v, int fl) { return rrc_syscall2(SYS_eventfd2, v, fl); }
 static inline long rrc_sys_kcmp(long pid1, long pid2, int type, unsigned long a, unsigned long b)
 { return rrc_syscall5(SYS_kcmp, pid1, pid2, type, (long)a, (long)b); }

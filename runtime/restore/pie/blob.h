@@ -33,6 +33,15 @@ struct blob_range {
 	uint64_t start, end;
 };
 
+/* Signal-driven I/O the blob arms once every thread exists (a record's
+ * struct rrc_fown; restore/fds.c fown_check). */
+struct blob_fown {
+	int32_t  fd;
+	uint32_t owner_type;      /* F_OWNER_TID 0, F_OWNER_PID 1, F_OWNER_PGRP 2 */
+	int32_t  owner;           /* 0: no owner */
+	uint32_t signal;          /* F_SETSIG's (0: SIGIO) */
+};
+
 struct blob_args;
 
 struct blob_thread {
@@ -97,6 +106,10 @@ struct blob_args {
 	uint32_t has_creds, reserved1;
 	struct rrc_creds creds;
 	struct rrc_replay_request replay; /* fd -1: no replay */
+
+	uint32_t nr_fowns;
+	uint32_t reserved2;
+	struct blob_fown *fowns;
 
 	uint32_t nr_threads;                   /* including the main thread */
 	uint32_t main_index;

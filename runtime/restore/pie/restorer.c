@@ -15,9 +15,11 @@
  *   4. PR_SET_MM_MAP (code/data/brk/stack/arg/env/auxv + exe), signal
  *      actions, librrc's restore area;
  *   5. clone3 every thread with its TID (set_tid), set up its TLS, robust
- *      list, clear_child_tid and rseq, report "ok", and jump every thread
- *      to the resume context the library saved (RRC §4.6: the library's
- *      code takes over from there).
+ *      list, clear_child_tid and rseq;
+ *   6. arm signal-driven I/O (owner, signal, O_ASYNC), now that every
+ *      owner thread exists, report "ok", and jump every thread to the
+ *      resume context the library saved (RRC §4.6: the library's code
+ *      takes over from there).
  * No libc: raw syscalls from rrc/sys.h only; no globals (the flat copy
  * carries no .data/.bss); the build rejects any relocation.
  */
@@ -54,6 +56,12 @@
 #define RSEQ_FLAG_UNREGISTER_ 1
 #define PAGE 4096ul
 #define MADV_POPULATE_WRITE_ 23
+#define F_GETFL_      3
+#define F_SETFL_      4
+#define F_SETSIG_     10
+#define F_SETOWN_EX_  15
+#define F_OWNER_PGRP_ 2
+#define O_ASYNC_      020000
 
 PIE_HIDDEN __attribute__((noreturn)) void restorer_main(struct blob_args *a);
 
@@ -537,6 +545,59 @@ static void make_threads(struct blob_args *a)
 	}
 }
 
+/* Signal-driven I/O (restore/fds.c fown_check), armed here because every
+ * owner exists now (the threads, with their tids) and every signal is
+ * blocked until the threads resume: what an armed fd signals from here on
+ * waits, pending, for the process's own actions and masks. The owner
+ * before O_ASYNC, so that no signal goes to no one; F_SETFL with O_ASYNC
+ * calls the file's fasync hook through this fd number, which the signals
+ * then carry as si_fd. An owner that is the process's group: the
+ * restorer's group is its launcher's (rrc-container's setsid), so the
+ * process becomes the leader of its own first, as it was. */
+static void set_fowns(struct blob_args *a)
+{
+	for (uint32_t i = 0; i < a->nr_fowns; i++) {
+		const struct blob_fown *o = &a->fowns[i];
+		struct { int32_t type, pid; } ex = { (int32_t)o->owner_type, o->owner };
+		const char *what = "F_SETSIG";
+		long r = rrc_sys_fcntl(o->fd, F_SETSIG_, o->signal);
+
+		if (r == 0 && o->owner && o->owner_type == F_OWNER_PGRP_ && rrc_sys_getpgid(0) != o->owner) {
+			what = "setpgid (the owner is the process's own group)";
+			r = rrc_sys_setpgid(0, 0);
+		}
+		if (r == 0 && o->owner) {
+			what = "F_SETOWN_EX";
+			r = rrc_sys_fcntl(o->fd, F_SETOWN_EX_, (long)&ex);
+		}
+		if (r >= 0) {
+			what = "F_GETFL";
+			r = rrc_sys_fcntl(o->fd, F_GETFL_, 0);
+		}
+		if (r >= 0) {
+			what = "F_SETFL O_ASYNC";
+			r = rrc_sys_fcntl(o->fd, F_SETFL_, r | O_ASYNC_);
+		}
+		if (r < 0) {
+			struct msg m = { 0 };
+			msg_str(&m, "fd ");
+			msg_dec(&m, o->fd);
+			msg_str(&m, ": signal-driven I/O: ");
+			msg_str(&m, what);
+			msg_str(&m, " failed: ");
+			msg_errno(&m, -r);
+			bfail(a, RRC_RST_FD, -r, (uint32_t)o->fd, &m);
+		}
+	}
+	if (a->nr_fowns) {
+		struct msg m = { 0 };
+		msg_str(&m, "signal-driven I/O armed on ");
+		msg_dec(&m, a->nr_fowns);
+		msg_str(&m, " fd(s)");
+		blog(a, &m);
+	}
+}
+
 void restorer_main(struct blob_args *a)
 {
 	struct blob_thread *mt;
@@ -560,6 +621,7 @@ void restorer_main(struct blob_args *a)
 	set_sigactions(a);
 	fill_restore_area(a);
 	make_threads(a);
+	set_fowns(a);
 
 	/* The main thread (TID 1: the restorer's own) last. Everything that
 	 * can fail is done before "ok" is written. */

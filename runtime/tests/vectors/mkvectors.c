@@ -225,8 +225,12 @@ struct fd_def {
 	uint32_t mode, rdev;
 	const char *path;
 	const void *data;
-	uint32_t data_len;
+	uint32_t data_len;        /* the kind's data */
+	const struct rrc_fown *fown; /* with RRC_FD_F_FOWN: ends the data in the image */
 };
+
+/* fd 3: signal-driven I/O to the process, SIGRTMIN+1 */
+static const struct rrc_fown pipe_fown = { 1 /* F_OWNER_PID */, 1, 35, 0 };
 
 static const struct rrc_epoll_entry epoll_entries[] = {
 	{ 3, 0x1 /* EPOLLIN */, 0x1122334455667788ull },
@@ -237,7 +241,8 @@ static const struct rrc_epoll_entry epoll_entries[] = {
 static const struct fd_def fds[NR_FDS] = {
 	{ 0, RRC_FD_CHR, 0, O_RDWR, 0, 5, 020666, 0x103, "/dev/null", NULL, 0 },
 	{ 1, RRC_FD_REG, 0, O_WRONLY | O_APPEND, 1234, 777, 0100644, 0, "/var/log/vector.log", NULL, 0 },
-	{ 3, RRC_FD_PIPE, FD_CLOEXEC, O_RDONLY, 0, 4242, 010600, 0, "", "hello pipe", 10 },
+	{ 3, RRC_FD_PIPE, FD_CLOEXEC | RRC_FD_F_FOWN, O_RDONLY | O_ASYNC, 0, 4242, 010600, 0, "", "hello pipe", 10,
+	  &pipe_fown },
 	{ 4, RRC_FD_PIPE, FD_CLOEXEC, O_WRONLY, 0, 4242, 010600, 0, "", NULL, 0 },
 	{ 5, RRC_FD_EVENTFD, 0, O_RDWR | O_NONBLOCK, 0, 9, 0600, 0, "anon_inode:[eventfd]", NULL, 0 },
 	{ 6, RRC_FD_EPOLL, FD_CLOEXEC, O_RDWR, 0, 9, 0600, 0, "anon_inode:[eventpoll]", epoll_entries, sizeof(epoll_entries) },
@@ -392,10 +397,12 @@ static void put_fds(struct image *im)
 		r.rdev = fds[i].rdev;
 		fill_fd_union(&r, &fds[i]);
 		r.path_len = (uint32_t)strlen(fds[i].path);
-		r.data_len = fds[i].data_len;
+		r.data_len = fds[i].data_len + (fds[i].fown ? (uint32_t)sizeof(struct rrc_fown) : 0);
 		put(&b, &r, sizeof(r));
 		put(&b, fds[i].path, r.path_len);
-		put(&b, fds[i].data, r.data_len);
+		put(&b, fds[i].data, fds[i].data_len);
+		if (fds[i].fown)
+			put(&b, fds[i].fown, sizeof(struct rrc_fown));
 		pad8(&b);
 	}
 	section(im, RRC_SEC_FDS, b.p, b.len);
@@ -638,11 +645,16 @@ static void json_image(struct buf *j, const char *name, const struct built *o, u
 			(unsigned long long)(i == nthreads - 1 ? ~(1ull << 63) : 0),
 			i + 1 < nthreads ? "," : "");
 	printfb(j, "      ],\n      \"fds\": [\n");
-	for (int i = 0; i < NR_FDS; i++)
-		printfb(j, "        {\"fd\": %d, \"kind\": %u, \"fd_flags\": %u, \"file_flags\": %u, \"pos\": %llu, \"ino\": %llu, \"mode\": %u, \"path\": \"%s\", \"data_len\": %u}%s\n",
+	for (int i = 0; i < NR_FDS; i++) {
+		char fown[96] = "null";
+		if (fds[i].fown)
+			snprintf(fown, sizeof fown, "{\"owner_type\": %u, \"owner\": %d, \"signal\": %u}",
+				 fds[i].fown->owner_type, fds[i].fown->owner, fds[i].fown->signal);
+		printfb(j, "        {\"fd\": %d, \"kind\": %u, \"fd_flags\": %u, \"file_flags\": %u, \"pos\": %llu, \"ino\": %llu, \"mode\": %u, \"path\": \"%s\", \"data_len\": %u, \"fown\": %s}%s\n",
 			fds[i].fd, fds[i].kind, fds[i].fd_flags, fds[i].file_flags,
 			(unsigned long long)fds[i].pos, (unsigned long long)fds[i].ino, fds[i].mode,
-			fds[i].path, fds[i].data_len, i + 1 < NR_FDS ? "," : "");
+			fds[i].path, fds[i].data_len, fown, i + 1 < NR_FDS ? "," : "");
+	}
 	printfb(j, "      ],\n      \"signals\": {\"13\": [1, 0, 0, 0], \"15\": [%llu, %llu, %llu, %llu], \"64\": [%llu, %llu, %llu, %llu]}\n    }",
 		0x401234ull, 0x14000000ull, 0x401500ull, 2ull,
 		0x7f0000000800ull, 0x1c000004ull, 0x401500ull, (unsigned long long)~0ull);

@@ -36,8 +36,16 @@
  *                walk, whose contents are not a file's
  *   sysv_shm     a SysV shared memory segment, not attached: not carried
  *                (semaphore sets and message queues are: zdtm sysvipc)
- *   async_owner  a pipe's read end at A with O_ASYNC and an owner (F_SETOWN):
- *                signal-driven I/O, whose owner an image does not carry
+ *   async_owner  a pipe's read end at A with O_ASYNC and another process
+ *                as its owner (F_SETOWN): signal-driven I/O a restore could
+ *                not deliver (for the process itself, its own group or one
+ *                of its threads it is carried: zdtm fown). The owner is a
+ *                process the test starts in the probe's pid namespace from
+ *                outside (nsenter), its pid in $ZDTM_DIR/owner after ready;
+ *                "owned" once set. Another process of the container would
+ *                be the probe's child (pid 1 adopts every orphan), refused
+ *                before the fds are looked at; one that ended is no owner
+ *                to the kernel any more (F_GETOWN_EX gives 0)
  *   seccomp      a seccomp filter (allow everything): its BPF program cannot
  *                be read back from inside the process (no clear: a filter
  *                stays for good; the probe just waits for verify)
@@ -190,7 +198,6 @@ int main(int argc, char **argv)
 		zdtm_check(pipe(pp) == 0 && dup2(pp[0], A) == A && dup2(pp[1], B) == B, "a pipe at A and B");
 		close(pp[0]);
 		close(pp[1]);
-		zdtm_check(fcntl(A, F_SETOWN, getpid()) == 0 && fcntl(A, F_SETFL, O_ASYNC) == 0, "O_ASYNC, F_SETOWN");
 	} else if (!strcmp(mode, "sysv_shm")) {
 		sysv_id = shmget(IPC_PRIVATE, 4096, 0600);
 		zdtm_check(sysv_id >= 0, "a SysV shared memory segment");
@@ -233,6 +240,22 @@ int main(int argc, char **argv)
 		zdtm_fail("unknown mode %s", mode);
 	}
 	zdtm_ready();
+	if (!strcmp(mode, "async_owner")) {
+		char path[PATH_MAX];
+		int owner = 0;
+		zdtm_path(path, sizeof path, "owner");
+		while (owner <= 0) {
+			FILE *f = fopen(path, "r");
+			if (!f || fscanf(f, "%d", &owner) != 1)
+				owner = 0;
+			if (f)
+				fclose(f);
+			zdtm_sleep_ms(5);
+		}
+		zdtm_check(fcntl(A, F_SETOWN, owner) == 0 && fcntl(A, F_SETFL, O_ASYNC) == 0,
+			   "O_ASYNC, F_SETOWN to the other process");
+		zdtm_check(zdtm_write_file("owned", "1\n") == 0, "write owned");
+	}
 	while (!zdtm_file_exists("clear"))
 		zdtm_sleep_ms(5);
 	if (m >= 0) {
