@@ -55,6 +55,7 @@
  * starts a new helper. RRC_PAUSE_HELPER=0 keeps it off: the control
  * thread then does all of it, one step after the other.
  */
+#include <elf.h>
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -244,6 +245,31 @@ struct rrc_helper_box *rrc_phelper_box(void)
 	return b;
 }
 
+/* The library's own image, text to the end of its bss, from its program
+ * headers (the linker's __ehdr_start: this object's ELF header). Its data
+ * and bss hold the library's state, the helper's included: a bss over
+ * PH_INHERIT_MAX (a static buffer) must not be left out of the clone.
+ * Memory reads only: ASYNC-SIGNAL-SAFE. */
+extern const Elf64_Ehdr __ehdr_start __attribute__((visibility("hidden")));
+static void lib_image(uint64_t *start, uint64_t *end)
+{
+	const Elf64_Ehdr *eh = &__ehdr_start;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)((const uint8_t *)eh + eh->e_phoff);
+	uint64_t base = (uint64_t)eh, lo = ~0ull, hi = 0;
+	for (uint32_t i = 0; i < eh->e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (ph[i].p_vaddr < lo)
+			lo = ph[i].p_vaddr;
+		if (ph[i].p_vaddr + ph[i].p_memsz > hi)
+			hi = ph[i].p_vaddr + ph[i].p_memsz;
+	}
+	/* the first PT_LOAD maps the header: the load bias is its address
+	 * less that segment's page-aligned vaddr (0 for a shared object) */
+	*start = base;
+	*end = base - (lo & ~4095ull) + hi;
+}
+
 /* [a, b) shrunk to whole pages, made MADV_DONTFORK and recorded. */
 static void leave_out_range(struct rrc_range *out, uint32_t *n, uint32_t cap, uint64_t a, uint64_t b)
 {
@@ -261,8 +287,9 @@ static uint32_t leave_out(struct rrc_range *out, uint32_t cap)
 {
 	struct rrc_scratch *s = rrc_s;
 	struct procmap_query q;
-	uint64_t addr = 0;
+	uint64_t addr = 0, lib_start, lib_end;
 	uint32_t n = 0;
+	lib_image(&lib_start, &lib_end);
 	leave_out_range(out, &n, cap, (uint64_t)s->written, (uint64_t)(s->written + s->cap_written));
 	leave_out_range(out, &n, cap, (uint64_t)s->child_area, (uint64_t)s->child_area + s->child_area_len);
 	/* the journal and, after it, the SysV IPC buffer (sysvipc.c) */
@@ -278,6 +305,8 @@ static uint32_t leave_out(struct rrc_range *out, uint32_t cap)
 		if (rrc_in_ranges(s->lib_excluded, s->nr_lib_excluded, q.vma_start, q.vma_end) ||
 		    rrc_in_ranges(s->lib_always, s->nr_lib_always, q.vma_start, q.vma_end))
 			continue;
+		if (q.vma_start < lib_end && q.vma_end > lib_start)
+			continue; /* the library's data and bss */
 		leave_out_range(out, &n, cap, q.vma_start, q.vma_end);
 	}
 	return n;
