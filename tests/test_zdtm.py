@@ -36,6 +36,7 @@ PROGRAMS = {
     "mapdeleted": [],
     "tcpended": [],
     "sysvipc": [],
+    "mqueue": [],
     "growth": [],
     "fpu": [],
     "fdstate": [],

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include "rrc_lib.h"
 #include "lib-fds.h"
+#include "mqueue.h"
 #include "rr-log.h"
 #include "rr-replay.h"
 
@@ -149,6 +150,8 @@ static int classify(int fd, const char *link)
 		unsupported(fd, what, link);
 		return -1;
 	}
+	if (rrc_is_mqueue(fd, link))
+		return RRC_FD_MQUEUE;
 	if (link[0] == '/') {
 		size_t l = rrc_strlen(link);
 		/* a file deleted while open, a memfd: its contents go into
@@ -315,7 +318,7 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 			w->failed = 1;
 			return 1;
 		}
-		if ((kind == 0 && !rrc_startswith(link, "socket:[")) || kind == RRC_FD_GHOST)
+		if ((kind == 0 && !rrc_startswith(link, "socket:[")) || kind == RRC_FD_GHOST || kind == RRC_FD_MQUEUE)
 			plen = (uint32_t)n;
 	}
 	int is_socket = kind == 0 && !plen;
@@ -357,6 +360,7 @@ static int capture_in_pause(struct walk *w, int fd, int lk)
 	case RRC_FD_SIGNALFD: r = rrc_capture_signalfd(f, fd); break;
 	case RRC_FD_GHOST:   r = rrc_capture_ghost(f, fd); break;
 	case RRC_FD_INOTIFY: r = rrc_capture_inotify(f, fd); break;
+	case RRC_FD_MQUEUE: r = rrc_capture_mqueue(f, fd); break;
 	default: r = 0;
 	}
 	/* the owner after the kind's data (rrc_fd_fown_off): the record is

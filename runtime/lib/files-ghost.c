@@ -42,9 +42,6 @@ int rrc_capture_ghost(struct rrc_fd *f, int fd)
 	}
 	if (!S_ISREG(st.st_mode))
 		return refuse(fd, " is a deleted directory or special file, which a checkpoint cannot describe");
-	struct statfs fs;
-	if (rrc_syscall2(SYS_fstatfs, fd, (long)&fs) == 0 && fs.f_type == 0x19800202 /* MQUEUE_MAGIC */)
-		return refuse(fd, " is a POSIX message queue (mq_open), which a checkpoint cannot describe");
 	/* write-only (a log the server appends to, deleted by a rotation it
 	 * was not told of): its contents cannot be read through the fd and
 	 * nothing else can open the file, so only its size is carried, at

@@ -442,7 +442,7 @@ static inline int rrc_fd_data_inline(const struct rrc_fd *f)
 	/* a DUP keeps the place of the record it replaced (fds-shared.c):
 	 * any data it has is that record's inline data */
 	return f->kind == RRC_FD_EPOLL || f->kind == RRC_FD_DUP || f->kind == RRC_FD_REG || f->kind == RRC_FD_DIR ||
-	       f->kind == RRC_FD_GHOST || f->kind == RRC_FD_INOTIFY ||
+	       f->kind == RRC_FD_GHOST || f->kind == RRC_FD_INOTIFY || f->kind == RRC_FD_MQUEUE ||
 	       (f->kind >= RRC_FD_INET_LISTEN && f->kind <= RRC_FD_UNIX_OTHER);
 }
 /* Where a record's signal-driven I/O (struct rrc_fown, with RRC_FD_F_FOWN)

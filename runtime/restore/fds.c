@@ -127,6 +127,7 @@ const char *fd_kind_name(uint32_t kind)
 	case RRC_FD_SIGNALFD: return "SIGNALFD";
 	case RRC_FD_INOTIFY: return "INOTIFY";
 	case RRC_FD_FIFO: return "FIFO";
+	case RRC_FD_MQUEUE: return "MQUEUE";
 	case RRC_FD_INET_LISTEN: return "INET_LISTEN";
 	case RRC_FD_INET_DGRAM: return "INET_DGRAM";
 	case RRC_FD_INET_CONN: return "INET_CONN";
@@ -281,6 +282,9 @@ void fds_restore(struct fd_ctx *x)
 			break;
 		case RRC_FD_GHOST:
 			restore_ghost(x, r);
+			break;
+		case RRC_FD_MQUEUE:
+			restore_mqueue(x, r);
 			break;
 		case RRC_FD_INET_LISTEN:
 		case RRC_FD_INET_DGRAM:

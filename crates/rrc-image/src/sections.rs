@@ -750,6 +750,9 @@ pub enum FdKind {
     Inotify,
     /// A named pipe opened by its path (`FdDetail::Pipe`).
     Fifo,
+    /// A POSIX message queue: its limits, and with the first fd of each
+    /// queue its messages (`FdDetail::Mqueue`).
+    Mqueue,
     LibControl,
     LibInternal,
 }
@@ -774,6 +777,7 @@ impl FdKind {
             15 => FdKind::Ghost,
             16 => FdKind::Inotify,
             17 => FdKind::Fifo,
+            18 => FdKind::Mqueue,
             100 => FdKind::LibControl,
             101 => FdKind::LibInternal,
             _ => return None,
@@ -798,6 +802,7 @@ impl FdKind {
             FdKind::Ghost => "ghost",
             FdKind::Inotify => "inotify",
             FdKind::Fifo => "fifo",
+            FdKind::Mqueue => "mqueue",
             FdKind::LibControl => "lib_control",
             FdKind::LibInternal => "lib_internal",
         }
@@ -988,6 +993,32 @@ pub enum FdDetail {
     Ghost { size: u64, seals: u32, memfd: bool, contents: bool },
     /// An inotify instance's watches.
     Inotify { watches: Vec<InotifyWatch> },
+    /// A POSIX message queue: its limits; the first fd of each queue
+    /// holds its messages (priority and length each), in receive order.
+    Mqueue { maxmsg: i64, msgsize: i64, first: bool, messages: Vec<(u32, u32)> },
+}
+
+/// The messages of a POSIX message queue's record: `struct rrc_mq_msg`
+/// (8 bytes) and its bytes, padded to 8, `n` of them and nothing after.
+fn parse_mq_messages(data: &[u8], n: u32, msgsize: i64) -> Result<Vec<(u32, u32)>, String> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    for i in 0..n {
+        if data.len() - off < 8 {
+            return Err(format!("message {i} of the queue runs past the record"));
+        }
+        let (prio, len) = (u32_at(data, off), u32_at(data, off + 4));
+        let padded = (8 + len as usize + 7) & !7;
+        if data.len() - off < padded || i64::from(len) > msgsize {
+            return Err(format!("message {i} of the queue ({len} bytes) runs past the record or the queue's message size {msgsize}"));
+        }
+        out.push((prio, len));
+        off += padded;
+    }
+    if off != data.len() {
+        return Err(format!("{} bytes after the queue's {n} messages", data.len() - off));
+    }
+    Ok(out)
 }
 
 /// sizeof(struct rrc_inotify_watch).
@@ -1189,6 +1220,14 @@ pub fn parse_fds(p: &[u8]) -> Result<Vec<Fd>, String> {
             FdKind::Dup => FdDetail::Dup { of: i32_at(r, u) },
             FdKind::Reg | FdKind::Dir if data_len > 0 => FdDetail::Locks { locks: parse_locks(data).map_err(ctx)? },
             FdKind::Inotify => FdDetail::Inotify { watches: parse_inotify(data, u32_at(r, u)).map_err(ctx)? },
+            FdKind::Mqueue => {
+                let (maxmsg, msgsize) = (u64_at(r, u) as i64, u64_at(r, u + 8) as i64);
+                let (n, first) = (u32_at(r, u + 16), u32_at(r, u + 20));
+                if maxmsg <= 0 || msgsize <= 0 || first > 1 || (first == 0 && n != 0) {
+                    return Err(ctx(format!("a message queue of {maxmsg} messages of {msgsize} bytes, first {first}, {n} messages")));
+                }
+                FdDetail::Mqueue { maxmsg, msgsize, first: first == 1, messages: parse_mq_messages(data, n, msgsize).map_err(ctx)? }
+            }
             FdKind::Ghost => {
                 let size = u64_at(r, u);
                 // write-only: the size, no contents (files-ghost.c)

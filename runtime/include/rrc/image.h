@@ -322,6 +322,10 @@ enum rrc_fd_kind {
 	                         * PIPE's (the bytes in flight with the first fd of each FIFO) */
 	RRC_FD_INOTIFY    = 16, /* inotify instance: u.inotify, data: its watches (rrc_inotify_watch,
 	                         * each followed by its path, padded to 8) */
+	RRC_FD_MQUEUE     = 18, /* a POSIX message queue (mq_open): path "/name" as its link
+	                         * reads (" (deleted)" once unlinked), u.mqueue; data with the
+	                         * first fd of each queue: its messages, in the order a receive
+	                         * takes them (struct rrc_mq_msg and its bytes, padded to 8) */
 	RRC_FD_LIB_CONTROL = 100, /* librrc's control socket: bound again at RRC_CONTROL */
 	RRC_FD_LIB_INTERNAL = 101, /* other librrc fd: not restored, the library remakes it */
 };
@@ -430,6 +434,12 @@ struct rrc_unix_msg {
 };
 #define RRC_UNIX_QUEUE_MAX (1u << 20) /* a receive queue beyond this is refused */
 
+/* One message of a POSIX message queue (RRC_FD_MQUEUE's data). */
+struct rrc_mq_msg {
+	uint32_t prio, len;       /* then len bytes, padded to 8 */
+};
+#define RRC_MQ_BYTES_MAX (1u << 20) /* a queue's messages beyond this are refused */
+
 /* One watch of an inotify instance (RRC_FD_INOTIFY's data): its number,
  * mask, the watched file (from the fdinfo) and the path it was added by,
  * which the library's inotify_add_watch wrapper keeps (the kernel keeps
@@ -491,6 +501,9 @@ struct rrc_fd {
 		struct { uint64_t sigmask; } signalfd;  /* bit n-1: signal n */
 		struct { uint64_t size; uint32_t seals; uint32_t memfd; } ghost; /* seals: F_GET_SEALS */
 		struct { uint32_t nr_watches; uint32_t reserved; } inotify;
+		struct { int64_t maxmsg, msgsize; /* mq_attr */
+			 uint32_t nr_msgs;       /* messages in data (0 but for the first fd) */
+			 uint32_t first; } mqueue; /* 1: the first fd of its queue (it makes it) */
 		struct { int32_t clockid; uint32_t flags; uint64_t ticks;
 			 int64_t value_sec, value_nsec, interval_sec, interval_nsec; } timerfd;
 		struct { int32_t family, type, protocol, backlog;

@@ -79,6 +79,10 @@ static inline long rrc_sys_ioctl(int fd, unsigned long req, void *arg) { return 
 static inline long rrc_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, long off)
 { return rrc_syscall6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off); }
 static inline long rrc_sys_munmap(void *addr, size_t len) { return rrc_syscall2(SYS_munmap, (long)addr, (long)len); }
+/* POSIX message queues (runtime/lib/mqueue.c): attr is a struct mq_attr */
+static inline long rrc_sys_mq_getsetattr(int fd, const void *nw, void *old) { return rrc_syscall3(SYS_mq_getsetattr, fd, (long)nw, (long)old); }
+static inline long rrc_sys_mq_timedreceive(int fd, void *buf, size_t n, unsigned *prio, const void *ts) { return rrc_syscall5(SYS_mq_timedreceive, fd, (long)buf, (long)n, (long)prio, (long)ts); }
+static inline long rrc_sys_mq_timedsend(int fd, const void *buf, size_t n, unsigned prio, const void *ts) { return rrc_syscall5(SYS_mq_timedsend, fd, (long)buf, (long)n, prio, (long)ts); }
 /* SysV IPC (runtime/lib/sysvipc.c): arg is the union semun (a pointer) */
 static inline long rrc_sys_semctl(int id, int num, int cmd, void *arg) { return rrc_syscall4(SYS_semctl, id, num, cmd, (long)arg); }
 static inline long rrc_sys_msgctl(int id, int cmd, void *buf) { return rrc_syscall3(SYS_msgctl, id, cmd, (long)buf); }

@@ -29,11 +29,9 @@
  *                FIFO at its path (those are carried: zdtm fifo)
  *   mount_tmpfs  a tmpfs mounted at $ZDTM_DIR/mnt and a file open on it:
  *                mounts are not carried (the restore would find neither)
- *   mqueue       a POSIX message queue at A: its fd's link, "/name", is the
- *                queue file system's; a restore would open that path on
- *                the root file system (checked: a path must name its file)
- *   mqueue_unlinked the same, its name removed: a deleted file to the fd
- *                walk, whose contents are not a file's
+ *   mqueue_notify a POSIX message queue at A with a notification registered
+ *                (mq_notify, a signal): its process and signal are not
+ *                carried (the queue itself is: zdtm mqueue)
  *   sysv_shm     a SysV shared memory segment, not attached: not carried
  *                (semaphore sets and message queues are: zdtm sysvipc)
  *   async_owner  a pipe's read end at A with O_ASYNC and another process
@@ -55,6 +53,7 @@
  */
 #include <linux/bpf.h>
 #include <mqueue.h>
+#include <signal.h>
 #include <linux/filter.h>
 #include <sys/syscall.h>
 #include <linux/seccomp.h>
@@ -84,7 +83,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue|mqueue_unlinked|sysv_shm|async_owner|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue_notify|sysv_shm|async_owner|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -201,14 +200,14 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "sysv_shm")) {
 		sysv_id = shmget(IPC_PRIVATE, 4096, 0600);
 		zdtm_check(sysv_id >= 0, "a SysV shared memory segment");
-	} else if (!strncmp(mode, "mqueue", 6)) {
+	} else if (!strcmp(mode, "mqueue_notify")) {
 		char name[64];
 		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
 		mqd_t q = mq_open(name, O_RDWR | O_CREAT, 0600, NULL);
 		zdtm_check(q >= 0 && dup2((int)q, A) == A, "a message queue at A");
 		close((int)q);
-		if (!strcmp(mode, "mqueue_unlinked"))
-			zdtm_check(mq_unlink(name) == 0, "its name removed (the fd keeps it)");
+		struct sigevent ev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR2 };
+		zdtm_check(mq_notify(A, &ev) == 0, "mq_notify");
 	} else if (!strcmp(mode, "mount_tmpfs")) {
 		char mnt[PATH_MAX], file[PATH_MAX + 16];
 		zdtm_path(mnt, sizeof mnt, "mnt");
@@ -270,12 +269,8 @@ int main(int argc, char **argv)
 		zdtm_check(fcntl(A, F_SETFL, 0) == 0, "O_ASYNC off");
 	} else if (!strcmp(mode, "sysv_shm")) {
 		zdtm_check(shmctl(sysv_id, IPC_RMID, NULL) == 0, "remove the segment");
-	} else if (!strncmp(mode, "mqueue", 6)) {
-		char name[64];
-		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
-		zdtm_check(close(A) == 0, "close the queue");
-		if (!strcmp(mode, "mqueue"))
-			zdtm_check(mq_unlink(name) == 0, "remove the queue");
+	} else if (!strcmp(mode, "mqueue_notify")) {
+		zdtm_check(mq_notify(A, NULL) == 0, "the notification removed");
 	} else if (!strcmp(mode, "mount_tmpfs")) {
 		char mnt[PATH_MAX];
 		zdtm_path(mnt, sizeof mnt, "mnt");
