@@ -173,6 +173,12 @@ static int capture_msqs(struct rrc_sysvipc *h, const struct msginfo *mi, long ma
 		long id = rrc_sys_msgctl((int)i, MSG_STAT_ANY, &ds);
 		if (id < 0)
 			continue;
+		/* raising a queue's size past msgmnb takes CAP_SYS_RESOURCE,
+		 * which the restorer has not */
+		if (ds.msg_qbytes > (unsigned long)mi->msgmnb)
+			return refuse_obj("message queue", id, ds.msg_perm.__key,
+					  " whose size was raised past kernel.msgmnb (CAP_SYS_RESOURCE), which a restore "
+					  "cannot do");
 		struct rrc_sysv_msq *q = take(sizeof *q);
 		if (!q)
 			return refuse_obj("message queue", id, ds.msg_perm.__key, too_big);
