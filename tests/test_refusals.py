@@ -275,17 +275,6 @@ def test_dump_refuses_threads_with_different_credentials(rrc, tmp_path, netns, s
     refused_then_restored(rrc, tmp_path, netns, p, snapshot, "threads", "raw system call", "PROCESS_STATE")
 
 
-@pytest.mark.parametrize("snapshot", ["fork", "copy"])
-def test_dump_refuses_a_thread_with_capabilities_of_its_own(rrc, tmp_path, netns, snapshot):
-    """capset changes the calling thread's capability sets only, and the
-    image gives every thread the main thread's: a worker that dropped one
-    would come back with it. Refused naming the thread, the process runs
-    on, and with the worker's sets like the main thread's again it dumps
-    and restores (refuse_threadcaps.c)."""
-    p = Probe(rrc, tmp_path, netns, "refuse_threadcaps")
-    refused_then_restored(rrc, tmp_path, netns, p, snapshot, "thread", "capability sets of its own", "PROCESS_STATE")
-
-
 # ------------------------------------------------------------------ restore-time refusals
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ PROGRAMS = {
     "tcpended": [],
     "sysvipc": [],
     "mqueue": [],
+    "threadcaps": [],
     "growth": [],
     "fpu": [],
     "fdstate": [],

@@ -99,3 +99,26 @@ long rrc_creds_caps_self(uint64_t *permitted, uint64_t *effective)
 	*effective = d[0].effective | (uint64_t)d[1].effective << 32;
 	return 0;
 }
+
+long rrc_creds_thread_caps(struct rrc_thread_caps *t)
+{
+	struct cap_header h = { CAP_VERSION_3_, 0 };
+	struct cap_data d[2];
+	long r = rrc_sys_capget(&h, d);
+	if (r < 0)
+		return r;
+	t->cap_inh = d[0].inheritable | (uint64_t)d[1].inheritable << 32;
+	t->cap_prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
+	t->cap_eff = d[0].effective | (uint64_t)d[1].effective << 32;
+	t->cap_amb = 0;
+	uint64_t can = t->cap_prm & t->cap_inh;
+	for (int c = 0; c < 64; c++)
+		if ((can >> c) & 1) {
+			r = rrc_sys_prctl(47 /* PR_CAP_AMBIENT */, 1 /* PR_CAP_AMBIENT_IS_SET */, (unsigned long)c, 0, 0);
+			if (r < 0)
+				return r;
+			if (r == 1)
+				t->cap_amb |= 1ull << c;
+		}
+	return 0;
+}

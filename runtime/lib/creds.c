@@ -40,9 +40,20 @@ static struct rrc_creds captured;  /* the image's; .bss: in every image */
 static int captured_valid;
 static int app_dumpable = -1;      /* the application's, while a dump runs */
 static volatile int32_t main_secbits = -1; /* the main thread's, from its park handler */
+/* the CREDS section: the main thread's, then the threads whose
+ * capability sets are their own (rrc_creds_park_thread) */
+static struct {
+	struct rrc_creds c;
+	uint32_t nr, reserved;
+	struct rrc_thread_caps t[RRC_THREAD_CAPS_MAX];
+} section;
+static uint32_t nr_differ;          /* may pass RRC_THREAD_CAPS_MAX: refused */
+static int32_t differ_failed;       /* a thread could not read its own sets */
 
 int rrc_creds_dump_begin(void)
 {
+	RRC_STORE(&nr_differ, 0); /* the park handlers list them again */
+	RRC_STORE(&differ_failed, 0);
 	long d = rrc_sys_prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 	if (d < 0) {
 		rrc_set_err(RRC_ERR_PROCESS_STATE, (int)-d, "PR_GET_DUMPABLE failed", -1, 0);
@@ -179,29 +190,54 @@ void rrc_creds_park_main(void)
 
 /* Another application thread's park handler: its capability sets are its
  * own (capset, and libcap's cap_set_proc, change the calling thread's
- * only), and the image gives every thread the main thread's: one that
- * differs is refused (it would come back with the main thread's, maybe
- * with capabilities it had dropped). ASYNC-SIGNAL-SAFE. */
-static int32_t caps_differ_tid;
+ * only). One whose sets differ from the main thread's is listed, and the
+ * image's CREDS section carries the list after the main thread's
+ * credentials (struct rrc_thread_caps): the restorer gives that thread
+ * its own sets. The list is emptied at each dump's start
+ * (rrc_creds_dump_begin) and kept until the image is written.
+ * ASYNC-SIGNAL-SAFE. */
 
 void rrc_creds_park_thread(int32_t tid)
 {
-	uint64_t prm, eff;
+	struct rrc_thread_caps t = { (uint32_t)tid, 0, 0, 0, 0, 0 };
 	/* the library's threads take the main thread's at a restore (restored.c) */
-	if (!captured_valid || rrc_rr_is_library_thread() || rrc_creds_caps_self(&prm, &eff) < 0)
+	if (!captured_valid || rrc_rr_is_library_thread())
 		return;
-	if (prm != captured.cap_prm || eff != captured.cap_eff)
-		RRC_STORE(&caps_differ_tid, tid);
+	if (rrc_creds_thread_caps(&t) < 0) {
+		RRC_STORE(&differ_failed, tid);
+		return;
+	}
+	if (t.cap_inh == captured.cap_inh && t.cap_prm == captured.cap_prm && t.cap_eff == captured.cap_eff &&
+	    t.cap_amb == captured.cap_amb)
+		return;
+	uint32_t i = __atomic_fetch_add(&nr_differ, 1, __ATOMIC_RELAXED);
+	if (i < RRC_THREAD_CAPS_MAX)
+		section.t[i] = t;
+}
+
+/* The CREDS section: the main thread's credentials, then the threads
+ * whose capability sets are their own, if any. */
+void rrc_creds_section(const void **p, uint64_t *len)
+{
+	uint32_t n = RRC_LOAD(&nr_differ);
+	section.c = captured;
+	section.nr = n;
+	section.reserved = 0;
+	*p = &section;
+	*len = sizeof section.c + (n ? 8 + (uint64_t)n * sizeof section.t[0] : 0);
 }
 
 int rrc_creds_check(void)
 {
-	int32_t differ = RRC_LOAD(&caps_differ_tid);
-	RRC_STORE(&caps_differ_tid, 0);
-	if (differ) {
-		refuse("thread ", differ,
-		       " has capability sets of its own (capset changes the calling thread's only): the image gives "
-		       "every thread the main thread's, and a restore would give it capabilities it may have dropped");
+	int32_t failed = RRC_LOAD(&differ_failed);
+	uint32_t n = RRC_LOAD(&nr_differ);
+	if (failed || n > RRC_THREAD_CAPS_MAX) {
+		if (failed)
+			refuse("thread ", failed, " could not read its own capability sets (capget) in the pause");
+		else
+			refuse("more than 64 threads have capability sets of their own (capset is a thread's), which "
+			       "an image does not carry", -1, 0);
+		RRC_STORE(&differ_failed, 0);
 		RRC_STORE(&main_secbits, -1);
 		return -1;
 	}

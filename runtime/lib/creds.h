@@ -23,6 +23,7 @@ int rrc_creds_check(void) __attribute__((visibility("hidden")));
 void rrc_creds_park_main(void) __attribute__((visibility("hidden")));
 void rrc_creds_park_thread(int32_t tid) __attribute__((visibility("hidden")));
 const struct rrc_creds *rrc_creds_image(void) __attribute__((visibility("hidden")));
+void rrc_creds_section(const void **p, uint64_t *len) __attribute__((visibility("hidden")));
 int rrc_creds_helper_may_read(void) __attribute__((visibility("hidden")));
 void rrc_creds_restored(void) __attribute__((visibility("hidden")));
 

@@ -1393,8 +1393,12 @@ static __attribute__((noreturn)) void write_image(void)
 	if (rrc_s->procattr.size)
 		emit_section(RRC_SEC_PROCATTR, &rrc_s->procattr, sizeof rrc_s->procattr);
 	/* CREDS: with PROCATTR, before the pause (creds.c) */
-	if (rrc_s->procattr.size)
-		emit_section(RRC_SEC_CREDS, rrc_creds_image(), sizeof(struct rrc_creds));
+	if (rrc_s->procattr.size) {
+		const void *cp;
+		uint64_t cl;
+		rrc_creds_section(&cp, &cl);
+		emit_section(RRC_SEC_CREDS, cp, cl);
+	}
 	/* SYSVIPC: taken in the pause (sysvipc.c), when there is something */
 	{
 		const void *ip;

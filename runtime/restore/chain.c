@@ -208,11 +208,31 @@ static void chain_check_newest(struct chain *c)
 	}
 
 	c->creds = 0;
+	c->thread_caps = 0;
+	c->nr_thread_caps = 0;
 	if (nw->have[RRC_SEC_CREDS]) {
 		const struct rrc_creds *cr = nw->sec[RRC_SEC_CREDS];
-		if (nw->sec_len[RRC_SEC_CREDS] != sizeof *cr)
+		uint64_t len = nw->sec_len[RRC_SEC_CREDS];
+		/* the struct, then maybe the threads with sets of their own */
+		if (len > sizeof *cr) {
+			const uint32_t *n = (const uint32_t *)(cr + 1);
+			if (len < sizeof *cr + 8 || *n == 0 || *n > RRC_THREAD_CAPS_MAX ||
+			    len != sizeof *cr + 8 + (uint64_t)*n * sizeof(struct rrc_thread_caps))
+				FAIL_NEWEST(c, "section CREDS has %llu bytes: not %zu, nor that and a list of at most "
+					    "%d threads' capability sets", (unsigned long long)len, sizeof *cr,
+					    RRC_THREAD_CAPS_MAX);
+			c->thread_caps = (const struct rrc_thread_caps *)(n + 2);
+			c->nr_thread_caps = *n;
+			for (size_t k = 0; k < c->nr_thread_caps; k++) {
+				const struct rrc_thread_caps *t = &c->thread_caps[k];
+				if ((t->cap_eff & ~t->cap_prm) || (t->cap_amb & ~(t->cap_prm & t->cap_inh)))
+					FAIL_NEWEST(c, "section CREDS: thread %u's effective or ambient capabilities "
+						    "exceed its permitted ones", t->tid);
+			}
+		} else if (len != sizeof *cr) {
 			FAIL_NEWEST(c, "section CREDS has %llu bytes, expected %zu",
-				    (unsigned long long)nw->sec_len[RRC_SEC_CREDS], sizeof *cr);
+				    (unsigned long long)len, sizeof *cr);
+		}
 		if (cr->nr_groups > RRC_CREDS_GROUPS_MAX || cr->dumpable > 1)
 			FAIL_NEWEST(c, "section CREDS: %u groups (at most %d), dumpable %u (0 or 1)",
 				    cr->nr_groups, RRC_CREDS_GROUPS_MAX, cr->dumpable);

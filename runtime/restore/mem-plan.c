@@ -461,6 +461,12 @@ void mem_jump_to_blob(struct blob_plan_in *in)
 
 			bt->t = c->threads[i];
 			bt->args = a;
+			bt->own_caps = 0;
+			for (size_t k = 0; k < c->nr_thread_caps; k++)
+				if (c->thread_caps[k].tid == bt->t.tid) {
+					bt->own_caps = 1;
+					bt->caps = c->thread_caps[k];
+				}
 			if (mprotect(stk, PAGE, PROT_NONE) < 0)
 				rst_fail(RRC_RST_INTERNAL, errno, 0, "mprotect of a guard page failed: %s",
 					 rst_strerror(errno));

@@ -95,6 +95,8 @@ struct chain {
 	const struct rrc_sigaction *sigs;
 	const struct rrc_procattr *attrs; /* NULL: an image from before PROCATTR */
 	const struct rrc_creds *creds;    /* NULL: an image from before CREDS */
+	const struct rrc_thread_caps *thread_caps; /* CREDS' threads with sets of their own */
+	size_t nr_thread_caps;
 	struct fill *fills;
 	size_t nr_fills, cap_fills;
 	uint64_t nr_pages;         /* pages to fill */

@@ -223,11 +223,55 @@ pub struct Creds {
     pub securebits: u32,
     /// the application's PR_GET_DUMPABLE (a dump makes it dumpable meanwhile)
     pub dumpable: bool,
+    /// Threads whose capability sets are their own (`struct
+    /// rrc_thread_caps` after the struct): each gets them back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thread_caps: Vec<ThreadCaps>,
+}
+
+/// `struct rrc_thread_caps`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadCaps {
+    pub tid: u32,
+    pub cap_inheritable: u64,
+    pub cap_permitted: u64,
+    pub cap_effective: u64,
+    pub cap_ambient: u64,
+}
+
+/// `RRC_THREAD_CAPS_MAX`, and sizeof(struct rrc_thread_caps).
+pub const THREAD_CAPS_MAX: usize = 64;
+const THREAD_CAPS_SIZE: usize = 40;
+
+/// A thread's sets: effective within permitted, ambient within permitted
+/// and inheritable (what the kernel keeps).
+fn caps_in_order(eff: u64, prm: u64, inh: u64, amb: u64) -> bool {
+    eff & !prm == 0 && amb & !(prm & inh) == 0
 }
 
 pub fn parse_creds(p: &[u8]) -> Result<Creds, String> {
-    if p.len() != CREDS_SIZE {
-        return Err(format!("{} bytes, struct rrc_creds is {CREDS_SIZE}", p.len()));
+    // the struct, then maybe a count, a reserved word and the threads
+    let n = if p.len() > CREDS_SIZE && p.len() >= CREDS_SIZE + 8 { u32_at(p, CREDS_SIZE) as usize } else { 0 };
+    if p.len() != CREDS_SIZE && (n == 0 || n > THREAD_CAPS_MAX || p.len() != CREDS_SIZE + 8 + n * THREAD_CAPS_SIZE) {
+        return Err(format!(
+            "{} bytes: struct rrc_creds is {CREDS_SIZE}, followed by nothing or by a count and at most {THREAD_CAPS_MAX} threads' sets",
+            p.len()
+        ));
+    }
+    let thread_caps: Vec<ThreadCaps> = (0..n)
+        .map(|i| {
+            let o = CREDS_SIZE + 8 + i * THREAD_CAPS_SIZE;
+            ThreadCaps {
+                tid: u32_at(p, o),
+                cap_inheritable: u64_at(p, o + 8),
+                cap_permitted: u64_at(p, o + 16),
+                cap_effective: u64_at(p, o + 24),
+                cap_ambient: u64_at(p, o + 32),
+            }
+        })
+        .collect();
+    if let Some(t) = thread_caps.iter().find(|t| !caps_in_order(t.cap_effective, t.cap_permitted, t.cap_inheritable, t.cap_ambient)) {
+        return Err(format!("thread {}'s effective or ambient capabilities exceed its permitted ones", t.tid));
     }
     let ids = |o: usize| std::array::from_fn(|i| u32_at(p, o + 4 * i));
     let nr_groups = u32_at(p, 80) as usize;
@@ -250,8 +294,9 @@ pub fn parse_creds(p: &[u8]) -> Result<Creds, String> {
         securebits: u32_at(p, 72),
         dumpable,
         groups: (0..nr_groups).map(|i| u32_at(p, 88 + 4 * i)).collect(),
+        thread_caps,
     };
-    if c.cap_effective & !c.cap_permitted != 0 || c.cap_ambient & !(c.cap_permitted & c.cap_inheritable) != 0 {
+    if !caps_in_order(c.cap_effective, c.cap_permitted, c.cap_inheritable, c.cap_ambient) {
         return Err(format!(
             "effective capabilities {:#x} not within the permitted {:#x}, or ambient {:#x} not within permitted and inheritable",
             c.cap_effective, c.cap_permitted, c.cap_ambient

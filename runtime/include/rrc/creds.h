@@ -21,4 +21,9 @@ long rrc_creds_apply(const struct rrc_creds *c, const char **what);
  * 0 or -errno */
 long rrc_creds_caps_self(uint64_t *permitted, uint64_t *effective);
 
+/* the calling thread's four capability sets (capget; the ambient set by
+ * PR_CAP_AMBIENT_IS_SET for each capability both permitted and
+ * inheritable, the only ones it can hold); 0 or -errno */
+long rrc_creds_thread_caps(struct rrc_thread_caps *t);
+
 #endif /* RRC_CREDS_H */

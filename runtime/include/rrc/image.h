@@ -174,7 +174,17 @@ struct rrc_creds {
 	uint32_t nr_groups;       /* valid entries of groups */
 	uint32_t reserved;
 	uint32_t groups[RRC_CREDS_GROUPS_MAX]; /* supplementary groups */
-};                                /* 344 bytes: the section's exact length */
+};                                /* 344 bytes; the section ends here, or: */
+
+/* Threads whose capability sets differ from the main thread's (capset is
+ * a thread's own): after struct rrc_creds, a count and its reserved word,
+ * then that many of these; a section without differing threads stops at
+ * the struct (344 bytes, as before them). */
+#define RRC_THREAD_CAPS_MAX 64
+struct rrc_thread_caps {
+	uint32_t tid, reserved;
+	uint64_t cap_inh, cap_prm, cap_eff, cap_amb; /* bit n: capability n */
+};                                /* 40 bytes */
 
 /* ---- SYSVIPC (optional) ------------------------------------------------ */
 

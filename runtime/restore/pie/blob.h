@@ -46,6 +46,8 @@ struct blob_args;
 
 struct blob_thread {
 	struct rrc_thread t;      /* copied from the newest image's THREADS */
+	uint32_t own_caps, reserved; /* 1: caps below are this thread's (CREDS' thread list) */
+	struct rrc_thread_caps caps;
 	uint64_t stack_lo, stack_size; /* this thread's blob stack */
 	struct blob_args *args;
 };

@@ -471,8 +471,18 @@ static void child_thread(void *arg)
 	/* an application thread takes the image's credentials now; the
 	 * library's control thread keeps root's for what it still does after
 	 * the restore, and takes them itself (lib/creds.c) */
-	if (r == 0 && a->has_creds && !(bt->t.flags & RRC_THR_F_CONTROL))
-		r = rrc_creds_apply(&a->creds, &what);
+	if (r == 0 && a->has_creds && !(bt->t.flags & RRC_THR_F_CONTROL)) {
+		/* a thread with capability sets of its own (capset is a
+		 * thread's): the main thread's credentials with its sets */
+		struct rrc_creds own = a->creds;
+		if (bt->own_caps) {
+			own.cap_inh = bt->caps.cap_inh;
+			own.cap_prm = bt->caps.cap_prm;
+			own.cap_eff = bt->caps.cap_eff;
+			own.cap_amb = bt->caps.cap_amb;
+		}
+		r = rrc_creds_apply(&own, &what);
+	}
 	if (r < 0) {
 		a->fail_tid = bt->t.tid;
 		a->fail_errno = (int32_t)-r;
