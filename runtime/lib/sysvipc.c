@@ -192,7 +192,8 @@ static int capture_msqs(struct rrc_sysvipc *h, const struct msginfo *mi, long ma
 				return refuse_obj("message queue", id, ds.msg_perm.__key, too_big);
 			struct rrc_sysv_msg *m = (struct rrc_sysv_msg *)(buf() + blob_len);
 			uint8_t *at = (uint8_t *)m + sizeof *m - sizeof(long); /* mtype, then the text after the header */
-			long n = rrc_sys_msgrcv((int)id, at, room - sizeof *m, (long)k, MSG_COPY | IPC_NOWAIT);
+			/* the text's room rounded down to 8: its padding fits too */
+			long n = rrc_sys_msgrcv((int)id, at, (room - sizeof *m) & ~7ull, (long)k, MSG_COPY | IPC_NOWAIT);
 			if (n < 0) {
 				rrc_s->err_errno = (int)-n;
 				return refuse_obj("message queue", id, ds.msg_perm.__key,
@@ -205,7 +206,9 @@ static int capture_msqs(struct rrc_sysvipc *h, const struct msginfo *mi, long ma
 			m->mtype = mtype;
 			m->len = (uint32_t)n;
 			m->reserved = 0;
-			blob_len += (sizeof *m + (uint64_t)n + 7) & ~7ull;
+			uint64_t rec = (sizeof *m + (uint64_t)n + 7) & ~7ull;
+			rrc_memset((uint8_t *)m + sizeof *m + n, 0, rec - sizeof *m - (uint64_t)n); /* the padding */
+			blob_len += rec;
 			q->nr_msgs++;
 		}
 		h->nr_msqs++;
