@@ -528,3 +528,30 @@ def test_address_in_use(rrc, tmp_path, netns):
     (zdir / "verify").touch()
     wait_for_file(zdir / "result", timeout=RESULT_TIMEOUT, log=log)
     assert (zdir / "result").read_text() == "PASS\n", read_text(log)
+
+
+def test_a_mapped_file_changed_since_the_checkpoint(rrc, tmp_path, netns):
+    """A restore maps a file mapping's file again by its path: a file
+    there that is not the one the process mapped (another version: a
+    failover onto a host upgraded apart, a restore after an upgrade)
+    would put its pages under the process's own written ones. The image
+    names each mapped file's size and modification time (FILEIDS): the
+    restore fails naming the file, leaves nothing behind, and once the
+    file is the one again (its time put back) the same chain restores."""
+    zdir = tmp_path / "zdtm"
+    zdir.mkdir()
+    log = tmp_path / "filemap.log"
+    pid = rrc.exec([zdtm_bin("filemap")], netns=netns, log=log, env={"ZDTM_DIR": zdir})
+    wait_for_file(zdir / "ready", pid=pid, log=log)
+    rrc.dump(pid, tmp_path / "img0")
+    wait_until(lambda: not pid_alive(pid), 15, "the dumped process to end")
+    data = zdir / "filemap.dat"
+    st = data.stat()
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    msg = restore_fails(rrc, tmp_path / "img0", netns, "not the one the checkpoint's process mapped")
+    assert str(data) in msg, f"the message does not name {data}:\n{msg}"
+    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    rrc.restore(tmp_path / "img0", netns=netns)
+    (zdir / "verify").touch()
+    wait_for_file(zdir / "result", timeout=RESULT_TIMEOUT, log=log)
+    assert (zdir / "result").read_text() == "PASS\n", read_text(log)

@@ -30,6 +30,8 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include "rrc/crc32c.h"
 #include "rrc_lib.h"
 #include "creds.h"
@@ -273,6 +275,8 @@ static void sec_end(uint32_t type)
 /* ---- own memory map ---- */
 struct cvma {
 	struct rrc_vma v;
+	uint64_t ino;             /* file kinds: the mapped file (FILEIDS) */
+	uint32_t dev_major, dev_minor;
 	uint32_t name_off;
 	uint32_t special;         /* no pages: vdso, vvar, vsyscall, shared file */
 	uint64_t pres_first;      /* its present regions: pres[pres_first..+pres_n) */
@@ -406,6 +410,9 @@ static void add_vma(const struct procmap_query *q, const char *name)
 		if (rrc_path_deleted(name, nl))
 			die(RRC_SNAP_DELETED);
 		c->v.path_len = nl;
+		c->ino = q->inode;
+		c->dev_major = q->dev_major;
+		c->dev_minor = q->dev_minor;
 		c->name_off = (uint32_t)names_len;
 		names_len += nl + 1;
 	}
@@ -949,6 +956,61 @@ static void fill_process_volatile(struct rrc_process *p)
 		die(RRC_SNAP_PROC);
 }
 
+/* A file VMA whose path is the one before's (a library's segments): one
+ * record for the run. */
+static int same_file_as_previous(uint32_t i)
+{
+	const struct cvma *a = &vmas[i], *b = i ? &vmas[i - 1] : 0;
+	return b && b->v.path_len && b->ino == a->ino && b->v.path_len == a->v.path_len &&
+	       rrc_memeq(names + a->name_off, names + b->name_off, a->v.path_len);
+}
+
+/* A file of the data directory (rrc exec --data-dir): a failover rebuilds
+ * it from the FILEOPS, with the backup's times; its identity is not
+ * recorded (not checked). */
+static int in_data_dir(const struct cvma *c)
+{
+	if (!rrc_fj_enabled())
+		return 0;
+	const char *d = rrc_fj_dir(), *p = names + c->name_off;
+	size_t dl = rrc_strlen(d);
+	return c->v.path_len > dl && !rrc_strncmp(p, d, dl) && p[dl] == '/';
+}
+
+/* FILEIDS (image.h): each file mapping's file, as found now by its path;
+ * one that is not the mapping's any more (a rename over it since the
+ * pause) is marked, and a restore refuses it. Outside the pause (the
+ * snapshot child, or the copy snapshot's writer). */
+static void write_file_ids(void)
+{
+	struct rrc_file_ids h = { 0, 0 };
+	for (uint32_t i = 0; i < nr_vmas; i++)
+		if (vmas[i].v.path_len && !same_file_as_previous(i) && !in_data_dir(&vmas[i]))
+			h.count++;
+	if (!h.count)
+		return;
+	sec_begin();
+	o_put(&h, sizeof h);
+	for (uint32_t i = 0; i < nr_vmas; i++) {
+		const struct cvma *c = &vmas[i];
+		if (!c->v.path_len || same_file_as_previous(i) || in_data_dir(c))
+			continue;
+		char path[RRC_PATH_MAX];
+		rrc_memcpy(path, names + c->name_off, c->v.path_len);
+		path[c->v.path_len] = 0;
+		struct stat st;
+		struct rrc_file_id id = { 0, 0, 0, RRC_FILEID_REPLACED, c->v.path_len, 0 };
+		if (rrc_sys_fstatat(AT_FDCWD, path, &st, 0) == 0 && st.st_ino == c->ino &&
+		    major(st.st_dev) == c->dev_major && minor(st.st_dev) == c->dev_minor)
+			id = (struct rrc_file_id){ (uint64_t)st.st_size, st.st_mtim.tv_sec, (uint32_t)st.st_mtim.tv_nsec, 0,
+						   c->v.path_len, 0 };
+		o_put(&id, sizeof id);
+		o_put(path, c->v.path_len);
+		o_pad8();
+	}
+	sec_end(RRC_SEC_FILEIDS);
+}
+
 static void write_fds(void)
 {
 	struct rrc_scratch *s = rrc_s;
@@ -1406,6 +1468,7 @@ static __attribute__((noreturn)) void write_image(void)
 		if (rrc_sysvipc_section(&ip, &il))
 			emit_section(RRC_SEC_SYSVIPC, ip, il);
 	}
+	write_file_ids();
 
 	/* FILEOPS: the data directory's changes up to the snapshot instant
 	 * (files-journal.c), straight from the journal in the arena */

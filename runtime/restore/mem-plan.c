@@ -96,6 +96,58 @@ static const struct rvma *vma_at(struct chain *c, uint64_t addr)
 	return NULL;
 }
 
+/* FILEIDS (image.h): the record of path, or NULL (an image from before
+ * it). The section is checked whole here: records inside it, paths
+ * without a NUL. */
+static const struct rrc_file_id *file_id(const struct chain *c, const char *path)
+{
+	const struct img *nw = c->newest;
+	if (!nw->have[RRC_SEC_FILEIDS])
+		return NULL;
+	const uint8_t *p = nw->sec[RRC_SEC_FILEIDS], *end = p + nw->sec_len[RRC_SEC_FILEIDS];
+	struct rrc_file_ids h;
+	if (end - p < (long)sizeof h)
+		rst_fail(RRC_RST_IMAGE, 0, 0, "section FILEIDS: %ld bytes, shorter than its header", (long)(end - p));
+	memcpy(&h, p, sizeof h);
+	p += sizeof h;
+	size_t pl = strlen(path);
+	const struct rrc_file_id *found = NULL;
+	for (uint32_t i = 0; i < h.count; i++) {
+		const struct rrc_file_id *id = (const struct rrc_file_id *)p;
+		if (end - p < (long)sizeof *id || (uint64_t)(end - p) < ((sizeof *id + id->path_len + 7) & ~7ull) ||
+		    memchr(id + 1, 0, id->path_len))
+			rst_fail(RRC_RST_IMAGE, 0, 0, "section FILEIDS: record %u runs past the section or holds a NUL", i);
+		if (!found && id->path_len == pl && !memcmp(id + 1, path, pl))
+			found = id;
+		p += (sizeof *id + id->path_len + 7) & ~7ull;
+	}
+	if (p != end)
+		rst_fail(RRC_RST_IMAGE, 0, 0, "section FILEIDS: %ld bytes after its %u records", (long)(end - p), h.count);
+	return found;
+}
+
+/* The file at path is the one the checkpoint's process mapped (its size
+ * and modification time), or the restore fails naming it: mapped, another
+ * version's pages would stand under the process's own written ones. */
+static void check_file_id(const struct chain *c, const struct rrc_vma *v, const char *path, const struct stat *st)
+{
+	const struct rrc_file_id *id = file_id(c, path);
+	if (!id)
+		return;
+	if (id->flags & RRC_FILEID_REPLACED)
+		rst_fail(RRC_RST_MEMORY, 0, (uint32_t)(v->start >> 12),
+			 "VMA 0x%llx maps %s, which another file replaced while the checkpoint was written (an upgrade "
+			 "then): the next checkpoint carries the mapping itself", (unsigned long long)v->start, path);
+	if ((uint64_t)st->st_size != id->size || st->st_mtim.tv_sec != id->mtime_sec ||
+	    (uint32_t)st->st_mtim.tv_nsec != id->mtime_nsec)
+		rst_fail(RRC_RST_MEMORY, 0, (uint32_t)(v->start >> 12),
+			 "VMA 0x%llx maps %s, but the file here is not the one the checkpoint's process mapped "
+			 "(%llu bytes, modified %lld.%09u; here %llu bytes, modified %lld.%09ld): another version of "
+			 "it (restore where it is the same)", (unsigned long long)v->start, path,
+			 (unsigned long long)id->size, (long long)id->mtime_sec, id->mtime_nsec,
+			 (unsigned long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+}
+
 void mem_check_vmas(struct chain *c)
 {
 	uint64_t prev_end = 0;
@@ -129,6 +181,7 @@ void mem_check_vmas(struct chain *c)
 			if (stat(path, &st) < 0 || access(path, R_OK) < 0)
 				rst_fail(RRC_RST_MEMORY, errno, (uint32_t)(v->start >> 12),
 					 "VMA 0x%llx maps %s: %s", (unsigned long long)v->start, path, rst_strerror(errno));
+			check_file_id(c, v, path, &st);
 		}
 	}
 	/* every page to fill must be in a VMA that phase 2 maps writable */

@@ -27,7 +27,7 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 
 /* ---- image-read.c: one image file, verified ---- */
-#define RRC_SEC_MAX 13 /* section types 1..12 (8 TCP, 9 FILEOPS, 10 PROCATTR, 11 CREDS, 12 SYSVIPC) */
+#define RRC_SEC_MAX 14 /* section types 1..13 (8 TCP, 9 FILEOPS, 10 PROCATTR, 11 CREDS, 12 SYSVIPC, 13 FILEIDS) */
 
 struct pm_range {          /* pages of this image's PAGES section */
 	uint64_t vaddr, npages;

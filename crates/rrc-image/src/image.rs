@@ -62,6 +62,8 @@ pub struct Image {
     /// SYSVIPC (None: nothing in the IPC namespace to carry, or an image
     /// from before it).
     pub sysvipc: Option<crate::sysvipc::SysvIpc>,
+    /// FILEIDS (None: an image from before it).
+    pub file_ids: Option<Vec<crate::sections::FileId>>,
     /// The TCP stream table at this snapshot (not merged with a parent's).
     pub tcp: Vec<TcpStream>,
     /// File offset of the PAGES payload; page data of the IN_IMAGE entries
@@ -331,6 +333,10 @@ impl Image {
             Some(p) => Some(crate::sections::parse_creds(p).map_err(|m| malformed(path, sec(SectionKind::Creds), m))?),
             None => None,
         };
+        let file_ids = match payloads.get(&SectionKind::FileIds) {
+            Some(p) => Some(crate::sections::parse_file_ids(p).map_err(|m| malformed(path, sec(SectionKind::FileIds), m))?),
+            None => None,
+        };
         let sysvipc = match payloads.get(&SectionKind::SysvIpc) {
             Some(p) => Some(crate::sysvipc::parse_sysvipc(p).map_err(|m| malformed(path, sec(SectionKind::SysvIpc), m))?),
             None => None,
@@ -371,6 +377,7 @@ impl Image {
             procattr,
             creds,
             sysvipc,
+            file_ids,
             tcp,
             pages_offset,
             pages_bytes,

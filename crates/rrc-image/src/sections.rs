@@ -32,6 +32,8 @@ pub enum SectionKind {
     /// Optional: the IPC namespace's sysctls and SysV objects (only when
     /// there is something).
     SysvIpc,
+    /// Optional: which file each file mapping maps (size, mtime).
+    FileIds,
     End,
 }
 
@@ -62,6 +64,7 @@ impl SectionKind {
             10 => SectionKind::ProcAttr,
             11 => SectionKind::Creds,
             12 => SectionKind::SysvIpc,
+            13 => SectionKind::FileIds,
             0xffff => SectionKind::End,
             _ => return None,
         })
@@ -81,6 +84,7 @@ impl SectionKind {
             SectionKind::ProcAttr => 10,
             SectionKind::Creds => 11,
             SectionKind::SysvIpc => 12,
+            SectionKind::FileIds => 13,
             SectionKind::End => 0xffff,
         }
     }
@@ -101,6 +105,7 @@ impl fmt::Display for SectionKind {
             SectionKind::ProcAttr => "PROCATTR",
             SectionKind::Creds => "CREDS",
             SectionKind::SysvIpc => "SYSVIPC",
+            SectionKind::FileIds => "FILEIDS",
             SectionKind::End => "END",
         })
     }
@@ -303,6 +308,55 @@ pub fn parse_creds(p: &[u8]) -> Result<Creds, String> {
         ));
     }
     Ok(c)
+}
+
+/* ---- FILEIDS --------------------------------------------------------- */
+
+/// `struct rrc_file_id` and its path: the file a mapping maps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileId {
+    pub path: String,
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: u32,
+    /// `RRC_FILEID_REPLACED`: another file was at the path by the time
+    /// the image was written (a restore refuses it).
+    pub replaced: bool,
+}
+
+pub fn parse_file_ids(p: &[u8]) -> Result<Vec<FileId>, String> {
+    if p.len() < 8 {
+        return Err(format!("{} bytes, shorter than its header", p.len()));
+    }
+    let count = u32_at(p, 0);
+    let mut off = 8usize;
+    let mut out = Vec::new();
+    for i in 0..count {
+        if p.len() - off < 32 {
+            return Err(format!("record {i} runs past the section"));
+        }
+        let (flags, path_len) = (u32_at(p, off + 20), u32_at(p, off + 24) as usize);
+        let rec = (32 + path_len + 7) & !7;
+        if p.len() - off < rec || flags & !1 != 0 {
+            return Err(format!("record {i} runs past the section, or has flags {flags:#x}"));
+        }
+        let path = &p[off + 32..off + 32 + path_len];
+        if path.contains(&0) || path.first() != Some(&b'/') {
+            return Err(format!("record {i}: a path that is not absolute or holds a NUL"));
+        }
+        out.push(FileId {
+            path: lossy(path),
+            size: u64_at(p, off),
+            mtime_sec: u64_at(p, off + 8) as i64,
+            mtime_nsec: u32_at(p, off + 16),
+            replaced: flags & 1 != 0,
+        });
+        off += rec;
+    }
+    if off != p.len() {
+        return Err(format!("{} bytes after its {count} records", p.len() - off));
+    }
+    Ok(out)
 }
 
 /* ---- END -------------------------------------------------------------- */

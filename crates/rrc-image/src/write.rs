@@ -38,7 +38,7 @@ pub struct ImageWriter<W: Write> {
 }
 
 /// The optional sections the writer takes, in their order.
-const OPTIONAL: [SectionKind; 3] = [SectionKind::ProcAttr, SectionKind::Creds, SectionKind::SysvIpc];
+const OPTIONAL: [SectionKind; 4] = [SectionKind::ProcAttr, SectionKind::Creds, SectionKind::SysvIpc, SectionKind::FileIds];
 
 impl<W: Write> ImageWriter<W> {
     /// Writes the image header (its CRC computed here).
@@ -63,7 +63,7 @@ impl<W: Write> ImageWriter<W> {
                 self.optional = i + 1;
                 return Ok(());
             }
-            return Err(invalid(format!("section {kind} out of order: it goes once, between SIGNALS and TCP, PROCATTR before CREDS before SYSVIPC")));
+            return Err(invalid(format!("section {kind} out of order: it goes once, between SIGNALS and TCP, PROCATTR, CREDS, SYSVIPC, FILEIDS in that order")));
         }
         match SectionKind::REQUIRED.iter().position(|&k| k == kind) {
             Some(i) if i == self.next => {

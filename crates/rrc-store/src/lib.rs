@@ -89,6 +89,8 @@ struct Meta {
     /// The newest image's SYSVIPC payload, if it has one (it describes
     /// that snapshot's IPC namespace whole).
     sysvipc: Option<Vec<u8>>,
+    /// The newest image's FILEIDS payload, if it has one (its mappings').
+    file_ids: Option<Vec<u8>>,
     /// The newest image's pagemap (its flags as received).
     pagemap: Vec<PagemapEntry>,
     /// The decoded image (for summaries); its page offsets refer to the
@@ -218,6 +220,7 @@ impl Store {
             procattr: image.sections.iter().any(|s| s.kind == SectionKind::ProcAttr).then(|| payload(SectionKind::ProcAttr)),
             creds: image.sections.iter().any(|s| s.kind == SectionKind::Creds).then(|| payload(SectionKind::Creds)),
             sysvipc: image.sections.iter().any(|s| s.kind == SectionKind::SysvIpc).then(|| payload(SectionKind::SysvIpc)),
+            file_ids: image.sections.iter().any(|s| s.kind == SectionKind::FileIds).then(|| payload(SectionKind::FileIds)),
             pagemap: image.pagemap.clone(),
             image,
             base_id,
@@ -340,6 +343,9 @@ impl Store {
         }
         if let Some(s) = &m.sysvipc {
             wr.section(SectionKind::SysvIpc, s)?;
+        }
+        if let Some(f) = &m.file_ids {
+            wr.section(SectionKind::FileIds, f)?;
         }
         wr.section(SectionKind::Tcp, &m.tcp)?;
         wr.section_chunks(SectionKind::Pages, &chunks)?;

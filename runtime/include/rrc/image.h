@@ -63,6 +63,7 @@ enum rrc_section_type {
 	RRC_SEC_PROCATTR = 10,    /* struct rrc_procattr (optional: older images have none) */
 	RRC_SEC_CREDS   = 11,     /* struct rrc_creds (optional: older images have none) */
 	RRC_SEC_SYSVIPC = 12,     /* struct rrc_sysvipc + objects (optional: only when there is something) */
+	RRC_SEC_FILEIDS = 13,     /* struct rrc_file_ids + records (optional: older images have none) */
 	RRC_SEC_END     = 0xffff, /* struct rrc_end; always last */
 };
 
@@ -231,6 +232,31 @@ struct rrc_sysv_msg {
 	int64_t  mtype;
 	uint32_t len, reserved;
 };                                /* 16 bytes, then len bytes, padded to 8 */
+
+/* ---- FILEIDS (optional) ------------------------------------------------ */
+
+/* Which file each file mapping maps: a restore maps it again by its path,
+ * and a host with another version of it there (a failover onto a backup
+ * upgraded apart, a restore after an upgrade) would give the process
+ * another file's pages under its own written ones. Each distinct path of
+ * the VMAS section's file mappings, with its size and modification time
+ * as the image writer found them (dpkg keeps a package's mtimes, so one
+ * version has one on every host); rrc-restore refuses a file that is not
+ * that one (restore/mem-plan.c). Payload: struct rrc_file_ids, then count
+ * records (struct rrc_file_id, then path_len bytes of path, padded to 8),
+ * in the order of the VMAs. */
+#define RRC_FILEID_REPLACED (1u << 0) /* the path named another file than the
+				       * mapping's by the time the image was written */
+struct rrc_file_ids {
+	uint32_t count, reserved;
+};
+struct rrc_file_id {
+	uint64_t size;
+	int64_t  mtime_sec;
+	uint32_t mtime_nsec;
+	uint32_t flags;           /* RRC_FILEID_* */
+	uint32_t path_len, reserved;
+};                                /* 32 bytes, then the path */
 
 /* ---- VMAS ------------------------------------------------------------- */
 
