@@ -977,6 +977,15 @@ static int in_data_dir(const struct cvma *c)
 	return c->v.path_len > dl && !rrc_strncmp(p, d, dl) && p[dl] == '/';
 }
 
+/* A private file mapping's first VMA of its run, not in the data
+ * directory. A shared one is left out: its pages are the file's whatever
+ * it holds, before a restore as after. */
+static int file_id_wanted(uint32_t i)
+{
+	const struct cvma *c = &vmas[i];
+	return c->v.kind == RRC_VMA_FILE_PRIVATE && c->v.path_len && !same_file_as_previous(i) && !in_data_dir(c);
+}
+
 /* FILEIDS (image.h): each file mapping's file, as found now by its path;
  * one that is not the mapping's any more (a rename over it since the
  * pause) is marked, and a restore refuses it. Outside the pause (the
@@ -985,7 +994,7 @@ static void write_file_ids(void)
 {
 	struct rrc_file_ids h = { 0, 0 };
 	for (uint32_t i = 0; i < nr_vmas; i++)
-		if (vmas[i].v.path_len && !same_file_as_previous(i) && !in_data_dir(&vmas[i]))
+		if (file_id_wanted(i))
 			h.count++;
 	if (!h.count)
 		return;
@@ -993,7 +1002,7 @@ static void write_file_ids(void)
 	o_put(&h, sizeof h);
 	for (uint32_t i = 0; i < nr_vmas; i++) {
 		const struct cvma *c = &vmas[i];
-		if (!c->v.path_len || same_file_as_previous(i) || in_data_dir(c))
+		if (!file_id_wanted(i))
 			continue;
 		char path[RRC_PATH_MAX];
 		rrc_memcpy(path, names + c->name_off, c->v.path_len);

@@ -181,7 +181,8 @@ void mem_check_vmas(struct chain *c)
 			if (stat(path, &st) < 0 || access(path, R_OK) < 0)
 				rst_fail(RRC_RST_MEMORY, errno, (uint32_t)(v->start >> 12),
 					 "VMA 0x%llx maps %s: %s", (unsigned long long)v->start, path, rst_strerror(errno));
-			check_file_id(c, v, path, &st);
+			if (v->kind == RRC_VMA_FILE_PRIVATE)
+				check_file_id(c, v, path, &st);
 		}
 	}
 	/* every page to fill must be in a VMA that phase 2 maps writable */
