@@ -63,6 +63,17 @@ static const char *field(const char *status, const char *key)
 	return 0;
 }
 
+/* A /proc/sys number (LONG_MAX if it cannot be read: no check). */
+static long sysctl_now(const char *path)
+{
+	char b[32];
+	long n = rrc_read_file(path, b, sizeof b - 1);
+	if (n <= 0)
+		return 0x7fffffffffffffffl;
+	b[n] = 0;
+	return (long)rrc_parse_u64(b, 10, 0);
+}
+
 /* An earlier record of this walk of the same queue (its inode)? */
 static int seen_before(const struct rrc_fd *f)
 {
@@ -147,6 +158,12 @@ int rrc_capture_mqueue(struct rrc_fd *f, int fd)
 		return 0;
 	if ((uint64_t)a.curmsgs * (uint64_t)a.msgsize > RRC_MQ_BYTES_MAX)
 		return refuse(fd, " is a POSIX message queue holding more than 1 MiB of messages, which an image does not carry");
+	/* a queue larger than the namespace's limits was made with
+	 * CAP_SYS_RESOURCE, which the restorer has not */
+	if (a.maxmsg > sysctl_now("/proc/sys/fs/mqueue/msg_max") ||
+	    a.msgsize > sysctl_now("/proc/sys/fs/mqueue/msgsize_max"))
+		return refuse(fd, " is a POSIX message queue larger than fs.mqueue.msg_max or msgsize_max allow "
+				  "(made with CAP_SYS_RESOURCE, which a restore has not)");
 	/* a descriptor of the library's own: read-write, non-blocking */
 	char self[64];
 	rrc_proc_path(self, sizeof self, "fd", fd);

@@ -9,7 +9,7 @@
  * of these calls must reproduce every number. A sender writes message r
  * (1..3000 bytes, from r) on a unix socketpair with write, send, writev,
  * sendmsg and sendfile (from a file it writes and reads back with pread
- * and readv) in turn, a
+ * and readv, deleted once open: a ghost file) in turn, a
  * reader drains the other
  * end.
  *
@@ -67,6 +67,12 @@ static void *sender(void *arg)
 	int mfd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (mfd < 0)
 		zdtm_fail("sender: cannot create %s", path);
+	/* deleted at once: its contents go into the image (a ghost file), so
+	 * that a replay from the checkpoint finds what the file held then,
+	 * even with the cut between a pwrite and its read-back (the recorded
+	 * run rewrote the file after it: a named file would hold that) */
+	if (unlink(path) != 0)
+		zdtm_fail("sender: cannot remove %s", path);
 	for (long r = 1; !zdtm_stopped(); r++) {
 		size_t n = zdtm_message(r, buf);
 		ssize_t w;
