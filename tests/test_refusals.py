@@ -210,6 +210,7 @@ def refused_then_restored(rrc, tmp_path, netns, p, snapshot, *words):
     ("fifo_deleted", ["fd 20", "deleted", "special file"]),
     ("mount_tmpfs", ["mounted tmpfs at", "/mnt", "not carried"]),
     ("mqueue_notify", ["fd 20", "POSIX message queue", "mq_notify"]),
+    ("mqueue_big", ["fd 20", "POSIX message queue", "msg_max", "CAP_SYS_RESOURCE"]),
     ("sysv_shm", ["SysV shared memory segment", "key 0", "IPC namespace"]),
 ])
 def test_dump_refuses_fds_a_restore_could_not_bring_back(rrc, tmp_path, netns, mode, words, snapshot):

@@ -32,6 +32,9 @@
  *   mqueue_notify a POSIX message queue at A with a notification registered
  *                (mq_notify, a signal): its process and signal are not
  *                carried (the queue itself is: zdtm mqueue)
+ *   mqueue_big   a POSIX message queue at A of 8 messages, then the
+ *                namespace's fs.mqueue.msg_max lowered to 4: a queue only
+ *                CAP_SYS_RESOURCE could make now, which a restore has not
  *   sysv_shm     a SysV shared memory segment, not attached: not carried
  *                (semaphore sets and message queues are: zdtm sysvipc)
  *   async_owner  a pipe's read end at A with O_ASYNC and another process
@@ -83,7 +86,7 @@ int main(int argc, char **argv)
 {
 	zdtm_init(argc, argv);
 	if (argc != 2)
-		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue_notify|sysv_shm|async_owner|seccomp");
+		zdtm_fail("usage: refuse_fds pty|epoll_closed|epoll_collide|epoll_socket|unix_named_sender|unix_rights|ghost_big|ghost_twice|bpf_filter|inotify_queued|inotify_moved|fifo_deleted|mount_tmpfs|mqueue_notify|mqueue_big|sysv_shm|async_owner|seccomp");
 	const char *mode = argv[1];
 	int m = -1, s = -1;
 	if (!strcmp(mode, "pty")) {
@@ -208,6 +211,16 @@ int main(int argc, char **argv)
 		close((int)q);
 		struct sigevent ev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR2 };
 		zdtm_check(mq_notify(A, &ev) == 0, "mq_notify");
+	} else if (!strcmp(mode, "mqueue_big")) {
+		char name[64];
+		snprintf(name, sizeof name, "/rrc-refuse-%d", getpid());
+		struct mq_attr at = { .mq_maxmsg = 8, .mq_msgsize = 64 };
+		mqd_t q = mq_open(name, O_RDWR | O_CREAT, 0600, &at);
+		zdtm_check(q >= 0 && dup2((int)q, A) == A, "a message queue at A");
+		close((int)q);
+		int s = open("/proc/sys/fs/mqueue/msg_max", O_WRONLY);
+		zdtm_check(s >= 0 && write(s, "4", 1) == 1, "fs.mqueue.msg_max lowered (the container's IPC namespace)");
+		close(s);
 	} else if (!strcmp(mode, "mount_tmpfs")) {
 		char mnt[PATH_MAX], file[PATH_MAX + 16];
 		zdtm_path(mnt, sizeof mnt, "mnt");
@@ -271,6 +284,10 @@ int main(int argc, char **argv)
 		zdtm_check(shmctl(sysv_id, IPC_RMID, NULL) == 0, "remove the segment");
 	} else if (!strcmp(mode, "mqueue_notify")) {
 		zdtm_check(mq_notify(A, NULL) == 0, "the notification removed");
+	} else if (!strcmp(mode, "mqueue_big")) {
+		int s = open("/proc/sys/fs/mqueue/msg_max", O_WRONLY);
+		zdtm_check(s >= 0 && write(s, "10", 2) == 2, "fs.mqueue.msg_max back to 10");
+		close(s);
 	} else if (!strcmp(mode, "mount_tmpfs")) {
 		char mnt[PATH_MAX];
 		zdtm_path(mnt, sizeof mnt, "mnt");
