@@ -105,9 +105,11 @@ static int check_exe(void)
 {
 	char path[RRC_PATH_MAX];
 	long n = rrc_sys_readlinkat(AT_FDCWD, "/proc/self/exe", path, sizeof path - 1);
-	if (n < 0 || !rrc_path_deleted(path, (size_t)n))
+	if (n < 0)
 		return 0;
-	path[n - 10] = 0;
+	path[n] = 0;
+	if (!rrc_path_cut_deleted(path, (size_t)n))
+		return 0;
 	struct stat st;
 	if (rrc_sys_fstatat(AT_FDCWD, path, &st, 0) == 0 && S_ISREG(st.st_mode))
 		return 0;

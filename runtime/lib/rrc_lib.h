@@ -337,7 +337,8 @@ long rrc_map_guarded(uint64_t len) RRC_HIDDEN;
 size_t rrc_strlen(const char *s) RRC_HIDDEN;
 int rrc_strncmp(const char *a, const char *b, size_t n) RRC_HIDDEN;
 int rrc_startswith(const char *s, const char *pfx) RRC_HIDDEN;
-int rrc_path_deleted(const char *path, size_t len) RRC_HIDDEN;
+int rrc_path_deleted(const char *path, size_t len) RRC_HIDDEN;      /* ends in " (deleted)" */
+int rrc_path_cut_deleted(char *path, size_t len) RRC_HIDDEN;        /* and cuts it off: 1 if it did */
 #define RRC_SYSV_CAP (256u << 10) /* sysvipc.c's buffer in the scratch arena */ /* ends in " (deleted)" */
 void rrc_memcpy(void *d, const void *s, size_t n) RRC_HIDDEN;
 void rrc_memset(void *d, int c, size_t n) RRC_HIDDEN;

@@ -928,10 +928,8 @@ static void fill_process_stable(struct rrc_process *p, char *buf)
 		die(RRC_SNAP_PROC);
 	/* replaced by an upgrade: the file now at the path stands for it
 	 * (the check before the pause found one there, maps-deleted.c) */
-	if (rrc_path_deleted(p->exe_path, (size_t)n)) {
-		p->exe_path[n - 10] = 0;
+	if (rrc_path_cut_deleted(p->exe_path, (size_t)n))
 		p->flags |= RRC_PROC_EXE_REPLACED;
-	}
 }
 
 /* What the application changes with ordinary calls: read with the

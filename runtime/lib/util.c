@@ -44,6 +44,15 @@ int rrc_path_deleted(const char *path, size_t len)
 	return len > sizeof del - 1 && !rrc_strncmp(path + len - (sizeof del - 1), del, sizeof del - 1);
 }
 
+/* The same, and the suffix cut off (a NUL in its place) if it was there. */
+int rrc_path_cut_deleted(char *path, size_t len)
+{
+	if (!rrc_path_deleted(path, len))
+		return 0;
+	path[len - (sizeof " (deleted)" - 1)] = 0;
+	return 1;
+}
+
 /* volatile stores keep gcc from turning these loops back into libc calls */
 void rrc_memcpy(void *d, const void *s, size_t n)
 {

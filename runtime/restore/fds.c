@@ -113,6 +113,22 @@ void fds_prepare(struct fd_ctx *x, int *own, int nr_own)
 	}
 }
 
+static const char deleted[] = " (deleted)";
+
+int path_is_deleted(const char *path)
+{
+	size_t n = strlen(path);
+	return n > sizeof deleted - 1 && !strcmp(path + n - (sizeof deleted - 1), deleted);
+}
+
+int path_cut_deleted(char *path)
+{
+	if (!path_is_deleted(path))
+		return 0;
+	path[strlen(path) - (sizeof deleted - 1)] = 0;
+	return 1;
+}
+
 const char *fd_kind_name(uint32_t kind)
 {
 	switch (kind) {

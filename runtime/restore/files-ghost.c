@@ -36,9 +36,7 @@ void restore_ghost(struct fd_ctx *x, struct rfd *r)
 		rst_fail(RRC_RST_IMAGE, 0, (uint32_t)f->fd, "fd %d: a %sghost file of %llu bytes, the record holds %u",
 			 f->fd, write_only ? "write-only " : "", (unsigned long long)size, r->data_len);
 	snprintf(name, sizeof name, "%s", r->path);
-	size_t n = strlen(name);
-	if (n > 10 && !strcmp(name + n - 10, " (deleted)"))
-		name[n - 10] = 0;
+	path_cut_deleted(name);
 	if (f->u.ghost.memfd) {
 		unsigned flags = MFD_CLOEXEC | (f->u.ghost.seals & F_SEAL_SEAL ? 0 : MFD_ALLOW_SEALING);
 		fd = memfd_create(name + 7 /* "/memfd:" */, flags);

@@ -27,7 +27,7 @@ void restore_reg(struct fd_ctx *x, struct rfd *r)
 	if (!plen || r->path[0] != '/')
 		rst_fail(RRC_RST_FD, 0, (uint32_t)f->fd, "fd %d: no absolute path recorded (\"%s\")",
 			 f->fd, r->path);
-	if (plen > 10 && !strcmp(r->path + plen - 10, " (deleted)"))
+	if (path_is_deleted(r->path))
 		rst_fail(RRC_RST_FD, ENOENT, (uint32_t)f->fd,
 			 "fd %d: %s was deleted before the checkpoint; it cannot be reopened", f->fd, r->path);
 	if (f->kind == RRC_FD_DIR)

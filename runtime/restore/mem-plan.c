@@ -175,7 +175,7 @@ void mem_check_vmas(struct chain *c)
 			if (!pl || path[0] != '/')
 				rst_fail(RRC_RST_MEMORY, 0, (uint32_t)(v->start >> 12),
 					 "VMA 0x%llx: file mapping without an absolute path", (unsigned long long)v->start);
-			if (pl > 10 && !strcmp(path + pl - 10, " (deleted)"))
+			if (path_is_deleted(path))
 				rst_fail(RRC_RST_MEMORY, ENOENT, (uint32_t)(v->start >> 12),
 					 "VMA 0x%llx maps %s, deleted before the checkpoint", (unsigned long long)v->start, path);
 			if (stat(path, &st) < 0 || access(path, R_OK) < 0)

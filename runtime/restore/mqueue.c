@@ -23,12 +23,7 @@
 static int queue_name(const struct rfd *r, char *name, size_t cap)
 {
 	snprintf(name, cap, "%s", r->path);
-	size_t n = strlen(name);
-	if (n > 10 && !strcmp(name + n - 10, " (deleted)")) {
-		name[n - 10] = 0;
-		return 1;
-	}
-	return 0;
+	return path_cut_deleted(name);
 }
 
 /* The queue's messages into q: the record's data, checked. */

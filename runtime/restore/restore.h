@@ -146,6 +146,10 @@ void restore_inotify(struct fd_ctx *x, struct rfd *r);  /* inotify.c */
 void restore_fifo(struct fd_ctx *x, struct rfd *first);  /* pipes.c: every fd of first's FIFO */
 void restore_ghost(struct fd_ctx *x, struct rfd *r);    /* files-ghost.c */
 void restore_mqueue(struct fd_ctx *x, struct rfd *r);   /* mqueue.c */
+/* fds.c: does a path as the kernel prints it (d_path) end in " (deleted)";
+ * and the same with the suffix cut off (1 if it was there) */
+int path_is_deleted(const char *path);
+int path_cut_deleted(char *path);
 void restore_inet(struct fd_ctx *x, struct rfd *r);     /* sk-inet.c */
 void restore_unix(struct fd_ctx *x, struct rfd *r);     /* sk-unix.c: UNIX_*, LIB_CONTROL */
 void unix_dgram_connect_all(struct fd_ctx *x);          /* sk-unix.c: once every name is bound */
